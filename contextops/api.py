@@ -1,0 +1,252 @@
+"""The one NinjaAPI: routers of every app, bearer auth, and the error mapping.
+
+Every error leaves here as ``{"error": code, "detail": sentence, ...}``.
+"""
+
+import json
+import logging
+import re
+
+from django.db import DataError, InterfaceError, OperationalError
+from django.http import Http404, HttpRequest
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError
+from ninja.errors import ValidationError as NinjaValidationError
+from ninja.parser import Parser
+
+from .auth import ApiKeyAuth
+from .errors import DomainError, Invalid
+
+logger = logging.getLogger(__name__)
+
+MAX_JSON_DEPTH = 64
+
+
+def _check_text(value, loc: list, depth: int = 0) -> None:
+    """Refuse what no database column can hold: NUL characters, lone surrogates, deep nesting."""
+    if depth > MAX_JSON_DEPTH:
+        raise Invalid(f"The JSON nests deeper than {MAX_JSON_DEPTH} levels.", loc=loc)
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise Invalid("Text may not contain NUL characters.", loc=loc)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise Invalid("Text must be valid Unicode (no lone surrogates).", loc=loc) from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key, [*loc, key], depth + 1)
+            _check_text(item, [*loc, key], depth + 1)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_text(item, [*loc, index], depth + 1)
+
+
+class StrictJsonParser(Parser):
+    """JSON bodies: valid UTF-8, well formed, storable; anything else is a 422, never a 500."""
+
+    def parse_body(self, request: HttpRequest):
+        raw = request.body
+        if not raw:
+            return {}
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise Invalid("The body is not valid UTF-8.", loc=["body"]) from None
+        except (ValueError, RecursionError):
+            raise Invalid("The body is not valid JSON.", loc=["body"]) from None
+        _check_text(data, ["body"])
+        return data
+
+    def parse_querydict(self, data, list_fields, request):
+        result = super().parse_querydict(data, list_fields, request)
+        _check_text(result, ["query"])
+        return result
+
+
+api = NinjaAPI(
+    title="contextops API",
+    version="1",
+    description="Working context for LLM agents: frames, budgets, facts, context packs.",
+    auth=ApiKeyAuth(),
+    urls_namespace="api",
+    docs_url="/docs",
+    openapi_url="/openapi.json",
+    parser=StrictJsonParser(),
+)
+
+
+def error_response(request: HttpRequest, status: int, code: str, detail: str, **extra):
+    return api.create_response(request, {"error": code, "detail": detail, **extra}, status=status)
+
+
+@api.exception_handler(DomainError)
+def on_domain_error(request, exc: DomainError):
+    response = api.create_response(request, exc.as_body(), status=exc.status)
+    if exc.status == 429:
+        response["Retry-After"] = str(exc.extra.get("retry_after", 60))
+    return response
+
+
+def _loc(loc) -> list:
+    # ninja prefixes locations with the parameter kind and name ("body", "payload", ...);
+    # keep "body"/"query"/"path" and drop the internal argument name.
+    loc = list(loc)
+    if (
+        len(loc) >= 2
+        and loc[0] in {"body", "query", "path"}
+        and loc[1] in {"payload", "filters", "params"}
+    ):
+        loc = [loc[0], *loc[2:]]
+    return loc
+
+
+@api.exception_handler(NinjaValidationError)
+def on_validation_error(request, exc: NinjaValidationError):
+    errors = [{"loc": _loc(e.get("loc", [])), "msg": e.get("msg", "invalid")} for e in exc.errors]
+    first = errors[0] if errors else {"loc": [], "msg": "invalid"}
+    where = ".".join(str(p) for p in first["loc"][1:] or first["loc"])
+    detail = f"{where}: {first['msg']}" if where else first["msg"]
+    return error_response(request, 422, "validation_error", detail, errors=errors)
+
+
+@api.exception_handler(AuthenticationError)
+def on_auth_error(request, exc):
+    return error_response(
+        request,
+        401,
+        "unauthenticated",
+        "A valid API key is required (Authorization: Bearer <key>).",
+    )
+
+
+@api.exception_handler(Http404)
+def on_not_found(request, exc):
+    return error_response(request, 404, "not_found", "Not found.")
+
+
+@api.exception_handler(HttpError)
+def on_http_error(request, exc: HttpError):
+    if isinstance(exc.__cause__, DomainError):  # raised by StrictJsonParser, wrapped by ninja
+        return on_domain_error(request, exc.__cause__)
+    if exc.status_code == 400:
+        return error_response(request, 400, "bad_request", str(exc))
+    return error_response(request, exc.status_code, "error", str(exc))
+
+
+@api.exception_handler(OperationalError)
+@api.exception_handler(InterfaceError)
+def on_database_unavailable(request, exc):
+    # The database went away (a restart, a failover, a dropped connection): the request
+    # did not happen, and the next one reconnects (CONN_HEALTH_CHECKS).
+    logger.warning("database unavailable on %s %s: %s", request.method, request.path, exc)
+    response = error_response(
+        request,
+        503,
+        "unavailable",
+        "The database is unavailable; nothing was changed. Retry shortly.",
+    )
+    response["Retry-After"] = "2"
+    return response
+
+
+@api.exception_handler(OverflowError)
+@api.exception_handler(DataError)
+def on_data_error(request, exc):
+    # A value the schema let through but the column (or SQLite's driver, which raises
+    # OverflowError) cannot hold: a number out of range.
+    return error_response(
+        request,
+        422,
+        "validation_error",
+        "A value is out of range for storage.",
+        errors=[{"loc": ["body"], "msg": str(exc)[:200]}],
+    )
+
+
+@api.exception_handler(Exception)
+def on_unexpected(request, exc):
+    logger.exception("Unhandled error on %s %s", request.method, request.path)
+    return error_response(
+        request, 500, "internal_error", "Something went wrong on our side; it has been logged."
+    )
+
+
+@api.get("/health", auth=None, tags=["meta"], summary="Liveness: the API answers")
+def health(request):
+    return {"status": "ok"}
+
+
+def _register_routers() -> None:
+    from facts.api import router as facts_router
+    from frames.api import router as frames_router
+    from frames.context_api import router as context_router
+    from frames.conversation.api import router as conversation_router
+    from frames.rlm.api import router as rlm_router
+    from frames.suspension_api import router as suspension_router
+
+    api.add_router("", frames_router)
+    api.add_router("", suspension_router)
+    api.add_router("", context_router)
+    api.add_router("", facts_router)
+    api.add_router("", conversation_router)
+    api.add_router("/rlm", rlm_router)
+
+
+_register_routers()
+__all__ = ["api"]
+
+
+# OpenAPI links: which response field feeds which path parameter of later calls, so
+# clients and stateful fuzzers can chain operations (create a session, then push a frame
+# into it, then pop that frame). Producer (method, path) -> (path parameter, body field).
+LINK_PRODUCERS = {
+    ("post", "/api/v1/sessions"): ("session_id", "id"),
+    ("post", "/api/v1/sessions/{session_id}/frames"): ("frame_id", "id"),
+    ("post", "/api/v1/frames/{frame_id}/handles"): ("handle_id", "id"),
+    ("post", "/api/v1/facts"): ("key", "key"),
+    ("post", "/api/v1/rlm/states"): ("state_id", "state_id"),
+    ("post", "/api/v1/frames/{frame_id}/suspend"): ("token", "token"),
+    ("post", "/api/v1/sessions/{session_id}/compactions"): ("compaction_id", "id"),
+}
+
+
+def _path_params(path: str) -> set[str]:
+    return set(re.findall(r"\{(\w+)\}", path))
+
+
+def openapi_links_add(schema: dict) -> dict:
+    """Add a link from each producer's success response to every operation it feeds."""
+    paths = schema.get("paths", {})
+    operations = [
+        (path, op)
+        for path, item in paths.items()
+        for op in item.values()
+        if isinstance(op, dict) and "operationId" in op
+    ]
+    for (method, path), (param, field) in LINK_PRODUCERS.items():
+        producer = paths.get(path, {}).get(method)
+        links = {
+            op["operationId"]: {
+                "operationId": op["operationId"],
+                "parameters": {param: f"$response.body#/{field}"},
+            }
+            for target_path, op in operations
+            if _path_params(target_path) == {param}
+        }
+        if not producer or not links:
+            continue
+        for status, response in producer.get("responses", {}).items():
+            if str(status).startswith("2"):
+                response["links"] = links
+    return schema
+
+
+_openapi_schema_plain = api.get_openapi_schema
+
+
+def _openapi_schema_with_links(*args, **kwargs):
+    return openapi_links_add(_openapi_schema_plain(*args, **kwargs))
+
+
+api.get_openapi_schema = _openapi_schema_with_links

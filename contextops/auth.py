@@ -1,0 +1,38 @@
+"""Bearer-key authentication for the API."""
+
+import hmac
+
+from django.http import HttpRequest
+from django.utils import timezone
+from ninja.security import HttpBearer
+
+from .errors import Unauthenticated
+from .models import KEY_PREFIX, ApiKey, hash_secret
+from .ratelimit import WRITE_METHODS, rate_limit_check
+
+
+def api_key_resolve(raw: str) -> ApiKey:
+    """The active key for ``raw``, with its agent and organization; raises Unauthenticated."""
+    parts = raw.split("_", 2)
+    if len(parts) != 3 or parts[0] != KEY_PREFIX or not parts[1] or not parts[2]:
+        raise Unauthenticated("The API key is malformed.")
+    key = ApiKey.objects.select_related("agent__organization").filter(prefix=parts[1][:16]).first()
+    if key is None or not hmac.compare_digest(key.hashed_secret, hash_secret(parts[2])):
+        raise Unauthenticated("The API key is not valid.")
+    if key.revoked_at is not None:
+        raise Unauthenticated("The API key has been revoked.")
+    return key
+
+
+class ApiKeyAuth(HttpBearer):
+    def authenticate(self, request: HttpRequest, token: str):
+        key = api_key_resolve(token)
+        now = timezone.now()
+        if key.last_used_at is None or (now - key.last_used_at).total_seconds() > 60:
+            ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        if request.method in WRITE_METHODS:
+            rate_limit_check(key_id=str(key.pk))
+        request.api_key = key
+        request.agent = key.agent
+        request.organization = key.agent.organization
+        return key

@@ -1,0 +1,877 @@
+"""What the sync and async clients share: the endpoint catalogue and the result objects.
+
+Every endpoint method builds one request and hands it to ``self._call``; the sync client
+runs it and returns the result, the async client returns an awaitable of it. Results are
+plain JSON (``dict`` / ``list``) except for three objects with methods of their own:
+:class:`Session`, :class:`Frame` and :class:`Suspension`.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable, Iterable
+from typing import Any, Self
+from urllib.parse import quote
+
+JSON = dict[str, Any]
+
+OPEN_STATUSES = frozenset({"active", "waiting", "suspended"})
+CLOSED_STATUSES = frozenset({"completed", "failed", "cancelled"})
+
+# The frames each ``ops.frame(...)`` block has open, per session, in this thread or task.
+_frame_stacks: contextvars.ContextVar[dict[str, tuple[Frame, ...]]] = contextvars.ContextVar(
+    "contextops_frame_stacks"
+)
+
+
+def _stacks() -> dict[str, tuple[Frame, ...]]:
+    return _frame_stacks.get({})
+
+
+def current_frame(session: Any) -> Frame | None:
+    """The innermost open ``ops.frame`` block of ``session`` in this context, if any."""
+    stack = _stacks().get(_id(session), ())
+    return stack[-1] if stack else None
+
+
+def _stack_push(frame: Frame) -> contextvars.Token:
+    stacks = dict(_stacks())
+    stacks[frame.session_id] = (*stacks.get(frame.session_id, ()), frame)
+    return _frame_stacks.set(stacks)
+
+
+def _stack_pop(frame: Frame, token: contextvars.Token) -> None:
+    try:
+        _frame_stacks.reset(token)
+    except ValueError:  # exited in another context than entered: drop it by hand
+        stacks = dict(_stacks())
+        stacks[frame.session_id] = tuple(
+            f for f in stacks.get(frame.session_id, ()) if f.id != frame.id
+        )
+        _frame_stacks.set(stacks)
+
+
+def _id(obj: Any) -> str:
+    """The id of a Session, a Frame, a dict with an ``id`` or the id itself."""
+    if obj is None:
+        raise ValueError("an id is required")
+    if isinstance(obj, Session | Frame):
+        return obj.id
+    if isinstance(obj, dict):
+        return str(obj["id"])
+    return str(obj)
+
+
+def _seg(value: Any) -> str:
+    """One path segment, percent-encoded (fact keys and variable names may hold anything)."""
+    return quote(str(value), safe="")
+
+
+def _turn_list(data: Any) -> list[JSON]:
+    """The turns whether the server answers a list or ``{count, turns}``."""
+    if isinstance(data, dict):
+        return list(data.get("turns") or [])
+    return list(data or [])
+
+
+def _drop_none(**fields: Any) -> JSON:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+class _Remote:
+    """An object of the server as the client holds it: its JSON, equal by id."""
+
+    def __init__(self, client: Any, data: JSON) -> None:
+        self._client = client
+        self.data = data
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    def _absorb(self, data: JSON) -> Self:
+        self.data = data
+        return self
+
+    @property
+    def id(self) -> str:
+        return str(self.data["id"])
+
+
+class Session(_Remote):
+    """A session: ``id``, ``dashboard_url`` (absolute) and the fields the API returned in ``data``.
+
+    Its methods are shortcuts to the client's, with this session filled in.
+    """
+
+    def __repr__(self) -> str:
+        return f"<Session {self.id}>"
+
+    @property
+    def dashboard_url(self) -> str:
+        return self._client.absolute_url(self.data.get("dashboard_url") or f"/sessions/{self.id}/")
+
+    @property
+    def pressure(self) -> JSON:
+        return self.data.get("pressure") or {}
+
+    @property
+    def usage_totals(self) -> JSON:
+        return self.data.get("usage_totals") or {}
+
+    @property
+    def top_frame_id(self) -> str | None:
+        value = self.data.get("top_frame_id")
+        return str(value) if value else None
+
+    def refresh(self):
+        return self._client._call("GET", f"/sessions/{self.id}", wrap=self._absorb)
+
+    def frame(self, goal: str, budget: int, **kwargs: Any):
+        return self._client.frame(self, goal=goal, budget=budget, **kwargs)
+
+    def resume(self):
+        return self._client.session_resume(self)
+
+    def events(self, after: int = 0, **kwargs: Any):
+        return self._client.events(self, after=after, **kwargs)
+
+    def pressure_get(self):
+        return self._client.pressure(self)
+
+    def context_pack(self, budget_tokens: int, **kwargs: Any):
+        return self._client.context_pack(self, budget_tokens=budget_tokens, **kwargs)
+
+    def end(self):
+        return self._client.session_end(self)
+
+
+class Frame(_Remote):
+    """A frame: ``id``, ``session_id``, ``budget`` (``total, used, reserved,
+    subcall_allocation, available``), ``status`` and the rest in ``data``.
+
+    Methods that change the frame on the server (``reserve``, ``usage``, ``pop``,
+    ``refresh``) also update this object with the frame the server returns.
+    """
+
+    def __repr__(self) -> str:
+        return f"<Frame {self.id} {self.status} {self.goal[:40]!r}>"
+
+    @property
+    def session_id(self) -> str:
+        return str(self.data["session_id"])
+
+    @property
+    def parent_frame_id(self) -> str | None:
+        value = self.data.get("parent_frame_id")
+        return str(value) if value else None
+
+    @property
+    def goal(self) -> str:
+        return self.data.get("goal", "")
+
+    @property
+    def status(self) -> str:
+        return self.data.get("status", "")
+
+    @property
+    def depth(self) -> int:
+        return int(self.data.get("depth", 0))
+
+    @property
+    def budget(self) -> JSON:
+        return self.data.get("budget") or {}
+
+    @property
+    def available(self) -> int:
+        """Tokens left as of the last answer about this frame (``refresh()`` to update)."""
+        return int(self.budget.get("available", 0))
+
+    @property
+    def dashboard_url(self) -> str:
+        return self._client.absolute_url(self.data.get("dashboard_url") or f"/frames/{self.id}/")
+
+    def refresh(self):
+        return self._client._call("GET", f"/frames/{self.id}", wrap=self._absorb)
+
+    def context_pack(self, budget_tokens: int, **kwargs: Any):
+        return self._client.context_pack(
+            self.session_id, budget_tokens=budget_tokens, frame=self, **kwargs
+        )
+
+    def handle(self, kind: str, content: str | None = None, **kwargs: Any):
+        return self._client.handle_add(self, kind=kind, content=content, **kwargs)
+
+    def usage(self, input_tokens: int, output_tokens: int, **kwargs: Any):
+        return self._client.usage_record(
+            self, input_tokens=input_tokens, output_tokens=output_tokens, **kwargs
+        )
+
+    def reserve(self, purpose: str, amount: int):
+        return self._client.frame_reserve(self, purpose=purpose, amount=amount)
+
+    def suspend(self, reason: str, **kwargs: Any):
+        return self._client.frame_suspend(self, reason=reason, **kwargs)
+
+    def pop(self, status: str = "completed", result_refs: list | None = None):
+        return self._client.frame_pop(self, status=status, result_refs=result_refs)
+
+    def ancestry(self):
+        return self._client.frame_ancestry(self)
+
+    def children(self, **kwargs: Any):
+        return self._client.frame_children(self, **kwargs)
+
+
+class Suspension:
+    """A suspension: ``token``, ``status`` (pending, approved, rejected, expired, resumed),
+    ``approve_url`` (the inbox where a person decides) and ``frame_id``."""
+
+    def __init__(self, client: Any, data: JSON) -> None:
+        self._client = client
+        self.data = data
+
+    def __repr__(self) -> str:
+        return f"<Suspension {self.status} frame={self.frame_id}>"
+
+    def _absorb(self, data: JSON) -> Suspension:
+        self.data = data
+        return self
+
+    @property
+    def token(self) -> str:
+        return str(self.data["token"])
+
+    @property
+    def status(self) -> str:
+        return self.data.get("status", "")
+
+    @property
+    def frame_id(self) -> str:
+        return str(self.data.get("frame_id", ""))
+
+    @property
+    def approve_url(self) -> str:
+        return self._client.absolute_url(self.data.get("approve_url") or "/inbox/")
+
+    def refresh(self):
+        return self._client._call("GET", f"/suspensions/{_seg(self.token)}", wrap=self._absorb)
+
+    def wait(self, timeout: float = 30.0):
+        """Long-poll until the status is no longer ``pending`` or ``timeout`` seconds pass;
+        returns the status then."""
+        return self._client.suspension_wait(self, timeout=timeout)
+
+    def resume(self):
+        return self._client.suspension_resume(self)
+
+
+class Api:
+    """The endpoint catalogue of ``/api/v1`` (see docs/api.md). Subclasses provide ``_call``."""
+
+    transport: Any
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: JSON | None = None,
+        timeout: float | None = None,
+        wrap: Callable[[Any], Any] | None = None,
+    ) -> Any:  # pragma: no cover - provided by Client and AsyncClient
+        raise NotImplementedError
+
+    # -- helpers -----------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return self.transport.base_url
+
+    def absolute_url(self, path: str) -> str:
+        """A dashboard address from a path the API returned (absolute ones pass through)."""
+        if "://" in path:
+            return path
+        return self.base_url + (path if path.startswith("/") else "/" + path)
+
+    def _session(self, data: JSON) -> Session:
+        return Session(self, data)
+
+    def _frame(self, data: JSON) -> Frame:
+        return Frame(self, data)
+
+    def _frames(self, data: list) -> list[Frame]:
+        return [Frame(self, d) for d in data]
+
+    def _frame_wrap(self, frame: Any) -> Callable[[JSON], Frame]:
+        return frame._absorb if isinstance(frame, Frame) else self._frame
+
+    def request(self, method: str, path: str, *, json: Any = None, params: JSON | None = None):
+        """Any API call, for paths this client has no method for: path relative to /api/v1."""
+        return self._call(method, path, json=json, params=params)
+
+    def health(self):
+        return self._call("GET", "/health")
+
+    # -- sessions ----------------------------------------------------------------------
+
+    def session_create(
+        self,
+        *,
+        identity: JSON | None = None,
+        environment: JSON | None = None,
+        context_window_tokens: int | None = None,
+        model: str | None = None,
+        title: str | None = None,
+        compaction_threshold: float | None = None,
+        eviction_policy: str | None = None,
+    ):
+        """``POST /sessions`` → :class:`Session`. ``identity``: user_name, user_id,
+        authority, department, organization, permissions; ``environment``: timezone,
+        location, external_data."""
+        body = _drop_none(
+            identity=identity,
+            environment=environment,
+            context_window_tokens=context_window_tokens,
+            model=model,
+            title=title,
+            compaction_threshold=compaction_threshold,
+            eviction_policy=eviction_policy,
+        )
+        return self._call("POST", "/sessions", json=body, wrap=self._session)
+
+    session = session_create
+
+    def session_get(self, session: Any):
+        return self._call("GET", f"/sessions/{_id(session)}", wrap=self._session)
+
+    def sessions(self, *, search: str | None = None, limit: int | None = None, offset: int = 0):
+        """``GET /sessions`` → ``{items: [session...], count, next_offset}`` (plain JSON)."""
+        return self._call(
+            "GET", "/sessions", params=_drop_none(search=search, limit=limit, offset=offset)
+        )
+
+    def session_end(self, session: Any):
+        wrap = session._absorb if isinstance(session, Session) else self._session
+        return self._call("POST", f"/sessions/{_id(session)}/end", wrap=wrap)
+
+    def session_resume(self, session: Any):
+        """``GET /sessions/{id}/resume`` → ``{current_frame, frame_stack[], pending_work[],
+        recovery_summary}`` with the frames as :class:`Frame` objects."""
+
+        def wrap(data: JSON) -> JSON:
+            data = dict(data)
+            if data.get("current_frame"):
+                data["current_frame"] = self._frame(data["current_frame"])
+            data["frame_stack"] = self._frames(data.get("frame_stack") or [])
+            return data
+
+        return self._call("GET", f"/sessions/{_id(session)}/resume", wrap=wrap)
+
+    def events(
+        self,
+        session: Any,
+        *,
+        after: int = 0,
+        limit: int | None = None,
+        frame: Any = None,
+    ):
+        """``GET /sessions/{id}/events?after=SEQ`` → events in order (``seq``, ``type``, ...)."""
+        params = _drop_none(after=after, limit=limit, frame_id=_id(frame) if frame else None)
+        return self._call("GET", f"/sessions/{_id(session)}/events", params=params)
+
+    # -- frames ------------------------------------------------------------------------
+
+    def frame_push(
+        self,
+        session: Any,
+        *,
+        goal: str,
+        budget: int,
+        parent: Any = None,
+        inputs: JSON | None = None,
+        max_subframe_depth: int | None = None,
+    ):
+        """``POST /sessions/{id}/frames`` → :class:`Frame`; a child's budget comes out of
+        its parent's available tokens (:class:`InsufficientTokens` when it cannot)."""
+        body: JSON = {
+            "goal": goal,
+            "inputs": inputs or {},
+            "budget": _drop_none(total=budget, max_subframe_depth=max_subframe_depth),
+        }
+        if parent is not None:
+            body["parent_frame_id"] = _id(parent)
+        return self._call("POST", f"/sessions/{_id(session)}/frames", json=body, wrap=self._frame)
+
+    def frame_get(self, frame: Any):
+        return self._call("GET", f"/frames/{_id(frame)}", wrap=self._frame)
+
+    def frame_ancestry(self, frame: Any):
+        return self._call("GET", f"/frames/{_id(frame)}/ancestry", wrap=self._frames)
+
+    def frame_children(self, frame: Any, *, limit: int | None = None, offset: int = 0):
+        return self._call(
+            "GET",
+            f"/frames/{_id(frame)}/children",
+            params=_drop_none(limit=limit, offset=offset),
+            wrap=self._frames,
+        )
+
+    def frame_reserve(self, frame: Any, *, purpose: str, amount: int):
+        return self._call(
+            "POST",
+            f"/frames/{_id(frame)}/reserve",
+            json={"purpose": purpose, "amount": amount},
+            wrap=self._frame_wrap(frame),
+        )
+
+    def usage_record(
+        self,
+        frame: Any,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        cache_creation_input_tokens: int = 0,
+        cache_read_input_tokens: int = 0,
+        model: str = "",
+        message_id: str = "",
+    ):
+        """``POST /frames/{id}/usage``: one model call's four usage fields → the frame."""
+        body = {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "cache_creation_input_tokens": cache_creation_input_tokens,
+            "cache_read_input_tokens": cache_read_input_tokens,
+            "model": model,
+            "message_id": message_id,
+        }
+        return self._call(
+            "POST", f"/frames/{_id(frame)}/usage", json=body, wrap=self._frame_wrap(frame)
+        )
+
+    def frame_pop(self, frame: Any, *, status: str = "completed", result_refs: list | None = None):
+        """``POST /frames/{id}/pop`` (completed or failed) → the frame; settles the parent."""
+        return self._call(
+            "POST",
+            f"/frames/{_id(frame)}/pop",
+            json={"status": status, "result_refs": list(result_refs or [])},
+            wrap=self._frame_wrap(frame),
+        )
+
+    def handle_add(
+        self,
+        frame: Any,
+        *,
+        kind: str,
+        content: str | None = None,
+        ref: str | None = None,
+        priority: str = "medium",
+        category: str = "",
+        tool_call_id: str = "",
+        estimated_tokens: int | None = None,
+    ):
+        """``POST /frames/{id}/handles`` → ``{id, estimated_tokens, state, ...}``."""
+        body = _drop_none(
+            kind=kind,
+            priority=priority,
+            content=content,
+            ref=ref,
+            category=category,
+            tool_call_id=tool_call_id,
+            estimated_tokens=estimated_tokens,
+        )
+        return self._call("POST", f"/frames/{_id(frame)}/handles", json=body)
+
+    # -- suspension --------------------------------------------------------------------
+
+    def frame_suspend(
+        self,
+        frame: Any,
+        *,
+        reason: str,
+        requires_approval: bool = False,
+        expires_in_seconds: int | None = None,
+    ):
+        """``POST /frames/{id}/suspend`` → :class:`Suspension` (its ``token`` resumes it)."""
+        body = _drop_none(
+            reason=reason,
+            requires_approval=requires_approval,
+            expires_in_seconds=expires_in_seconds,
+        )
+        return self._call(
+            "POST",
+            f"/frames/{_id(frame)}/suspend",
+            json=body,
+            wrap=lambda d: Suspension(self, d),
+        )
+
+    def suspension_get(self, suspension: Any, *, wait: float | None = None):
+        """``GET /suspensions/{token}``; with ``wait`` (≤ 30 s) the server holds the answer
+        while the suspension is pending."""
+        token = suspension.token if isinstance(suspension, Suspension) else str(suspension)
+        wrap = suspension._absorb if isinstance(suspension, Suspension) else None
+        return self._call(
+            "GET",
+            f"/suspensions/{_seg(token)}",
+            params=_drop_none(wait=wait),
+            timeout=(wait + 15.0) if wait else None,
+            wrap=wrap or (lambda d: Suspension(self, d)),
+        )
+
+    def suspension_resume(self, suspension: Any):
+        """``POST /suspensions/{token}/resume`` → the frame, active again. Raises
+        :class:`SuspensionNotApproved`, :class:`TokenUsed` or :class:`SuspensionExpired`."""
+        token = suspension.token if isinstance(suspension, Suspension) else str(suspension)
+        return self._call("POST", f"/suspensions/{_seg(token)}/resume", wrap=self._frame)
+
+    # -- facts, constraints ------------------------------------------------------------
+
+    def fact_write(
+        self,
+        key: str,
+        value: Any,
+        *,
+        source: str,
+        subject: str | None = None,
+        observed_at: str | None = None,
+        memory_type: str | None = None,
+        scope: str | None = None,
+        scope_id: str | None = None,
+        supersedes: str | None = None,
+        depends_on: Iterable[str] | None = None,
+        is_constraint: bool | None = None,
+        constraint_type: str | None = None,
+        constraint: JSON | None = None,
+        read_authority: str | None = None,
+    ):
+        """``POST /facts`` → the fact with ``outcome`` (created, superseded, proposal,
+        outdated, unchanged). Raises :class:`AlreadySuperseded` (``superseded_by``),
+        :class:`AuthorityTooLow`, :class:`KeyExists`."""
+        body = _drop_none(
+            key=key,
+            value=value,
+            source=source,
+            subject=subject,
+            observed_at=observed_at,
+            memory_type=memory_type,
+            scope=scope,
+            scope_id=scope_id,
+            supersedes=supersedes,
+            depends_on=list(depends_on) if depends_on is not None else None,
+            is_constraint=is_constraint,
+            constraint_type=constraint_type,
+            constraint=constraint,
+            read_authority=read_authority,
+        )
+        return self._call("POST", "/facts", json=body)
+
+    def fact_get(self, key: str):
+        return self._call("GET", f"/facts/{_seg(key)}")
+
+    def fact_current(self, key: str):
+        return self._call("GET", f"/facts/{_seg(key)}/current")
+
+    def fact_lineage(self, key: str):
+        return self._call("GET", f"/facts/{_seg(key)}/lineage")
+
+    def facts(
+        self,
+        *,
+        valid: bool | str | None = True,
+        scope: str | None = None,
+        scope_id: str | None = None,
+        subject: str | None = None,
+        needs_review: bool | None = None,
+        memory_type: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ):
+        """``GET /facts`` → ``{items, count, next_offset}``; ``valid=None`` lists every version."""
+        valid_param = "any" if valid is None else valid
+        return self._call(
+            "GET",
+            "/facts",
+            params=_drop_none(
+                valid=valid_param,
+                scope=scope,
+                scope_id=scope_id,
+                subject=subject,
+                needs_review=needs_review,
+                memory_type=memory_type,
+                status=status,
+                limit=limit,
+                offset=offset,
+            ),
+        )
+
+    def fact_promote(self, key: str):
+        return self._call("POST", f"/facts/{_seg(key)}/promote")
+
+    def fact_discard(self, key: str):
+        return self._call("POST", f"/facts/{_seg(key)}/discard")
+
+    def fact_review(self, key: str):
+        return self._call("POST", f"/facts/{_seg(key)}/review")
+
+    def fact_invalidate(self, key: str):
+        return self._call("POST", f"/facts/{_seg(key)}/invalidate")
+
+    def constraints_check(self, subject: str, value: Any, *, scope_id: str | None = None):
+        """``POST /constraints/check`` → ``{allowed, violations: [{fact_key, constraint, detail}]}``."""
+        body = _drop_none(subject=subject, value=value, scope_id=scope_id)
+        return self._call("POST", "/constraints/check", json=body)
+
+    # -- working set, environment ------------------------------------------------------
+
+    def working_set(self, session: Any):
+        return self._call("GET", f"/sessions/{_id(session)}/working-set")
+
+    def working_set_get(self, session: Any, key: str):
+        return self._call("GET", f"/sessions/{_id(session)}/working-set/{_seg(key)}")
+
+    def working_set_put(
+        self, session: Any, key: str, value: Any, *, ttl_seconds: int | None = None
+    ):
+        return self._call(
+            "PUT",
+            f"/sessions/{_id(session)}/working-set/{_seg(key)}",
+            json=_drop_none(value=value, ttl_seconds=ttl_seconds),
+        )
+
+    def working_set_delete(self, session: Any, key: str):
+        return self._call("DELETE", f"/sessions/{_id(session)}/working-set/{_seg(key)}")
+
+    def environment_get(self, session: Any):
+        return self._call("GET", f"/sessions/{_id(session)}/environment")
+
+    def environment_put(
+        self,
+        session: Any,
+        *,
+        timezone: str | None = None,
+        location: str | None = None,
+        external_data: JSON | None = None,
+    ):
+        """``PUT /sessions/{id}/environment``: fields left out keep their value."""
+        body = _drop_none(timezone=timezone, location=location, external_data=external_data)
+        return self._call("PUT", f"/sessions/{_id(session)}/environment", json=body)
+
+    # -- context packs, pressure, paging ------------------------------------------------
+
+    def context_pack(
+        self,
+        session: Any,
+        *,
+        budget_tokens: int,
+        frame: Any = None,
+        query: str | None = None,
+        include_handles: Iterable[Any] | None = None,
+        exclude_handles: Iterable[Any] | None = None,
+        min_compaction: str | None = None,
+    ):
+        """``POST /sessions/{id}/context-pack`` → ``{brief_context, breadcrumbs, facts,
+        working_set, segments, token_summary}``; ``token_summary.used`` ≤ ``budget_tokens``."""
+        body = _drop_none(
+            frame_id=_id(frame) if frame is not None else None,
+            budget_tokens=budget_tokens,
+            query=query,
+            include_handles=[_id(h) for h in include_handles] if include_handles else None,
+            exclude_handles=[_id(h) for h in exclude_handles] if exclude_handles else None,
+            min_compaction=min_compaction,
+        )
+        return self._call("POST", f"/sessions/{_id(session)}/context-pack", json=body)
+
+    def context_packs(self, session: Any, *, limit: int | None = None):
+        return self._call(
+            "GET", f"/sessions/{_id(session)}/context-packs", params=_drop_none(limit=limit)
+        )
+
+    def pressure(self, session: Any):
+        """``GET /sessions/{id}/pressure`` → ``{level, utilization, recommended_actions,
+        eviction_candidates}``."""
+        return self._call("GET", f"/sessions/{_id(session)}/pressure")
+
+    def handle_page_out(self, handle: Any):
+        return self._call("POST", f"/handles/{_id(handle)}/page-out")
+
+    def handle_page_in(self, handle: Any, *, mode: str = "summary"):
+        return self._call("POST", f"/handles/{_id(handle)}/page-in", params={"mode": mode})
+
+    def handle_attention(self, handle: Any, weight: float):
+        return self._call("POST", f"/handles/{_id(handle)}/attention", json={"weight": weight})
+
+    def handle_state(self, handle: Any, to: str):
+        return self._call("POST", f"/handles/{_id(handle)}/state", json={"to": to})
+
+    # -- conversation and compaction ---------------------------------------------------
+
+    def messages_append(self, session: Any, messages: list[JSON], *, usage: JSON | None = None):
+        """``POST /sessions/{id}/messages`` (Anthropic Messages format) → ``{messages, turns,
+        occupancy_tokens, compaction_id}``; ``usage`` (the four fields, model, message_id)
+        is charged to the session's top frame."""
+        body = _drop_none(messages=messages, usage=usage)
+        return self._call("POST", f"/sessions/{_id(session)}/messages", json=body)
+
+    def turns(
+        self,
+        session: Any,
+        *,
+        branch: str | None = None,
+        after: int | None = None,
+        limit: int | None = None,
+    ):
+        """``GET /sessions/{id}/turns`` → the turns in order: ``[{index, user_message,
+        tool_calls, tool_results, assistant_response, tokens, anchor, summarized,
+        summary_id, ...}]``."""
+        return self._call(
+            "GET",
+            f"/sessions/{_id(session)}/turns",
+            params=_drop_none(branch=branch, after=after, limit=limit),
+            wrap=_turn_list,
+        )
+
+    def compaction_create(
+        self,
+        session: Any,
+        *,
+        strategy: str | None = None,
+        target_tokens: int | None = None,
+        keep_turns: int | None = None,
+    ):
+        """``POST /sessions/{id}/compactions`` → ``{id, status}`` (202, runs on the worker)."""
+        body = _drop_none(strategy=strategy, target_tokens=target_tokens, keep_turns=keep_turns)
+        return self._call("POST", f"/sessions/{_id(session)}/compactions", json=body)
+
+    def compactions(self, session: Any):
+        return self._call("GET", f"/sessions/{_id(session)}/compactions")
+
+    def compaction_get(self, compaction: Any):
+        return self._call("GET", f"/compactions/{_id(compaction)}")
+
+    def compaction_revert(self, compaction: Any):
+        return self._call("POST", f"/compactions/{_id(compaction)}/revert")
+
+    # -- RLM state ---------------------------------------------------------------------
+
+    def rlm_state_create(
+        self,
+        prompt: str,
+        *,
+        session: Any = None,
+        frame: Any = None,
+        tree_id: str | None = None,
+        execution_config: JSON | None = None,
+    ):
+        """``POST /rlm/states`` → the state (``state_id``, ``Final`` unset, ``prompt`` set).
+        Attached to a ``frame``, writing ``Final`` pops that frame as completed."""
+        body = _drop_none(
+            prompt=prompt,
+            session_id=_id(session) if session is not None else None,
+            frame_id=_id(frame) if frame is not None else None,
+            tree_id=tree_id,
+            execution_config=execution_config,
+        )
+        return self._call("POST", "/rlm/states", json=body)
+
+    def rlm_states(
+        self,
+        *,
+        session: Any = None,
+        tree_id: str | None = None,
+        completion_status: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ):
+        params = _drop_none(
+            session_id=_id(session) if session is not None else None,
+            tree_id=tree_id,
+            completion_status=completion_status,
+            limit=limit,
+            offset=offset,
+        )
+        return self._call("GET", "/rlm/states", params=params)
+
+    def rlm_state_get(self, state_id: str):
+        return self._call("GET", f"/rlm/states/{_seg(state_id)}")
+
+    def rlm_state_export(self, state_id: str):
+        return self._call("GET", f"/rlm/states/{_seg(state_id)}/export")
+
+    def rlm_state_import(self, document: JSON):
+        return self._call("POST", "/rlm/states/import", json=document)
+
+    def rlm_completion(self, state_id: str):
+        return self._call("GET", f"/rlm/states/{_seg(state_id)}/completion")
+
+    def rlm_variable_get(self, state_id: str, name: str):
+        return self._call("GET", f"/rlm/states/{_seg(state_id)}/variables/{_seg(name)}")
+
+    def rlm_variable_put(
+        self,
+        state_id: str,
+        name: str,
+        value: Any,
+        *,
+        type: str | None = None,
+        description: str | None = None,
+        source: str | None = None,
+        read_only: bool | None = None,
+        scope: str | None = None,
+        ttl_seconds: int | None = None,
+    ):
+        """``PUT /rlm/states/{id}/variables/{name}``; writing ``Final`` completes the state
+        (:class:`ReadOnlyVariable` for ``prompt`` and a set ``Final``)."""
+        body = _drop_none(
+            value=value,
+            type=type,
+            description=description,
+            source=source,
+            read_only=read_only,
+            scope=scope,
+            ttl_seconds=ttl_seconds,
+        )
+        return self._call("PUT", f"/rlm/states/{_seg(state_id)}/variables/{_seg(name)}", json=body)
+
+    def rlm_variable_delete(self, state_id: str, name: str):
+        return self._call("DELETE", f"/rlm/states/{_seg(state_id)}/variables/{_seg(name)}")
+
+    def rlm_final(self, state_id: str, value: Any):
+        """Set ``Final``: the answer; the state is complete from then on."""
+        return self.rlm_variable_put(state_id, "Final", value)
+
+    def rlm_mutations(self, state_id: str, *, after: int = 0, limit: int | None = None):
+        return self._call(
+            "GET",
+            f"/rlm/states/{_seg(state_id)}/mutations",
+            params=_drop_none(after=after, limit=limit),
+        )
+
+    def rlm_checkpoints(self, state_id: str):
+        return self._call("GET", f"/rlm/states/{_seg(state_id)}/checkpoints")
+
+    def rlm_checkpoint_create(self, state_id: str, name: str, *, description: str = ""):
+        return self._call(
+            "POST",
+            f"/rlm/states/{_seg(state_id)}/checkpoints",
+            json={"name": name, "description": description},
+        )
+
+    def rlm_checkpoint_get(self, state_id: str, checkpoint_id: str):
+        return self._call("GET", f"/rlm/states/{_seg(state_id)}/checkpoints/{_seg(checkpoint_id)}")
+
+    def rlm_rollback(self, state_id: str, checkpoint_id: str):
+        return self._call(
+            "POST",
+            f"/rlm/states/{_seg(state_id)}/rollback",
+            json={"checkpoint_id": checkpoint_id},
+        )
+
+    # -- context-manager support -------------------------------------------------------
+
+    def current_frame(self, session: Any) -> Frame | None:
+        """The innermost open ``frame(...)`` block of ``session`` here (thread or task)."""
+        return current_frame(session)

@@ -1,0 +1,181 @@
+"""The synchronous client.
+
+from contextops.client import Client
+
+ops = Client()  # CONTEXTOPS_URL and CONTEXTOPS_API_KEY from the environment
+session = ops.session(identity={"user_name": "Ada"}, model="claude-sonnet-4-5")
+with ops.frame(session, goal="Summarize the RFC", budget=3000) as frame:
+    pack = frame.context_pack(budget_tokens=6000, query="security risks")
+    frame.handle("tool_result", content="...", priority="medium")
+# popped as completed, or as failed if the block raised
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import httpx
+
+from ._core import CLOSED_STATUSES, Api, Frame, Suspension, _stack_pop, _stack_push, current_frame
+from ._http import DEFAULT_TIMEOUT, RetryPolicy, SyncTransport
+from .errors import ContextopsError, FrameNotActive
+
+logger = logging.getLogger("contextops.client")
+
+FINISHED_COMPACTION = frozenset({"completed", "failed", "reverted"})
+MAX_LONG_POLL = 30.0
+
+
+class Client(Api):
+    """The contextops API over HTTP. ``base_url`` defaults to ``$CONTEXTOPS_URL`` (the
+    site, e.g. ``http://127.0.0.1:8000``; a trailing ``/api/v1`` is fine too), ``api_key``
+    to ``$CONTEXTOPS_API_KEY``. ``retries``/``backoff`` tune the retry policy (see
+    ``contextops.client._http``)."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        retries: int = 3,
+        backoff: float = 0.5,
+        max_backoff: float = 8.0,
+        retry_on_rate_limit: bool = True,
+        http_client: httpx.Client | None = None,
+    ) -> None:
+        self.transport = SyncTransport(
+            base_url,
+            api_key,
+            timeout=timeout,
+            retry=RetryPolicy(
+                retries=retries,
+                backoff=backoff,
+                max_backoff=max_backoff,
+                retry_on_rate_limit=retry_on_rate_limit,
+            ),
+            http_client=http_client,
+        )
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+        timeout: float | None = None,
+        wrap: Any = None,
+    ) -> Any:
+        data = self.transport.request(method, path, json=json, params=params, timeout=timeout)
+        return wrap(data) if wrap is not None else data
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- blocks and waits --------------------------------------------------------------
+
+    def frame(
+        self,
+        session: Any,
+        *,
+        goal: str,
+        budget: int,
+        parent: Any = None,
+        inputs: dict[str, Any] | None = None,
+        max_subframe_depth: int | None = None,
+    ) -> FrameBlock:
+        """A ``with`` block around a frame: pushed on entry (as a child of the innermost
+        open block of the same session unless ``parent`` is given), popped on exit as
+        completed, or as failed when the block raised (the exception still propagates)."""
+        return FrameBlock(
+            self,
+            session,
+            goal=goal,
+            budget=budget,
+            parent=parent,
+            inputs=inputs,
+            max_subframe_depth=max_subframe_depth,
+        )
+
+    def suspension_wait(self, suspension: Any, *, timeout: float = 30.0) -> str:
+        """Long-poll ``GET /suspensions/{token}?wait=`` until a person decides (or it
+        expires, or it is resumed) or ``timeout`` seconds pass; return the status then."""
+        if not isinstance(suspension, Suspension):
+            suspension = self.suspension_get(suspension)
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            remaining = deadline - time.monotonic()
+            wait = round(min(MAX_LONG_POLL, max(0.0, remaining)), 3)
+            self.suspension_get(suspension, wait=wait or None)
+            if suspension.status != "pending" or remaining <= 0:
+                return suspension.status
+
+    def compaction_wait(
+        self, compaction: Any, *, timeout: float = 60.0, interval: float = 0.25
+    ) -> dict[str, Any]:
+        """Poll ``GET /compactions/{id}`` until it finished (completed, failed, reverted) or
+        ``timeout`` passes; return the run as last seen."""
+        deadline = time.monotonic() + timeout
+        while True:
+            run = self.compaction_get(compaction)
+            if run.get("status") in FINISHED_COMPACTION or time.monotonic() >= deadline:
+                return run
+            time.sleep(interval)
+
+
+class FrameBlock:
+    """What ``Client.frame(...)`` returns; ``with`` gives the :class:`Frame`."""
+
+    def __init__(self, client: Client, session: Any, **push: Any) -> None:
+        self.client = client
+        self.session = session
+        self.push = push
+        self.frame: Frame | None = None
+        self._token: Any = None
+
+    def __enter__(self) -> Frame:
+        push = dict(self.push)
+        if push.get("parent") is None:
+            push["parent"] = current_frame(self.session)
+        self.frame = self.client.frame_push(self.session, **push)
+        self._token = _stack_push(self.frame)
+        return self.frame
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        frame = self.frame
+        assert frame is not None
+        _stack_pop(frame, self._token)
+        status = "failed" if exc_type is not None else "completed"
+        try:
+            self.client.frame_pop(frame, status=status)
+        except ContextopsError as err:
+            if settled_elsewhere(frame, err):
+                return False
+            if exc_type is None:
+                raise
+            logger.warning("could not pop frame %s as failed", frame.id, exc_info=True)
+        return False
+
+
+def settled_elsewhere(frame: Frame, err: ContextopsError) -> bool:
+    """True when popping found the frame closed already (``Final`` of its RLM state, a
+    rejected suspension) or suspended (its token resumes it later): nothing to do then."""
+    if not isinstance(err, FrameNotActive):
+        return False
+    status = err.frame_status or ""
+    if status in CLOSED_STATUSES or status == "suspended":
+        frame.data = {**frame.data, "status": status}
+        return True
+    return False
+
+
+__all__ = ["Client", "FrameBlock"]

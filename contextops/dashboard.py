@@ -1,0 +1,45 @@
+"""Shared pieces of the dashboard: the organization guard, fragment choice, navigation."""
+
+from collections.abc import Callable
+from functools import wraps
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+
+
+def organization_required(view: Callable) -> Callable:
+    """Login required, and the user must belong to an organization (``request.organization``)."""
+
+    @login_required
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs):
+        member = getattr(request.user, "member", None)
+        if member is None:
+            raise PermissionDenied("This account does not belong to an organization.")
+        request.organization = member.organization
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def render_page(
+    request: HttpRequest,
+    template: str,
+    context: dict,
+    partial: str | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """The whole page, or only ``partial`` when htmx asked for a fragment."""
+    if partial and getattr(request, "htmx", False) and not request.htmx.boosted:
+        return render(request, f"{template}#{partial}", context, status=status)
+    return render(request, template, context, status=status)
+
+
+def navigation(request: HttpRequest) -> dict:
+    return {"nav_section": getattr(request, "nav_section", "")}
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"status": "ok"})

@@ -1,0 +1,37 @@
+"""Sending jobs to the workers without letting a broker outage fail a request.
+
+A job is sent after the transaction that made its row commits. When the broker cannot
+be reached the request still succeeds: the job's row stays queued in the database and
+a periodic sweep sends it again once the broker is back (compactions), or the caller
+learns at once that the job could not be taken (``job_send`` returns False).
+"""
+
+import logging
+
+from django.db import transaction
+from kombu.exceptions import OperationalError
+
+logger = logging.getLogger(__name__)
+
+# Fail fast: a request waits at most about a second for a broker that is down.
+PUBLISH_RETRY_POLICY = {
+    "max_retries": 2,
+    "interval_start": 0,
+    "interval_step": 0.25,
+    "interval_max": 0.5,
+}
+
+
+def job_send(task, *args) -> bool:
+    """Send ``task(*args)`` now; False (and a warning in the log) when the broker is unreachable."""
+    try:
+        task.apply_async(args=args, retry=True, retry_policy=PUBLISH_RETRY_POLICY)
+    except (OperationalError, ConnectionError, OSError) as error:
+        logger.warning("broker unavailable, %s%r not sent: %s", task.name, args, error)
+        return False
+    return True
+
+
+def job_send_on_commit(task, *args) -> None:
+    """Send ``task(*args)`` once the current transaction commits; never raises for the broker."""
+    transaction.on_commit(lambda: job_send(task, *args))

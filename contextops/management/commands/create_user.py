@@ -1,0 +1,33 @@
+import getpass
+import os
+
+from django.core.management.base import BaseCommand, CommandError
+
+from contextops.tenancy import user_create
+
+
+class Command(BaseCommand):
+    help = "Create or update a dashboard user in an organization. Password from CONTEXTOPS_PASSWORD or a prompt."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--org", required=True)
+        parser.add_argument("--username", required=True)
+        parser.add_argument(
+            "--approver", action="store_true", help="may approve and reject suspended frames"
+        )
+        parser.add_argument(
+            "--admin", action="store_true", help="staff and superuser: the Django admin"
+        )
+
+    def handle(self, *args, org, username, approver, admin, **options):
+        password = os.environ.get("CONTEXTOPS_PASSWORD") or getpass.getpass(
+            f"Password for {username}: "
+        )
+        if not password:
+            raise CommandError("A password is required (CONTEXTOPS_PASSWORD or the prompt).")
+        user_create(
+            org_name=org, username=username, password=password, approver=approver, admin=admin
+        )
+        self.stdout.write(
+            f"User {username} ready in {org}{' (approver)' if approver else ''}{' (admin)' if admin else ''}."
+        )

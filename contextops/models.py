@@ -1,0 +1,115 @@
+"""Tenancy: organizations, the agents that call the API, their keys, and dashboard members."""
+
+import hashlib
+import secrets
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+DEFAULT_AUTHORITY_LADDER = ["policy", "admin", "manager", "employee", "intern", "guest"]
+
+
+def default_authority_ladder() -> list[str]:
+    return list(DEFAULT_AUTHORITY_LADDER)
+
+
+class Organization(models.Model):
+    name = models.CharField(max_length=120, unique=True)
+    slug = models.SlugField(max_length=120, unique=True)
+    # Highest authority first. Facts written by a level may only supersede facts of the
+    # same or a lower level.
+    authority_ladder = models.JSONField(default=default_authority_ladder)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def authority_rank(self, level: str) -> int:
+        """Rank of ``level`` on this organization's ladder: 0 is the highest.
+
+        An unknown level ranks below every known one, so it can never outrank a
+        configured authority.
+        """
+        ladder = self.authority_ladder or DEFAULT_AUTHORITY_LADDER
+        try:
+            return ladder.index(level)
+        except ValueError:
+            return len(ladder)
+
+
+class Agent(models.Model):
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="agents")
+    name = models.CharField(max_length=120)
+    authority = models.CharField(max_length=64, default="employee")
+    department = models.CharField(max_length=120, blank=True)
+    permissions = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["organization", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "name"], name="agent_unique_name_per_org"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.organization})"
+
+
+KEY_PREFIX = "cops"
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class ApiKey(models.Model):
+    """A bearer key ``cops_<prefix>_<secret>``; only the prefix and a hash are stored."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="keys")
+    prefix = models.CharField(max_length=16, unique=True, editable=False)
+    hashed_secret = models.CharField(max_length=64, editable=False)
+    label = models.CharField(max_length=120, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{KEY_PREFIX}_{self.prefix}_… ({self.agent.name})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    @classmethod
+    def issue(cls, *, agent: Agent, label: str = "") -> tuple["ApiKey", str]:
+        """Create a key for ``agent``; returns the row and the full key, shown only once."""
+        prefix = secrets.token_hex(4)
+        secret = secrets.token_urlsafe(32)
+        key = cls.objects.create(
+            agent=agent, prefix=prefix, hashed_secret=hash_secret(secret), label=label
+        )
+        return key, f"{KEY_PREFIX}_{prefix}_{secret}"
+
+
+class Member(models.Model):
+    """A dashboard user's membership: every user belongs to exactly one organization."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="member"
+    )
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="members")
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.organization}"

@@ -1,0 +1,102 @@
+"""`make run`: the web server and a Celery worker (with beat) side by side, stopped together.
+
+Usage: python -m contextops.run [--port 8000]
+"""
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("CONTEXTOPS_VAR_DIR", ROOT / "var"))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", 8000)))
+    parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+    args = parser.parse_args()
+
+    env = dict(os.environ)
+    env.setdefault("DJANGO_SETTINGS_MODULE", "contextops.settings")
+    python = sys.executable
+    web = subprocess.Popen(
+        [
+            python,
+            "-m",
+            "gunicorn",
+            "contextops.wsgi:application",
+            "--bind",
+            f"{args.host}:{args.port}",
+            "--workers",
+            "2",
+            "--threads",
+            "4",
+            "--access-logfile",
+            "-",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+    worker = subprocess.Popen(
+        [
+            python,
+            "-m",
+            "celery",
+            "-A",
+            "contextops",
+            "worker",
+            "--beat",
+            "--loglevel",
+            "INFO",
+            "--concurrency",
+            "2",
+            "--schedule",
+            str(VAR_DIR / "celerybeat-schedule"),
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+    processes = [web, worker]
+
+    def stop(*_):
+        for p in processes:
+            if p.poll() is None:
+                p.terminate()
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    time.sleep(2)
+    key_file = VAR_DIR / "demo-api-key.txt"
+    api_key = (
+        key_file.read_text().strip() if key_file.exists() else "python manage.py create_api_key ..."
+    )
+    print(
+        "\n  contextops is running\n"
+        f"  Dashboard: http://{args.host}:{args.port}/   (log in as demo / demo-password)\n"
+        f"  API:       http://{args.host}:{args.port}/api/v1/docs\n"
+        f"  API key:   {api_key}\n"
+        f"  Agents:    CONTEXTOPS_URL=http://{args.host}:{args.port} CONTEXTOPS_API_KEY={api_key}\n"
+        f"  Worker:    a Celery worker with beat, on the filesystem broker in {VAR_DIR / 'broker'}\n"
+        "  Stop with Ctrl-C.\n",
+        flush=True,
+    )
+    try:
+        while all(p.poll() is None for p in processes):
+            time.sleep(0.5)
+    finally:
+        stop()
+        for p in processes:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

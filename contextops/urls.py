@@ -1,0 +1,20 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+from . import dashboard
+from .api import api
+
+urlpatterns = [
+    path("api/v1/", api.urls),
+    path("admin/", admin.site.urls),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("healthz", dashboard.healthz, name="healthz"),
+    path("", include("frames.urls")),
+    path("", include("frames.suspension_urls")),
+    path("", include("frames.context_urls")),
+    path("", include("facts.urls")),
+    path("", include("frames.conversation.urls")),
+    path("", include("frames.rlm.urls")),
+]

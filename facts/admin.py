@@ -1,0 +1,211 @@
+"""Admins edit facts here, but never in place: saving writes a new version that supersedes
+the old one (author: the admin user, rule ``admin_edit``), and deleting is invalidation."""
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from contextops.errors import DomainError
+
+from . import services
+from .models import Fact, SourceAuthority, WorkingSetItem
+
+EDITABLE = [
+    "subject",
+    "value",
+    "source",
+    "observed_at",
+    "is_constraint",
+    "constraint_type",
+    "constraint",
+    "read_authority",
+]
+
+
+def admin_authority(user, organization) -> str:
+    """The level an admin user writes with: the top of the ladder for superusers, else admin."""
+    ladder = organization.authority_ladder or ["policy"]
+    if user.is_superuser or "admin" not in ladder:
+        return ladder[0]
+    return "admin"
+
+
+class _DryRun(Exception):
+    pass
+
+
+class FactAdminForm(forms.ModelForm):
+    value = forms.JSONField(help_text='Any JSON: a string needs quotes, e.g. "max 15%".')
+    memory_type = forms.ChoiceField(
+        choices=[("", "derive from the source"), *Fact.MemoryType.choices], required=False
+    )
+    request = None  # set by FactAdmin.get_form
+
+    class Meta:
+        model = Fact
+        fields = ["organization", "key", "scope", "scope_id", "memory_type", *EDITABLE]
+
+    def write(self) -> services.FactWriteResult:
+        """The service call behind this form: a new version when editing, a new fact when adding."""
+        data = self.cleaned_data
+        changes = {name: data[name] for name in EDITABLE if name in data}
+        user = self.request.user
+        author = f"admin:{user.get_username()}"
+        if self.instance.pk:
+            original = Fact.objects.select_related("organization").get(pk=self.instance.pk)
+            return services.fact_admin_edit(
+                fact=original,
+                author=author,
+                authority=admin_authority(user, original.organization),
+                **changes,
+            )
+        return services.fact_write(
+            organization=data["organization"],
+            key=data["key"],
+            authority=admin_authority(user, data["organization"]),
+            author=author,
+            scope=data.get("scope") or Fact.Scope.GLOBAL,
+            scope_id=data.get("scope_id") or "",
+            memory_type=data.get("memory_type") or "",
+            **changes,
+        )
+
+    def clean(self):
+        data = super().clean()
+        if self.instance.pk and not self.instance.is_valid:
+            raise ValidationError(
+                f"{self.instance.key} is {self.instance.status}; only the current version of a chain can be edited."
+            )
+        if data.get("value") is None and "value" not in self.errors:
+            self.add_error("value", "A fact needs a value.")
+        if self.errors:
+            return data
+        # Run the write once and roll it back, so every rule's refusal shows on the form.
+        try:
+            with transaction.atomic():
+                self.write()
+                raise _DryRun
+        except _DryRun:
+            pass
+        except DomainError as exc:
+            raise ValidationError(exc.detail) from exc
+        return data
+
+
+@admin.register(Fact)
+class FactAdmin(admin.ModelAdmin):
+    form = FactAdminForm
+    list_display = [
+        "key",
+        "subject",
+        "short_value",
+        "authority",
+        "scope",
+        "status",
+        "needs_review",
+        "organization",
+        "created_at",
+    ]
+    list_filter = [
+        "organization",
+        "status",
+        "scope",
+        "memory_type",
+        "is_constraint",
+        "needs_review",
+    ]
+    search_fields = ["key", "subject", "search_text"]
+    actions = ["invalidate_selected"]
+    readonly_fields = [
+        "authority",
+        "author",
+        "status",
+        "is_valid",
+        "version",
+        "chain",
+        "supersedes",
+        "supersession_rule",
+        "needs_review",
+        "tokens",
+        "created_at",
+    ]
+
+    @admin.display(description="value")
+    def short_value(self, fact: Fact) -> str:
+        return services.value_text(fact.value)[:80]
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(self.readonly_fields)
+        if obj is not None:
+            fields += ["organization", "key", "scope", "scope_id", "memory_type"]
+        return fields
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # invalidation instead: the lineage stays whole
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        form.request = request
+        return form
+
+    def save_model(self, request, obj: Fact, form, change: bool) -> None:
+        result = form.write()
+        # The admin's messages and redirects now point at the version just written.
+        saved = result.fact
+        obj.pk, obj.key, obj.value = saved.pk, saved.key, saved.value
+        if change and result.superseded is not None:
+            messages.info(request, f"Saved as {saved.key}, superseding {result.superseded.key}.")
+
+    def save_related(self, request, form, formsets, change) -> None:
+        pass  # dependencies are written by the service
+
+    @admin.action(description="Invalidate selected facts (they stay in their lineage)")
+    def invalidate_selected(self, request, queryset):
+        done = 0
+        for fact in queryset.select_related("organization"):
+            if not fact.is_valid:
+                continue
+            try:
+                services.fact_invalidate(
+                    organization=fact.organization,
+                    key=fact.key,
+                    authority=admin_authority(request.user, fact.organization),
+                )
+                done += 1
+            except DomainError as exc:
+                messages.error(request, f"{fact.key}: {exc.detail}")
+        messages.success(request, f"Invalidated {done} fact(s).")
+
+
+@admin.register(WorkingSetItem)
+class WorkingSetItemAdmin(admin.ModelAdmin):
+    list_display = ["key", "session", "tokens", "expires_at", "updated_at"]
+    raw_id_fields = ["session"]
+    search_fields = ["key"]
+
+
+class SourceAuthorityForm(forms.ModelForm):
+    class Meta:
+        model = SourceAuthority
+        fields = ["organization", "source", "level"]
+
+    def clean(self):
+        data = super().clean()
+        organization, level = data.get("organization"), data.get("level")
+        if organization and level and level not in (organization.authority_ladder or []):
+            self.add_error(
+                "level",
+                f"Not on {organization}'s ladder: {', '.join(organization.authority_ladder)}.",
+            )
+        return data
+
+
+@admin.register(SourceAuthority)
+class SourceAuthorityAdmin(admin.ModelAdmin):
+    """Which level a named source (CFO, finance_system, ...) speaks with, per organization."""
+
+    form = SourceAuthorityForm
+    list_display = ["source", "level", "organization"]
+    list_filter = ["organization"]
+    search_fields = ["source"]

@@ -1,0 +1,363 @@
+"""Facts, constraints, the working set and the environment: ``/facts``, ``/constraints``,
+``/sessions/{id}/working-set``, ``/sessions/{id}/environment``."""
+
+from datetime import datetime
+from typing import Literal
+from zoneinfo import ZoneInfo
+
+from django.utils import timezone
+from ninja import Query, Router, Schema
+from ninja.responses import Status
+from pydantic import Field
+
+from contextops.errors import Invalid
+
+from . import selectors, services
+from .models import Fact
+from .schemas import (
+    ConstraintCheckIn,
+    ConstraintCheckOut,
+    EnvironmentIn,
+    EnvironmentOut,
+    FactIn,
+    FactListOut,
+    FactOut,
+    FactWriteOut,
+    LineageOut,
+    WorkingSetIn,
+    WorkingSetOut,
+    fact_out,
+    working_set_out,
+)
+
+router = Router(tags=["facts"])
+
+
+def _author(request) -> str:
+    return f"agent:{request.agent.name}"
+
+
+def _write_body(result: services.FactWriteResult) -> dict:
+    if result.created:
+        fact = result.fact
+        links = {
+            "supersedes": result.superseded.key if result.superseded else None,
+            "superseded_by": None,
+            "contested": fact.contested.key if fact.contested_id else None,
+            "depends_on": sorted(result.depends_on or []),
+            "derived_facts": [],
+        }
+        body = fact_out(fact, links=links)
+    else:
+        body = fact_out(
+            selectors.fact_get(organization=result.fact.organization, key=result.fact.key)
+        )
+    return {
+        **body,
+        "outcome": result.outcome,
+        "rule": result.rule,
+        "notice": result.notice,
+        "flagged_for_review": result.flagged,
+    }
+
+
+@router.post(
+    "/facts",
+    response={200: FactWriteOut, 201: FactWriteOut},
+    summary="Write a fact (supersession rules applied)",
+    description=(
+        "201 with `outcome` created, superseded (naming `rule`: explicit, implicit, authority or temporal), "
+        "proposal (a lower authority wrote on a subject held by a higher one: kept, never current) or "
+        "outdated (an older observation than the current fact). 200 `unchanged` when the same key and value "
+        "were written before. 403 `authority_too_low` for an explicit supersession of a higher authority's fact, "
+        "404 when `supersedes` names no fact of this organization, 409 `already_superseded` (+ `superseded_by`), "
+        "409 `key_exists`, 422 for bad scope, memory type, constraint or a cycle in `depends_on`."
+    ),
+)
+def fact_create(request, payload: FactIn):
+    result = services.fact_write(
+        organization=request.organization,
+        authority=request.agent.authority,
+        author=_author(request),
+        **payload.model_dump(),
+    )
+    return Status(201 if result.created else 200, _write_body(result))
+
+
+class FactFilters(Schema):
+    valid: Literal["true", "false", "any"] = "true"
+    scope: str = Field("", max_length=16)
+    scope_id: str = Field("", max_length=200)
+    subject: str = Field("", max_length=200)
+    needs_review: bool | None = None
+    memory_type: str = Field("", max_length=16)
+    status: str = Field("", max_length=12)
+    limit: int = Field(50, ge=1, le=500)
+    offset: int = Field(0, ge=0, le=10**9)
+
+
+@router.get(
+    "/facts",
+    response=FactListOut,
+    summary="The organization's facts, newest first (valid only by default)",
+)
+def fact_list(request, filters: Query[FactFilters]):
+    for name, allowed in (
+        ("scope", Fact.Scope.values),
+        ("memory_type", Fact.MemoryType.values),
+        ("status", Fact.Status.values),
+    ):
+        value = getattr(filters, name)
+        if value and value not in allowed:
+            raise Invalid(f"{name} must be one of {', '.join(allowed)}.", loc=["query", name])
+    facts = selectors.fact_list(
+        organization=request.organization,
+        valid={"true": True, "false": False, "any": None}[filters.valid],
+        scope=filters.scope,
+        scope_id=filters.scope_id,
+        subject=filters.subject,
+        needs_review=filters.needs_review,
+        memory_type=filters.memory_type,
+        status=filters.status,
+    )
+    count = facts.count()
+    page = list(facts[filters.offset : filters.offset + filters.limit])
+    end = filters.offset + filters.limit
+    return {
+        "items": [fact_out(f) for f in page],
+        "count": count,
+        "next_offset": end if end < count else None,
+    }
+
+
+@router.get("/facts/{key}", response=FactOut, summary="One version, as stored under its key")
+def fact_get(request, key: str):
+    return fact_out(selectors.fact_get(organization=request.organization, key=key))
+
+
+@router.get(
+    "/facts/{key}/current",
+    response=FactOut,
+    summary="The valid head of the key's chain (one query)",
+    description="404 when the key is unknown or its chain has no valid version.",
+)
+def fact_current(request, key: str):
+    fact = selectors.fact_current_get(organization=request.organization, key=key)
+    return fact_out(selectors.fact_get(organization=request.organization, key=fact.key))
+
+
+@router.get(
+    "/facts/{key}/lineage",
+    response=LineageOut,
+    summary="The key's supersession chain, oldest first, and every fact depending on a version",
+)
+def fact_lineage(request, key: str):
+    lineage = selectors.fact_lineage(organization=request.organization, key=key)
+    chain = lineage.chain
+    keys = {f.pk: f.key for f in (*lineage.chain, *lineage.dependents)}
+    depends: dict[int, list[str]] = {}
+    for fact_id, up_id in lineage.edges:
+        depends.setdefault(fact_id, []).append(keys.get(up_id, ""))
+    return {
+        "key": key,
+        "chain": [
+            {
+                **fact_out(
+                    f,
+                    links={
+                        "supersedes": chain[i - 1].key if i else None,
+                        "superseded_by": chain[i + 1].key if i + 1 < len(chain) else None,
+                        "contested": None,
+                        "depends_on": sorted(x.key for x in f.depends_on.all()),
+                        "derived_facts": sorted(x.key for x in f.derived_facts.all()),
+                    },
+                ),
+                "superseded_by_rule": lineage.superseded_rule(i),
+            }
+            for i, f in enumerate(chain)
+        ],
+        "contested": [fact_out(f) for f in lineage.contested],
+        "dependents": [
+            {
+                "key": d.key,
+                "subject": d.subject,
+                "value": d.value,
+                "is_valid": d.is_valid,
+                "status": d.status,
+                "needs_review": d.needs_review,
+                "depends_on": sorted(depends.get(d.pk, [])),
+            }
+            for d in lineage.dependents
+        ],
+    }
+
+
+@router.post(
+    "/facts/{key}/promote",
+    response=FactWriteOut,
+    summary="Promote a hypothetical or draft fact to global (a supersession like any other)",
+    description="403 `authority_too_low` when the current global fact of the subject ranks above you; 422 for a global fact.",
+)
+def fact_promote(request, key: str):
+    result = services.fact_promote(
+        organization=request.organization,
+        key=key,
+        authority=request.agent.authority,
+        author=_author(request),
+    )
+    return _write_body(result)
+
+
+@router.post(
+    "/facts/{key}/discard",
+    response=FactOut,
+    summary="Discard a hypothetical or draft fact",
+    description="It stays in its lineage with status `discarded`; 422 for other scopes.",
+)
+def fact_discard(request, key: str):
+    fact = services.fact_discard(
+        organization=request.organization, key=key, authority=request.agent.authority
+    )
+    return fact_out(selectors.fact_get(organization=request.organization, key=fact.key))
+
+
+@router.post(
+    "/facts/{key}/review",
+    response=FactOut,
+    summary="Clear needs_review after checking a fact whose dependency changed",
+)
+def fact_review(request, key: str):
+    fact = services.fact_review_clear(organization=request.organization, key=key)
+    return fact_out(selectors.fact_get(organization=request.organization, key=fact.key))
+
+
+@router.post(
+    "/facts/{key}/invalidate",
+    response=FactOut,
+    summary="Withdraw the current version of a chain without a successor (flags its dependents)",
+)
+def fact_invalidate(request, key: str):
+    fact = services.fact_invalidate(
+        organization=request.organization, key=key, authority=request.agent.authority
+    )
+    return fact_out(selectors.fact_get(organization=request.organization, key=fact.key))
+
+
+@router.post(
+    "/constraints/check",
+    response=ConstraintCheckOut,
+    tags=["constraints"],
+    summary="Is a proposed value allowed by the constraint facts governing its subject?",
+)
+def constraints_check(request, payload: ConstraintCheckIn):
+    check = selectors.constraints_check(
+        organization=request.organization,
+        subject=payload.subject,
+        value=payload.value,
+        scope_id=payload.scope_id,
+    )
+    return {
+        "subject": check.subject,
+        "value": check.value,
+        "allowed": check.allowed,
+        "checked": check.checked,
+        "violations": check.violations,
+    }
+
+
+def _session(request, session_id: str):
+    from frames.selectors import session_get
+
+    return session_get(organization=request.organization, session_id=session_id)
+
+
+@router.get(
+    "/sessions/{session_id}/working-set", response=list[WorkingSetOut], tags=["working set"]
+)
+def working_set_list(request, session_id: str):
+    return [
+        working_set_out(i)
+        for i in selectors.working_set_list(session=_session(request, session_id))
+    ]
+
+
+@router.put(
+    "/sessions/{session_id}/working-set/{key}",
+    response=WorkingSetOut,
+    tags=["working set"],
+    summary="Set a working-set item (optional ttl_seconds; invisible as soon as it expires)",
+)
+def working_set_put(request, session_id: str, key: str, payload: WorkingSetIn):
+    item = services.working_set_put(
+        session=_session(request, session_id),
+        key=key,
+        value=payload.value,
+        ttl_seconds=payload.ttl_seconds,
+        actor=_author(request),
+    )
+    return working_set_out(item)
+
+
+@router.get(
+    "/sessions/{session_id}/working-set/{key}", response=WorkingSetOut, tags=["working set"]
+)
+def working_set_get(request, session_id: str, key: str):
+    return working_set_out(
+        selectors.working_set_get(session=_session(request, session_id), key=key)
+    )
+
+
+@router.delete(
+    "/sessions/{session_id}/working-set/{key}", response={204: None}, tags=["working set"]
+)
+def working_set_delete(request, session_id: str, key: str):
+    services.working_set_delete(
+        session=_session(request, session_id), key=key, actor=_author(request)
+    )
+    return Status(204, None)
+
+
+def _environment_body(session) -> dict:
+    env = session.environment or {}
+    tz_name = env.get("timezone") or "UTC"
+    try:
+        zone = ZoneInfo(tz_name)
+    except Exception:  # stored before validation existed: fall back to UTC
+        tz_name, zone = "UTC", ZoneInfo("UTC")
+    now: datetime = timezone.now().astimezone(zone)
+    return {
+        "timezone": tz_name,
+        "location": env.get("location"),
+        "external_data": env.get("external_data") or {},
+        "current_time": now,
+        "current_date": now.date().isoformat(),
+    }
+
+
+@router.get(
+    "/sessions/{session_id}/environment",
+    response=EnvironmentOut,
+    tags=["environment"],
+    summary="Layer 4, with the current time and date in the session's time zone",
+)
+def environment_get(request, session_id: str):
+    return _environment_body(_session(request, session_id))
+
+
+@router.put(
+    "/sessions/{session_id}/environment",
+    response=EnvironmentOut,
+    tags=["environment"],
+    summary="Update layer 4 (fields left out keep their value); 422 for an unknown time zone",
+)
+def environment_put(request, session_id: str, payload: EnvironmentIn):
+    if payload.timezone is not None and not payload.timezone:
+        raise Invalid("timezone may not be empty.", loc=["body", "timezone"])
+    session = services.environment_update(
+        session=_session(request, session_id),
+        timezone_name=payload.timezone,
+        location=payload.location,
+        external_data=payload.external_data,
+        actor=_author(request),
+    )
+    return _environment_body(session)

@@ -1,0 +1,356 @@
+"""Reads of facts, constraints and the working set, always scoped to one organization.
+
+The current head of any key and the lineage of its chain are one indexed query each,
+however long the chain: every version of a chain shares ``Fact.chain``.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connection
+from django.db.models import (
+    BooleanField,
+    Case,
+    FloatField,
+    IntegerField,
+    Prefetch,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.expressions import RawSQL
+from django.utils import timezone
+
+from contextops.errors import NotFound
+
+from . import supersession as rules
+from .models import Fact, WorkingSetItem
+from .services import dependents_closure
+
+CONTEXT_FIELDS = (
+    "id",
+    "organization_id",
+    "key",
+    "subject",
+    "value",
+    "tokens",
+    "is_constraint",
+    "constraint_type",
+    "source",
+    "scope",
+    "scope_id",
+    "created_at",
+)
+
+
+def _keys_only() -> QuerySet[Fact]:
+    return Fact.objects.only("id", "key")
+
+
+def with_relations(queryset: QuerySet[Fact]) -> QuerySet[Fact]:
+    """``queryset`` with what a fact's API body reads, so a list costs no query per row."""
+    return queryset.select_related("supersedes", "superseded_by", "contested").prefetch_related(
+        Prefetch("depends_on", queryset=_keys_only()),
+        Prefetch("derived_facts", queryset=_keys_only()),
+    )
+
+
+def fact_get(*, organization, key: str) -> Fact:
+    """The version stored under ``key``; NotFound for unknown keys and other organizations."""
+    fact = with_relations(Fact.objects.filter(organization=organization, key=key)).first()
+    if fact is None:
+        raise NotFound(f"No fact {key}.")
+    return fact
+
+
+def fact_current_get(*, organization, key: str) -> Fact:
+    """The valid head of the chain ``key`` belongs to: one query whatever the chain's length.
+
+    NotFound when the key is unknown, and when its chain has no valid version (withdrawn,
+    discarded, or a proposal that never became current).
+    """
+    chain = Fact.objects.filter(organization=organization, key=key).values("chain")[:1]
+    fact = (
+        Fact.objects.filter(organization=organization, chain=Subquery(chain), is_valid=True)
+        .select_related("supersedes")
+        .first()
+    )
+    if fact is None:
+        stored = (
+            Fact.objects.filter(organization=organization, key=key)
+            .values_list("status", flat=True)
+            .first()
+        )
+        if stored is None:
+            raise NotFound(f"No fact {key}.")
+        raise NotFound(f"{key} has no valid version (its chain ends {stored}).", status=stored)
+    return fact
+
+
+@dataclass
+class Lineage:
+    fact: Fact
+    chain: list[Fact]  # oldest first
+    contested: list[Fact]  # proposals and outdated writes against a version of the chain
+    dependents: list[Fact]  # every fact depending on a version, transitively
+    edges: list[tuple[int, int]] = field(default_factory=list)  # (fact id, depends-on id)
+
+    def superseded_rule(self, index: int) -> str:
+        """The rule by which ``chain[index]`` was superseded ("" for the head)."""
+        return self.chain[index + 1].supersession_rule if index + 1 < len(self.chain) else ""
+
+
+def fact_lineage(*, organization, key: str) -> Lineage:
+    """The supersession chain of ``key`` (one query), its contested writes and dependents."""
+    fact = (
+        Fact.objects.filter(organization=organization, key=key).only("id", "key", "chain").first()
+    )
+    if fact is None:
+        raise NotFound(f"No fact {key}.")
+    # Neighbours in the chain are each other's supersedes / superseded_by: no joins needed.
+    chain = list(
+        Fact.objects.filter(organization=organization, chain=fact.chain)
+        .prefetch_related(
+            Prefetch("depends_on", queryset=_keys_only()),
+            Prefetch("derived_facts", queryset=_keys_only()),
+        )
+        .order_by("version", "id")
+    )
+    contested = list(
+        with_relations(
+            Fact.objects.filter(organization=organization, contested_id__in=[f.pk for f in chain])
+        ).order_by("created_at", "id")
+    )
+    ids = dependents_closure([f.pk for f in chain])
+    dependents = list(
+        Fact.objects.filter(organization=organization, pk__in=ids)
+        .prefetch_related(Prefetch("depends_on", queryset=_keys_only()))
+        .order_by("created_at", "id")
+    )
+    edges = [(d.pk, up.pk) for d in dependents for up in d.depends_on.all()]
+    return Lineage(fact=fact, chain=chain, contested=contested, dependents=dependents, edges=edges)
+
+
+def fact_list(
+    *,
+    organization,
+    valid: bool | None = True,
+    scope: str = "",
+    scope_id: str = "",
+    subject: str = "",
+    needs_review: bool | None = None,
+    memory_type: str = "",
+    status: str = "",
+    search: str = "",
+) -> QuerySet[Fact]:
+    """Facts of the organization, newest first, filtered; ``valid=None`` means any validity."""
+    queryset = Fact.objects.filter(organization=organization)
+    if valid is not None:
+        queryset = queryset.filter(is_valid=valid)
+    if scope:
+        queryset = queryset.filter(scope=scope)
+    if scope_id:
+        queryset = queryset.filter(scope_id=scope_id)
+    if subject:
+        queryset = queryset.filter(subject=subject)
+    if needs_review is not None:
+        queryset = queryset.filter(needs_review=needs_review)
+    if memory_type:
+        queryset = queryset.filter(memory_type=memory_type)
+    if status:
+        queryset = queryset.filter(status=status)
+    if search:
+        queryset = queryset.filter(search_text__contains=search.lower())
+    return with_relations(queryset).order_by("-created_at", "-id")
+
+
+def readable_levels(organization, authority: str) -> list[str]:
+    """The ``read_authority`` values a reader at ``authority`` may see ("" is everyone's)."""
+    ladder = list(organization.authority_ladder or [])
+    return ["", *ladder[organization.authority_rank(authority or "") :]]
+
+
+def _relevance(terms: list[str]):
+    if not terms:
+        return Value(0, output_field=IntegerField())
+    score = None
+    for term in terms:
+        when = Case(
+            When(search_text__contains=term, then=Value(1)),
+            default=Value(0),
+            output_field=IntegerField(),
+        )
+        score = when if score is None else score + when
+    return score
+
+
+def _ranked_postgresql(
+    base: QuerySet[Fact], terms: list[str], limit: int
+) -> list[tuple[int, float]]:
+    """PostgreSQL full text: facts matching any term by ``ts_rank`` over the stored
+    ``search_tsv`` column (GIN-indexed, see migration 0002), then the newest others
+    with score 0 to fill ``limit``."""
+    table = connection.ops.quote_name(Fact._meta.db_table)
+    tsquery = " || ".join(["plainto_tsquery('english'::regconfig, %s)"] * len(terms))
+    matches = RawSQL(f"{table}.search_tsv @@ ({tsquery})", terms, output_field=BooleanField())
+    rank = RawSQL(f"ts_rank({table}.search_tsv, ({tsquery}))", terms, output_field=FloatField())
+    matched = list(
+        base.filter(matches)
+        .annotate(relevance=rank)
+        .order_by("-relevance", "-is_constraint", "-created_at", "-id")
+        .values_list("id", "relevance")[:limit]
+    )
+    if len(matched) < limit:
+        seen = [pk for pk, _ in matched]
+        rest = (
+            base.exclude(pk__in=seen)
+            .order_by("-is_constraint", "-created_at", "-id")
+            .values_list("id", flat=True)[: limit - len(matched)]
+        )
+        matched += [(pk, 0.0) for pk in rest]
+    return matched
+
+
+def facts_for_context(
+    *, organization, session, scope_ids: list[str], query: str = "", limit: int = 50
+) -> list[Fact]:
+    """Valid facts a context for ``session`` may hold, best first: three queries.
+
+    Only current facts (never superseded, proposed, outdated, hypothetical or draft),
+    global ones plus those of ``scope_ids``, readable at the session's authority, ranked
+    by relevance to ``query`` (PostgreSQL: full-text rank over a GIN index; elsewhere
+    the number of query words each contains, a LIKE per word). Constraint
+    facts that govern a subject in the result come first, fetched even when their own
+    words did not match.
+    """
+    identity = session.identity or {}
+    base = Fact.objects.filter(
+        organization=organization,
+        is_valid=True,
+        read_authority__in=readable_levels(organization, identity.get("authority") or ""),
+    ).filter(
+        Q(scope=Fact.Scope.GLOBAL)
+        | Q(
+            scope__in=[Fact.Scope.TASK, Fact.Scope.SESSION],
+            scope_id__in=[str(s) for s in scope_ids],
+        )
+    )
+    terms = rules.query_terms(query)
+    if terms and connection.vendor == "postgresql":
+        order = _ranked_postgresql(base, terms, max(1, limit))
+    else:
+        # Rank on narrow rows (id and score), then read the winners whole: sorting every
+        # candidate with its value attached is what would cost time on a large organization.
+        order = list(
+            base.annotate(relevance=_relevance(terms))
+            .order_by("-relevance", "-is_constraint", "-created_at", "-id")
+            .values_list("id", "relevance")[: max(1, limit)]
+        )
+    scores = dict(order)
+    rows = {
+        f.pk: f for f in Fact.objects.filter(pk__in=list(scores)).only(*CONTEXT_FIELDS).order_by()
+    }
+    ranked = []
+    for pk, score in order:
+        fact = rows[pk]
+        fact.relevance = score
+        ranked.append(fact)
+    subjects = {f.subject for f in ranked if f.subject}
+    have = {f.pk for f in ranked}
+    governing = [
+        f
+        for f in base.filter(is_constraint=True, subject__in=subjects)
+        .exclude(pk__in=have)
+        .only(*CONTEXT_FIELDS)
+        .order_by("-created_at", "-id")[: max(1, limit)]
+    ]
+    for fact in governing:
+        fact.relevance = 0
+    governed = subjects | {f.subject for f in ranked if f.is_constraint and f.relevance}
+    first = [
+        f for f in ranked if f.is_constraint and (f.relevance or f.subject in governed)
+    ] + governing
+    first_ids = {f.pk for f in first}
+    rest = [f for f in ranked if f.pk not in first_ids]
+    return (first + rest)[: max(1, limit) + len(governing)]
+
+
+@dataclass
+class ConstraintCheck:
+    subject: str
+    value: Any
+    allowed: bool
+    checked: list[str]
+    violations: list[dict]
+
+
+def constraints_check(
+    *, organization, subject: str, value: Any, scope_id: str = ""
+) -> ConstraintCheck:
+    """Whether ``value`` is allowed for ``subject`` by every current constraint fact governing it.
+
+    Global constraints always apply; task and session constraints when ``scope_id`` is theirs.
+    """
+    scopes = Q(scope=Fact.Scope.GLOBAL)
+    if scope_id:
+        scopes |= Q(scope__in=[Fact.Scope.TASK, Fact.Scope.SESSION], scope_id=scope_id)
+    facts = list(
+        Fact.objects.filter(
+            organization=organization, is_valid=True, is_constraint=True, subject=subject
+        )
+        .filter(scopes)
+        .order_by("key")
+    )
+    violations = []
+    checked = []
+    for fact in facts:
+        if not isinstance(fact.constraint, dict):
+            continue
+        checked.append(fact.key)
+        for detail in rules.constraint_violations(fact.constraint, value):
+            violations.append(
+                {"fact_key": fact.key, "constraint": fact.constraint, "detail": detail}
+            )
+    return ConstraintCheck(
+        subject=subject, value=value, allowed=not violations, checked=checked, violations=violations
+    )
+
+
+# Working set (layer 3) -----------------------------------------------------------------------
+
+
+def _live(session) -> QuerySet[WorkingSetItem]:
+    now = timezone.now()
+    return WorkingSetItem.objects.filter(session=session).filter(
+        Q(expires_at__isnull=True) | Q(expires_at__gt=now)
+    )
+
+
+def working_set_get(*, session, key: str) -> WorkingSetItem:
+    """The live item ``key``: NotFound when missing or expired (expiry is immediate)."""
+    item = _live(session).filter(key=key).first()
+    if item is None:
+        raise NotFound(f"No working-set item {key} in this session.")
+    return item
+
+
+def working_set_list(*, session) -> list[WorkingSetItem]:
+    return list(_live(session).order_by("key"))
+
+
+def working_set_for_context(*, session, query: str = "") -> list[WorkingSetItem]:
+    """The session's live working set, items that mention a word of ``query`` first."""
+    items = list(_live(session).order_by("-updated_at", "-id"))
+    terms = rules.query_terms(query)
+    if not terms:
+        return items
+
+    def hits(item: WorkingSetItem) -> int:
+        from .services import value_text
+
+        text = f"{item.key} {value_text(item.value)}".lower()
+        return sum(1 for term in terms if term in text)
+
+    return sorted(items, key=lambda item: -hits(item))

@@ -1,0 +1,795 @@
+"""Writes to facts, the working set and the environment: one transaction each.
+
+The rules themselves live in ``facts.supersession``; this module loads and locks the
+rows they apply to and stores the outcome. Facts belong to an organization, not a
+session, so their writes append no session events; working-set and environment
+writes do.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from contextops.errors import AuthorityTooLow, Conflict, Invalid, NotFound
+from contextops.tokens import count_tokens
+
+from . import supersession as rules
+from .models import Fact, FactDependency, SourceAuthority, WorkingSetItem
+
+MAX_KEY_LENGTH = 200
+
+
+@dataclass
+class FactWriteResult:
+    """What a write did: ``outcome`` is created, superseded, proposal, outdated or unchanged."""
+
+    fact: Fact
+    created: bool
+    outcome: str
+    rule: str = ""
+    notice: str = ""
+    superseded: Fact | None = None
+    flagged: int = 0
+    depends_on: list[str] | None = None  # set when the fact was just written
+
+
+def value_text(value: Any) -> str:
+    """The value as the context pack renders it: strings as they are, anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def _invalid(detail: str, field: str) -> Invalid:
+    return Invalid(detail, loc=["body", field])
+
+
+def _has_nul(value: Any, depth: int = 0) -> bool:
+    if depth > 64:
+        return False
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k, depth + 1) or _has_nul(v, depth + 1) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v, depth + 1) for v in value)
+    return False
+
+
+def _check_level(organization, level: str, field: str) -> None:
+    if level and level not in (organization.authority_ladder or []):
+        raise _invalid(
+            f"Unknown authority {level!r}; this organization's ladder is {', '.join(organization.authority_ladder)}.",
+            field,
+        )
+
+
+def _validate(
+    *,
+    organization,
+    key: str,
+    value: Any,
+    memory_type: str,
+    scope: str,
+    scope_id: str,
+    supersedes: str,
+    depends_on: list[str],
+    is_constraint: bool,
+    constraint: Any,
+    read_authority: str,
+    observed_at: datetime | None,
+) -> None:
+    if not key or not key.strip():
+        raise _invalid("key may not be empty.", "key")
+    if len(key) > MAX_KEY_LENGTH:
+        raise _invalid(f"key may be at most {MAX_KEY_LENGTH} characters.", "key")
+    if "/" in key or key != key.strip() or any(ch.isspace() and ch != " " for ch in key):
+        raise _invalid(
+            "key may not contain '/', line breaks or tabs, nor start or end with spaces.", "key"
+        )
+    if value is None:
+        raise _invalid("value is required (any JSON except null).", "value")
+    if _has_nul(value) or _has_nul(constraint) or _has_nul(key) or _has_nul(scope_id):
+        raise _invalid("Text may not contain NUL characters.", "value")
+    if scope not in Fact.Scope.values:
+        raise _invalid(f"scope must be one of {', '.join(Fact.Scope.values)}.", "scope")
+    if memory_type and memory_type not in Fact.MemoryType.values:
+        raise _invalid(
+            f"memory_type must be one of {', '.join(Fact.MemoryType.values)}.", "memory_type"
+        )
+    if scope == Fact.Scope.GLOBAL and scope_id:
+        raise _invalid("A global fact has no scope_id.", "scope_id")
+    if scope != Fact.Scope.GLOBAL and not scope_id:
+        raise _invalid(
+            f"A {scope} fact needs a scope_id (the task or session it belongs to).", "scope_id"
+        )
+    if supersedes and scope in Fact.PRIVATE_SCOPES:
+        raise _invalid(
+            "Hypothetical and draft facts never supersede; promote the fact to global instead.",
+            "supersedes",
+        )
+    if supersedes == key:
+        raise _invalid("A fact cannot supersede itself.", "supersedes")
+    if key in depends_on:
+        raise _invalid(
+            "depends_on would make a cycle: a fact cannot depend on itself.", "depends_on"
+        )
+    if constraint is not None:
+        errors = rules.constraint_errors(constraint)
+        if errors:
+            raise _invalid(" ".join(errors), "constraint")
+    _check_level(organization, read_authority, "read_authority")
+    if observed_at is not None and timezone.is_naive(observed_at):
+        raise _invalid("observed_at needs a time zone (e.g. 2026-01-15T00:00:00Z).", "observed_at")
+
+
+def fact_authority(*, organization, writer_level: str, source: str) -> str:
+    """The level a fact is written with: the writer's own, lowered to the level the
+    organization gives ``source`` when that is lower. Citing a source never raises it."""
+    mapped = (
+        SourceAuthority.objects.filter(
+            organization=organization, source__iexact=(source or "").strip()
+        )
+        .values_list("level", flat=True)
+        .first()
+        if source
+        else None
+    )
+    if mapped and organization.authority_rank(mapped) > organization.authority_rank(writer_level):
+        return mapped
+    return writer_level
+
+
+def _version(fact: Fact, organization) -> rules.Version:
+    return rules.Version(
+        key=fact.key,
+        value=fact.value,
+        authority_rank=organization.authority_rank(fact.authority),
+        observed_at=fact.observed_at,
+        is_constraint=fact.is_constraint,
+    )
+
+
+def _already_superseded(target: Fact) -> Conflict:
+    successor = Fact.objects.filter(supersedes_id=target.pk).values_list("key", flat=True).first()
+    return Conflict(
+        "already_superseded",
+        f"{target.key} has already been superseded" + (f" by {successor}." if successor else "."),
+        superseded_by=successor,
+    )
+
+
+def _not_current(target: Fact) -> Conflict:
+    if target.status == Fact.Status.SUPERSEDED:
+        return _already_superseded(target)
+    return Conflict(
+        "fact_not_current",
+        f"{target.key} is {target.status}; only the current fact of a chain can be superseded.",
+        status=target.status,
+    )
+
+
+def _table(model) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+def dependents_closure(fact_ids: list[int]) -> list[int]:
+    """Ids of every fact that depends on ``fact_ids``, transitively: one recursive query."""
+    if not fact_ids:
+        return []
+    links = _table(FactDependency)
+    marks = ", ".join(["%s"] * len(fact_ids))
+    sql = (
+        f"WITH RECURSIVE dependents(id) AS ("
+        f" SELECT fact_id FROM {links} WHERE depends_on_id IN ({marks})"
+        f" UNION SELECT l.fact_id FROM {links} l JOIN dependents d ON l.depends_on_id = d.id"
+        f") SELECT id FROM dependents"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, list(fact_ids))
+        return [row[0] for row in cursor.fetchall()]
+
+
+def dependencies_closure(fact_ids: list[int]) -> list[int]:
+    """``fact_ids`` and every fact they depend on, transitively: one recursive query."""
+    if not fact_ids:
+        return []
+    facts, links = _table(Fact), _table(FactDependency)
+    marks = ", ".join(["%s"] * len(fact_ids))
+    sql = (
+        f"WITH RECURSIVE upstream(id) AS ("
+        f" SELECT id FROM {facts} WHERE id IN ({marks})"
+        f" UNION SELECT l.depends_on_id FROM {links} l JOIN upstream u ON l.fact_id = u.id"
+        f") SELECT id FROM upstream"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, list(fact_ids))
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _flag_dependents(fact_ids: list[int]) -> int:
+    ids = dependents_closure(fact_ids)
+    if not ids:
+        return 0
+    return Fact.objects.filter(pk__in=ids, needs_review=False).update(
+        needs_review=True, updated_at=timezone.now()
+    )
+
+
+def _current_of_subject(organization, subject: str, scope: str, scope_id: str) -> list[Fact]:
+    """The valid facts of a subject in a scope, locked, newest first.
+
+    A row that another transaction superseded while we waited for its lock drops out of
+    a locking read, so the result is checked against a plain read and taken again if
+    the head moved meanwhile.
+    """
+    query = Fact.objects.filter(
+        organization=organization, subject=subject, scope=scope, scope_id=scope_id, is_valid=True
+    ).order_by("-created_at", "-id")
+    for _ in range(5):
+        locked = list(query.select_for_update())
+        if [f.pk for f in locked] == list(query.values_list("pk", flat=True)):
+            return locked
+    raise Conflict("write_contention", f"The facts of {subject!r} keep changing; retry the write.")
+
+
+def _supersede(target: Fact, now: datetime) -> None:
+    updated = Fact.objects.filter(pk=target.pk, is_valid=True).update(
+        is_valid=False, status=Fact.Status.SUPERSEDED, updated_at=now
+    )
+    if not updated:
+        raise _already_superseded(target)
+
+
+def _subject_lock(*, organization, subject: str, scope: str, scope_id: str) -> None:
+    """Serialize writes on one subject in one scope until the transaction ends.
+
+    Row locks cannot cover the first fact of a subject (there is no row yet), so two
+    first writes would both become current; a transaction-scoped advisory lock on the
+    subject closes that gap on PostgreSQL. SQLite already runs one write at a time.
+    """
+    if connection.vendor != "postgresql":
+        return
+    digest = hashlib.blake2b(
+        f"{organization.pk}\x1f{subject}\x1f{scope}\x1f{scope_id}".encode(), digest_size=8
+    ).digest()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(%s)", [int.from_bytes(digest, "big", signed=True)]
+        )
+
+
+def fact_write(
+    *,
+    organization,
+    key: str,
+    value: Any,
+    source: str = "",
+    authority: str,
+    author: str = "",
+    subject: str = "",
+    observed_at: datetime | None = None,
+    memory_type: str = "",
+    scope: str = Fact.Scope.GLOBAL,
+    scope_id: str = "",
+    supersedes: str = "",
+    depends_on: list[str] | tuple = (),
+    is_constraint: bool = False,
+    constraint_type: str = "",
+    constraint: dict | None = None,
+    read_authority: str = "",
+    rule: str = "",
+) -> FactWriteResult:
+    """Write one fact version and apply the supersession rules of seed 001.
+
+    Same key and same value again: the stored fact, unchanged (``created`` False).
+    Same key, other value: 409 ``key_exists``. Explicit ``supersedes``: 404 when the key
+    is not in this organization, 403 ``authority_too_low`` when the writer ranks below
+    it, 409 ``already_superseded`` (naming the winner) when another write got there
+    first. Without ``supersedes`` the current fact of the subject in the same scope is
+    superseded (rule implicit, authority or temporal), or the write is kept as a
+    proposal / as outdated and stays out of every context.
+    """
+    depends_on = [str(k) for k in (depends_on or [])]
+    scope_id = scope_id or ""
+    if constraint is not None:
+        is_constraint = True
+    _validate(
+        organization=organization,
+        key=key,
+        value=value,
+        memory_type=memory_type,
+        scope=scope,
+        scope_id=scope_id,
+        supersedes=supersedes,
+        depends_on=depends_on,
+        is_constraint=is_constraint,
+        constraint=constraint,
+        read_authority=read_authority,
+        observed_at=observed_at,
+    )
+    subject = (subject or "").strip() or rules.subject_for_key(key)
+    authority = fact_authority(organization=organization, writer_level=authority, source=source)
+    if is_constraint and constraint is None:
+        constraint = rules.constraint_from_text(value)
+    try:
+        with transaction.atomic():
+            _subject_lock(
+                organization=organization, subject=subject, scope=scope, scope_id=scope_id
+            )
+            return _fact_write(
+                organization=organization,
+                key=key,
+                value=value,
+                source=source,
+                authority=authority,
+                author=author,
+                subject=subject,
+                observed_at=observed_at,
+                memory_type=memory_type or rules.memory_type_for_source(source),
+                scope=scope,
+                scope_id=scope_id,
+                supersedes=supersedes,
+                depends_on=depends_on,
+                is_constraint=is_constraint,
+                constraint_type=constraint_type,
+                constraint=constraint,
+                read_authority=read_authority,
+                rule=rule,
+            )
+    except IntegrityError as exc:
+        # A concurrent write won a race the locks could not see (the constraints on
+        # supersedes, chain versions and keys are the last line): say who won.
+        existing = Fact.objects.filter(organization=organization, key=key).first()
+        if existing is not None:
+            if existing.value == value:
+                return FactWriteResult(fact=existing, created=False, outcome="unchanged")
+            raise Conflict("key_exists", f"A fact with key {key} already exists.", key=key) from exc
+        if supersedes:
+            target = Fact.objects.filter(organization=organization, key=supersedes).first()
+            if target is not None:
+                raise _already_superseded(target) from exc
+        raise Conflict("write_conflict", "A concurrent write changed this chain; retry.") from exc
+
+
+def _fact_write(
+    *, organization, key, value, subject, depends_on, supersedes, rule, **fields
+) -> FactWriteResult:
+    existing = Fact.objects.filter(organization=organization, key=key).first()
+    if existing is not None:
+        if existing.value == value:
+            return FactWriteResult(fact=existing, created=False, outcome="unchanged")
+        raise Conflict(
+            "key_exists",
+            f"A fact with key {key} already exists with another value; write a new key that supersedes it.",
+            key=key,
+        )
+    dependencies = list(Fact.objects.filter(organization=organization, key__in=depends_on))
+    missing = sorted(set(depends_on) - {d.key for d in dependencies})
+    if missing:
+        raise _invalid(
+            f"depends_on names facts that do not exist: {', '.join(missing)}.", "depends_on"
+        )
+
+    authority = fields["authority"]
+    rank = organization.authority_rank(authority)
+    new = rules.Version(
+        key=key,
+        value=value,
+        authority_rank=rank,
+        observed_at=fields["observed_at"],
+        is_constraint=fields["is_constraint"],
+    )
+    now = timezone.now()
+    text = value_text(value)
+    row = {
+        "organization": organization,
+        "key": key,
+        "value": value,
+        "subject": subject,
+        "search_text": f"{key} {subject} {text}".lower(),
+        "tokens": count_tokens(f"{key}: {text}"),
+        "created_at": now,
+        "updated_at": now,
+        **fields,
+    }
+    target: Fact | None = None
+    decision: rules.Decision
+    if supersedes:
+        target = (
+            Fact.objects.select_for_update()
+            .filter(organization=organization, key=supersedes)
+            .first()
+        )
+        if target is None:
+            raise NotFound(f"No fact {supersedes} in this organization to supersede.")
+        if target.is_private_scope:
+            raise _invalid(
+                f"{supersedes} is {target.scope}: promote or discard it instead of superseding it.",
+                "supersedes",
+            )
+        if (target.scope, target.scope_id) != (fields["scope"], fields["scope_id"]):
+            raise _invalid(
+                f"{supersedes} lives in scope {target.scope}{':' + target.scope_id if target.scope_id else ''}; "
+                "a fact only supersedes within its own scope.",
+                "supersedes",
+            )
+        if not target.is_valid:
+            raise _not_current(target)
+        decision = rules.decide_explicit(new=new, target=_version(target, organization))
+        if decision.outcome == rules.FORBIDDEN:
+            raise AuthorityTooLow(
+                f"Your authority ({authority}) ranks below {target.authority}, which wrote {target.key}; "
+                "a lower authority never supersedes a higher one.",
+                fact_key=target.key,
+                fact_authority=target.authority,
+            )
+    elif fields["scope"] in Fact.PRIVATE_SCOPES:
+        decision = rules.Decision(rules.CREATE)
+    else:
+        current = _current_of_subject(organization, subject, fields["scope"], fields["scope_id"])
+        constraints = [f for f in current if f.is_constraint]
+        plain = [f for f in current if not f.is_constraint]
+        if new.is_constraint:
+            head, guard = (constraints or plain or [None])[0], None
+        else:
+            head, guard = (plain or [None])[0], (constraints or [None])[0]
+        decision = rules.decide_implicit(
+            new=new,
+            current=_version(head, organization) if head else None,
+            guard=_version(guard, organization) if guard else None,
+        )
+        by_key = {f.key: f for f in (head, guard) if f is not None}
+        target = by_key.get(decision.against.key) if decision.against else None
+
+    if dependencies:
+        chain_ids = [target.chain] if decision.outcome == rules.SUPERSEDE and target else []
+        upstream = dependencies_closure([d.pk for d in dependencies])
+        if chain_ids and Fact.objects.filter(pk__in=upstream, chain__in=chain_ids).exists():
+            raise _invalid(
+                "depends_on would make a cycle: it leads back to the chain this fact supersedes.",
+                "depends_on",
+            )
+
+    flagged = 0
+    if decision.outcome == rules.SUPERSEDE:
+        assert target is not None
+        _supersede(target, now)
+        fact = Fact.objects.create(
+            **row,
+            chain=target.chain,
+            version=target.version + 1,
+            supersedes=target,
+            supersession_rule=rule or decision.rule,
+        )
+        flagged = _flag_dependents([target.pk])
+        outcome, notice = "superseded", f"Supersedes {target.key} (rule: {rule or decision.rule})."
+    elif decision.outcome in (rules.PROPOSAL, rules.OUTDATED):
+        status = (
+            Fact.Status.PROPOSAL if decision.outcome == rules.PROPOSAL else Fact.Status.OUTDATED
+        )
+        fact = Fact.objects.create(**row, is_valid=False, status=status, contested=target)
+        outcome, notice = decision.outcome, decision.reason
+    else:
+        fact = Fact.objects.create(**row)
+        outcome, notice = "created", ""
+    if dependencies:
+        FactDependency.objects.bulk_create(
+            [FactDependency(fact=fact, depends_on=d) for d in dependencies]
+        )
+    return FactWriteResult(
+        fact=fact,
+        created=True,
+        outcome=outcome,
+        rule=fact.supersession_rule or (decision.rule if outcome != "created" else ""),
+        notice=notice,
+        superseded=target if outcome == "superseded" else None,
+        flagged=flagged,
+        depends_on=[d.key for d in dependencies],
+    )
+
+
+def _locked(organization, key: str) -> Fact:
+    fact = Fact.objects.select_for_update().filter(organization=organization, key=key).first()
+    if fact is None:
+        raise NotFound(f"No fact {key} in this organization.")
+    return fact
+
+
+def fact_promote(*, organization, key: str, authority: str, author: str = "") -> FactWriteResult:
+    """Make a hypothetical or draft fact global: a supersession like any other.
+
+    It supersedes the current global fact of its subject (rule ``promotion``); 403
+    ``authority_too_low`` when the promoter ranks below that fact, 409 when a later
+    observation is current or the fact is no longer valid, 422 for a global fact.
+    """
+    try:
+        with transaction.atomic():
+            fact = _locked(organization, key)
+            if not fact.is_private_scope:
+                raise Invalid(
+                    f"{key} is already {fact.scope}; only hypothetical or draft facts are promoted."
+                )
+            if not fact.is_valid:
+                raise _not_current(fact)
+            new = rules.Version(
+                key=fact.key,
+                value=fact.value,
+                authority_rank=organization.authority_rank(authority),
+                observed_at=fact.observed_at,
+                is_constraint=fact.is_constraint,
+            )
+            current = _current_of_subject(organization, fact.subject, Fact.Scope.GLOBAL, "")
+            same_kind = [f for f in current if f.is_constraint == fact.is_constraint] or (
+                current if fact.is_constraint else []
+            )
+            guard = (
+                None if fact.is_constraint else next((f for f in current if f.is_constraint), None)
+            )
+            head = same_kind[0] if same_kind else None
+            decision = rules.decide_implicit(
+                new=new,
+                current=_version(head, organization) if head else None,
+                guard=_version(guard, organization) if guard else None,
+            )
+            if decision.outcome == rules.PROPOSAL:
+                raise AuthorityTooLow(
+                    decision.reason, fact_key=decision.against.key if decision.against else None
+                )
+            if decision.outcome == rules.OUTDATED:
+                raise Conflict(
+                    "outdated",
+                    decision.reason,
+                    current=decision.against.key if decision.against else None,
+                )
+            now = timezone.now()
+            fact.scope, fact.scope_id, fact.authority, fact.updated_at = (
+                Fact.Scope.GLOBAL,
+                "",
+                authority,
+                now,
+            )
+            if author:
+                fact.author = author
+            fact.supersession_rule = Fact.Rule.PROMOTION
+            flagged = 0
+            target = head if decision.outcome == rules.SUPERSEDE else None
+            if target is not None:
+                _supersede(target, now)
+                fact.chain, fact.version, fact.supersedes = target.chain, target.version + 1, target
+                flagged = _flag_dependents([target.pk])
+            fact.save()
+    except IntegrityError as exc:
+        raise Conflict(
+            "write_conflict", "A concurrent write changed this chain; retry the promotion."
+        ) from exc
+    return FactWriteResult(
+        fact=fact,
+        created=False,
+        outcome="superseded" if target else "promoted",
+        rule=Fact.Rule.PROMOTION,
+        notice=f"Promoted to global{f'; supersedes {target.key}' if target else ''}.",
+        superseded=target,
+        flagged=flagged,
+    )
+
+
+def _withdraw(*, organization, key: str, status: str, private_only: bool, authority: str) -> Fact:
+    with transaction.atomic():
+        fact = _locked(organization, key)
+        if organization.authority_rank(authority) > organization.authority_rank(fact.authority):
+            raise AuthorityTooLow(
+                f"{key} was written with {fact.authority} authority; yours ({authority}) is lower.",
+                fact_key=key,
+                fact_authority=fact.authority,
+            )
+        if private_only and not fact.is_private_scope:
+            raise Invalid(f"{key} is {fact.scope}; only hypothetical or draft facts are discarded.")
+        if not fact.is_valid:
+            raise _not_current(fact)
+        fact.is_valid, fact.status, fact.updated_at = False, status, timezone.now()
+        fact.save(update_fields=["is_valid", "status", "updated_at"])
+        _flag_dependents([fact.pk])
+    return fact
+
+
+def fact_discard(*, organization, key: str, authority: str) -> Fact:
+    """Throw a hypothetical or draft fact away (it stays visible in its lineage)."""
+    return _withdraw(
+        organization=organization,
+        key=key,
+        status=Fact.Status.DISCARDED,
+        private_only=True,
+        authority=authority,
+    )
+
+
+def fact_invalidate(*, organization, key: str, authority: str) -> Fact:
+    """Withdraw the current fact of a chain without a successor: what deleting means here.
+
+    Its dependents are flagged for review; 403 when ``authority`` ranks below the writer's.
+    """
+    return _withdraw(
+        organization=organization,
+        key=key,
+        status=Fact.Status.INVALIDATED,
+        private_only=False,
+        authority=authority,
+    )
+
+
+def fact_review_clear(*, organization, key: str) -> Fact:
+    """A reviewer checked the fact after a dependency changed: clear ``needs_review``."""
+    with transaction.atomic():
+        fact = _locked(organization, key)
+        if fact.needs_review:
+            fact.needs_review, fact.updated_at = False, timezone.now()
+            fact.save(update_fields=["needs_review", "updated_at"])
+    return fact
+
+
+def next_version_key(organization, fact: Fact) -> str:
+    """A free key for the next version of ``fact``: ``<base>_v<n>``."""
+    base = rules.subject_for_key(fact.key)
+    version = fact.version + 1
+    while True:
+        candidate = f"{base}_v{version}"[:MAX_KEY_LENGTH]
+        if not Fact.objects.filter(organization=organization, key=candidate).exists():
+            return candidate
+        version += 1
+
+
+def fact_admin_edit(*, fact: Fact, author: str, authority: str, **changes: Any) -> FactWriteResult:
+    """An admin's edit: a new version superseding ``fact`` (rule ``admin_edit``), never in place."""
+    organization = fact.organization
+    fields = {
+        "value": fact.value,
+        "source": fact.source,
+        "subject": fact.subject,
+        "observed_at": fact.observed_at,
+        "memory_type": fact.memory_type,
+        "is_constraint": fact.is_constraint,
+        "constraint_type": fact.constraint_type,
+        "constraint": fact.constraint,
+        "read_authority": fact.read_authority,
+        "depends_on": list(fact.depends_on.values_list("key", flat=True)),
+    }
+    fields.update(changes)
+    return fact_write(
+        organization=organization,
+        key=next_version_key(organization, fact),
+        authority=authority,
+        author=author,
+        scope=fact.scope,
+        scope_id=fact.scope_id,
+        supersedes=fact.key,
+        rule=Fact.Rule.ADMIN_EDIT,
+        **fields,
+    )
+
+
+# Working set (layer 3) and environment (layer 4) --------------------------------------------
+
+
+def _session_open(session):
+    from frames.models import Session
+
+    locked = Session.objects.select_for_update().get(pk=session.pk)
+    if locked.lifecycle_state == Session.Lifecycle.ENDED:
+        raise Conflict("session_ended", "This session has ended; its working set is gone.")
+    return locked
+
+
+def working_set_put(
+    *, session, key: str, value: Any, ttl_seconds: int | None = None, actor: str = ""
+) -> WorkingSetItem:
+    """Set ``key`` in the session's working set, replacing any earlier value and TTL."""
+    from frames.events import event_append
+
+    if not key or len(key) > MAX_KEY_LENGTH:
+        raise Invalid(f"key must be 1 to {MAX_KEY_LENGTH} characters.", loc=["path", "key"])
+    if ttl_seconds is not None and ttl_seconds <= 0:
+        raise Invalid("ttl_seconds must be positive.", loc=["body", "ttl_seconds"])
+    now = timezone.now()
+    expires_at = now + timedelta(seconds=ttl_seconds) if ttl_seconds else None
+    tokens = count_tokens(f"{key}: {value_text(value)}")
+    with transaction.atomic():
+        session = _session_open(session)
+        item, _ = WorkingSetItem.objects.update_or_create(
+            session=session,
+            key=key,
+            defaults={
+                "value": value,
+                "tokens": tokens,
+                "expires_at": expires_at,
+                "updated_at": now,
+            },
+            create_defaults={
+                "value": value,
+                "tokens": tokens,
+                "expires_at": expires_at,
+                "created_at": now,
+                "updated_at": now,
+            },
+        )
+        event_append(
+            session=session,
+            type="working_set.put",
+            actor=actor,
+            payload={
+                "key": key,
+                "tokens": tokens,
+                "expires_at": expires_at.isoformat() if expires_at else None,
+            },
+        )
+    return item
+
+
+def working_set_delete(*, session, key: str, actor: str = "") -> None:
+    """Remove ``key``; 404 when it is not there or has already expired."""
+    from frames.events import event_append
+
+    with transaction.atomic():
+        session = _session_open(session)
+        item = WorkingSetItem.objects.filter(session=session, key=key).first()
+        if item is None or item.is_expired():
+            if item is not None:
+                item.delete()
+            raise NotFound(f"No working-set item {key} in this session.")
+        item.delete()
+        event_append(session=session, type="working_set.deleted", actor=actor, payload={"key": key})
+
+
+def working_set_expire(*, now: datetime | None = None) -> int:
+    """Delete every expired working-set item; returns how many went."""
+    deleted, _ = WorkingSetItem.objects.filter(expires_at__lte=now or timezone.now()).delete()
+    return deleted
+
+
+def environment_update(
+    *,
+    session,
+    timezone_name: str | None = None,
+    location: str | None = None,
+    external_data: dict | None = None,
+    actor: str = "",
+):
+    """Update layer 4; fields left out keep their value. 422 for an unknown time zone."""
+    from frames.events import event_append
+
+    if timezone_name is not None:
+        try:
+            ZoneInfo(timezone_name)
+        except (ZoneInfoNotFoundError, ValueError, TypeError):
+            raise Invalid(
+                f"Unknown time zone {timezone_name!r}.", loc=["body", "timezone"]
+            ) from None
+    if external_data is not None and not isinstance(external_data, dict):
+        raise Invalid("external_data must be an object.", loc=["body", "external_data"])
+    with transaction.atomic():
+        session = _session_open(session)
+        environment = dict(session.environment or {})
+        changed = {}
+        if timezone_name is not None:
+            changed["timezone"] = timezone_name
+        if location is not None:
+            changed["location"] = location
+        if external_data is not None:
+            changed["external_data"] = external_data
+        environment.update(changed)
+        session.environment = environment
+        session.updated_at = timezone.now()
+        session.save(update_fields=["environment", "updated_at"])
+        event_append(
+            session=session,
+            type="environment.updated",
+            actor=actor,
+            payload={"changed": sorted(changed)},
+        )
+    return session

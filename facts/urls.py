@@ -1,0 +1,10 @@
+from django.urls import path
+
+from . import views
+
+app_name = "facts"
+urlpatterns = [
+    path("facts/", views.fact_list, name="list"),
+    path("facts/<str:key>/lineage/", views.fact_lineage, name="lineage"),
+    path("facts/<str:key>/review/", views.fact_review_clear, name="review_clear"),
+]

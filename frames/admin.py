@@ -1,0 +1,58 @@
+from django.contrib import admin
+
+from .models import ContextHandle, Event, Frame, Session, Suspension
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows that are projections of the event log: change them through the API, never here."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Session)
+class SessionAdmin(ReadOnlyAdmin):
+    list_display = [
+        "id",
+        "title",
+        "organization",
+        "agent",
+        "lifecycle_state",
+        "pressure_level",
+        "created_at",
+    ]
+    list_filter = ["organization", "lifecycle_state"]
+    search_fields = ["id", "title"]
+    readonly_fields = ["identity"]
+
+
+@admin.register(Frame)
+class FrameAdmin(ReadOnlyAdmin):
+    list_display = ["id", "goal", "status", "depth", "budget_total", "budget_used", "session"]
+    list_filter = ["status"]
+    search_fields = ["goal"]
+    raw_id_fields = ["session", "parent"]
+
+
+@admin.register(ContextHandle)
+class ContextHandleAdmin(ReadOnlyAdmin):
+    list_display = ["id", "kind", "priority", "state", "estimated_tokens", "frame"]
+    raw_id_fields = ["frame", "session"]
+
+
+@admin.register(Event)
+class EventAdmin(ReadOnlyAdmin):
+    list_display = ["session", "seq", "type", "actor", "created_at"]
+    raw_id_fields = ["session"]
+
+
+@admin.register(Suspension)
+class SuspensionAdmin(ReadOnlyAdmin):
+    list_display = ["frame", "status", "reason", "suspended_at", "expires_at"]
+    raw_id_fields = ["frame", "session"]

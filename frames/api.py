@@ -1,0 +1,255 @@
+"""Sessions, frames, budgets, handles, resume and the event log: ``/sessions``, ``/frames``."""
+
+from uuid import UUID
+
+from ninja import Query, Router, Schema
+from ninja.responses import Status
+from pydantic import Field
+
+from contextops.errors import Conflict
+
+from . import selectors, services
+from .pressure_levels import session_pressure, top_frame
+from .schemas import (
+    EventOut,
+    FrameHandleOut,
+    FrameIn,
+    FrameOut,
+    HandleIn,
+    PopIn,
+    ReserveIn,
+    ResumeOut,
+    SessionIn,
+    SessionListOut,
+    SessionOut,
+    UsageIn,
+    frame_out,
+    session_out,
+)
+
+router = Router(tags=["sessions and frames"])
+
+
+def actor_of(request) -> str:
+    return f"agent:{request.agent.name}"
+
+
+def _session_body(session):
+    top = top_frame(session)
+    return session_out(
+        session, pressure=session_pressure(session), top_frame_id=top.pk if top else None
+    )
+
+
+@router.post("/sessions", response={201: SessionOut}, summary="Start a session")
+def session_create(request, payload: SessionIn):
+    session = services.session_create(
+        organization=request.organization,
+        agent=request.agent,
+        identity=payload.identity.model_dump(exclude_defaults=True),
+        environment=payload.environment.model_dump(exclude_defaults=True),
+        context_window_tokens=payload.context_window_tokens,
+        model=payload.model,
+        title=payload.title,
+        compaction_threshold=payload.compaction_threshold,
+        eviction_policy=payload.eviction_policy,
+        actor=actor_of(request),
+    )
+    return Status(201, _session_body(session))
+
+
+class SessionFilters(Schema):
+    search: str = Field("", max_length=200)
+    limit: int = Field(50, ge=1, le=200)
+    offset: int = Field(0, ge=0, le=10**9)
+
+
+@router.get(
+    "/sessions", response=SessionListOut, summary="The organization's sessions, newest first"
+)
+def session_list(request, filters: Query[SessionFilters]):
+    sessions = selectors.session_list(organization=request.organization, search=filters.search)
+    count = sessions.count()
+    page = list(sessions[filters.offset : filters.offset + filters.limit])
+    next_offset = filters.offset + filters.limit if filters.offset + filters.limit < count else None
+    return {"items": [_session_body(s) for s in page], "count": count, "next_offset": next_offset}
+
+
+@router.get(
+    "/sessions/{session_id}",
+    response=SessionOut,
+    summary="A session with its pressure and usage totals",
+)
+def session_get(request, session_id: str):
+    return _session_body(
+        selectors.session_get(organization=request.organization, session_id=session_id)
+    )
+
+
+@router.put(
+    "/sessions/{session_id}/identity",
+    response={409: dict},
+    summary="Identity is read-only once set",
+)
+def session_identity_put(request, session_id: str):
+    selectors.session_get(organization=request.organization, session_id=session_id)
+    raise Conflict(
+        "identity_read_only",
+        "A session's identity is set when it starts and cannot change afterwards.",
+    )
+
+
+@router.post("/sessions/{session_id}/end", response=SessionOut, summary="End the session")
+def session_end(request, session_id: str):
+    session = selectors.session_get(organization=request.organization, session_id=session_id)
+    return _session_body(services.session_end(session=session, actor=actor_of(request)))
+
+
+@router.post(
+    "/sessions/{session_id}/frames",
+    response={201: FrameOut},
+    summary="Push a frame (root or child)",
+)
+def frame_push(request, session_id: str, payload: FrameIn):
+    session = selectors.session_get(organization=request.organization, session_id=session_id)
+    parent = None
+    if payload.parent_frame_id is not None:
+        parent = selectors.frame_get(
+            organization=request.organization, frame_id=payload.parent_frame_id
+        )
+    frame = services.frame_push(
+        session=session,
+        parent=parent,
+        goal=payload.goal,
+        inputs=payload.inputs,
+        budget_total=payload.budget.total,
+        max_subframe_depth=payload.budget.max_subframe_depth,
+        actor=actor_of(request),
+    )
+    return Status(201, frame_out(frame))
+
+
+@router.get("/frames/{frame_id}", response=FrameOut, summary="A frame with its budget")
+def frame_get(request, frame_id: str):
+    return frame_out(selectors.frame_get(organization=request.organization, frame_id=frame_id))
+
+
+@router.get(
+    "/frames/{frame_id}/ancestry",
+    response=list[FrameOut],
+    summary="The frame's ancestors and itself, root first",
+)
+def frame_ancestry(request, frame_id: str):
+    frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
+    return [frame_out(f) for f in selectors.frame_ancestry(frame)]
+
+
+class ChildrenFilters(Schema):
+    limit: int = Field(200, ge=1, le=1000)
+    offset: int = Field(0, ge=0, le=10**9)
+
+
+@router.get(
+    "/frames/{frame_id}/children", response=list[FrameOut], summary="One page of a frame's children"
+)
+def frame_children(request, frame_id: str, filters: Query[ChildrenFilters]):
+    frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
+    children = selectors.frame_children(
+        frame=frame, session=frame.session, limit=filters.limit, offset=filters.offset
+    )
+    return [frame_out(f) for f in children]
+
+
+@router.post(
+    "/frames/{frame_id}/reserve", response=FrameOut, summary="Reserve tokens for a purpose"
+)
+def frame_reserve(request, frame_id: str, payload: ReserveIn):
+    frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
+    return frame_out(
+        services.frame_reserve(
+            frame=frame, purpose=payload.purpose, amount=payload.amount, actor=actor_of(request)
+        )
+    )
+
+
+@router.post("/frames/{frame_id}/usage", response=FrameOut, summary="Record one model call's usage")
+def usage_record(request, frame_id: str, payload: UsageIn):
+    frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
+    services.usage_record(
+        session=frame.session, frame=frame, actor=actor_of(request), **payload.model_dump()
+    )
+    frame.refresh_from_db()
+    return frame_out(frame)
+
+
+@router.post(
+    "/frames/{frame_id}/pop",
+    response=FrameOut,
+    summary="Pop a frame and settle its budget with the parent",
+)
+def frame_pop(request, frame_id: str, payload: PopIn):
+    frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
+    return frame_out(
+        services.frame_pop(
+            frame=frame,
+            status=payload.status,
+            result_refs=payload.result_refs,
+            actor=actor_of(request),
+        )
+    )
+
+
+@router.post(
+    "/frames/{frame_id}/handles", response={201: FrameHandleOut}, summary="Add a context handle"
+)
+def handle_add(request, frame_id: str, payload: HandleIn):
+    frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
+    handle = services.handle_add(
+        frame=frame,
+        kind=payload.kind,
+        priority=payload.priority,
+        content=payload.content or "",
+        ref=payload.ref or "",
+        category=payload.category,
+        tool_call_id=payload.tool_call_id,
+        estimated_tokens=payload.estimated_tokens,
+        actor=actor_of(request),
+    )
+    return Status(201, handle)
+
+
+@router.get(
+    "/sessions/{session_id}/resume",
+    response=ResumeOut,
+    summary="Rebuild the frame stack and pending work (seed 000 §5.3)",
+)
+def session_resume(request, session_id: str):
+    session = selectors.session_get(organization=request.organization, session_id=session_id)
+    state = selectors.session_resume_state(session)
+    return {
+        "current_frame": frame_out(state.current_frame) if state.current_frame else None,
+        "frame_stack": [frame_out(f) for f in state.frame_stack],
+        "pending_work": [vars(p) for p in state.pending_work],
+        "recovery_summary": state.recovery_summary,
+    }
+
+
+class EventFilters(Schema):
+    after: int = Field(0, ge=0, le=2**62)
+    limit: int = Field(500, ge=1, le=1000)
+    frame_id: UUID | None = None
+
+
+@router.get(
+    "/sessions/{session_id}/events",
+    response=list[EventOut],
+    summary="The session's events in order",
+)
+def event_list(request, session_id: str, filters: Query[EventFilters]):
+    session = selectors.session_get(organization=request.organization, session_id=session_id)
+    frame = None
+    if filters.frame_id is not None:
+        frame = selectors.frame_get(organization=request.organization, frame_id=filters.frame_id)
+    return selectors.event_list(
+        session=session, after=filters.after, limit=filters.limit, frame=frame
+    )

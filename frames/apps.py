@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class FramesConfig(AppConfig):
+    name = "frames"
+    verbose_name = "Sessions and frames"

@@ -1,0 +1,81 @@
+"""Token budget arithmetic of seed 000 §1, as plain functions over plain numbers.
+
+A frame's budget has a total, what it used, what it reserved for named purposes and
+what it delegated to its children (``subcall_allocation``). Available is what is left,
+never below zero. Pushing a child moves the child's total into the parent's
+subcall allocation; popping it settles: the allocation drops by the child's total and
+the parent's used rises by what the child used, so the child's unused tokens return.
+"""
+
+from dataclasses import dataclass
+
+from contextops.errors import InsufficientTokens
+
+
+@dataclass(frozen=True)
+class Budget:
+    total: int
+    used: int = 0
+    reserved: int = 0
+    subcall_allocation: int = 0
+
+    @property
+    def available(self) -> int:
+        """total - used - reserved - subcall_allocation; 0 when the frame overspent."""
+        return max(0, self.total - self.used - self.reserved - self.subcall_allocation)
+
+    def require(self, amount: int) -> None:
+        """Raise InsufficientTokens when ``amount`` does not fit in what is available."""
+        if amount > self.available:
+            raise InsufficientTokens(requested=amount, available=self.available)
+
+    def reserve(self, amount: int) -> "Budget":
+        self.require(amount)
+        return Budget(self.total, self.used, self.reserved + amount, self.subcall_allocation)
+
+    def allocate_for_subcall(self, amount: int) -> "Budget":
+        self.require(amount)
+        return Budget(self.total, self.used, self.reserved, self.subcall_allocation + amount)
+
+    def settle_subcall(self, *, child_total: int, child_used: int) -> "Budget":
+        """The parent's budget once a child of ``child_total`` that used ``child_used`` pops."""
+        return Budget(
+            self.total,
+            self.used + child_used,
+            self.reserved,
+            max(0, self.subcall_allocation - child_total),
+        )
+
+    def record_usage(self, amount: int) -> "Budget":
+        return Budget(self.total, self.used + amount, self.reserved, self.subcall_allocation)
+
+
+def usage_tokens(
+    *,
+    input_tokens: int,
+    output_tokens: int,
+    cache_creation_input_tokens: int = 0,
+    cache_read_input_tokens: int = 0,
+) -> int:
+    """What one model call spends of a frame's budget: every token it put in the window.
+
+    Anthropic's ``input_tokens`` excludes both cache fields, so the full input is the sum
+    of the three; cached reads are cheaper but still occupy the window (design note).
+    """
+    return input_tokens + cache_creation_input_tokens + cache_read_input_tokens + output_tokens
+
+
+def cost_weighted_tokens(
+    *,
+    input_tokens: int,
+    output_tokens: int,
+    cache_creation_input_tokens: int = 0,
+    cache_read_input_tokens: int = 0,
+) -> float:
+    """ "Effective" tokens for cost: cache writes at 1.25x, cache reads at a tenth."""
+    return (
+        input_tokens
+        + output_tokens
+        + 1.25 * cache_creation_input_tokens
+        + 0.1 * cache_read_input_tokens
+    )

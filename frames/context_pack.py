@@ -1,0 +1,332 @@
+"""Assembling a context pack for a session (and frame) within a token budget.
+
+Reads the session's layers (identity, environment, valid facts, working set), the
+frame's ancestry and handles, hands them to the pure packer (``frames.packing``) and
+stores the result as a ``ContextPackRecord``. Token counts come from storage
+(``ContextHandle.estimated_tokens`` / ``summary_tokens``, ``Fact.tokens``); text made
+here (brief, breadcrumbs) is estimated, never tokenized. No model call is made.
+
+The number of queries does not depend on how many facts or handles there are: the
+session, the frame, one per ancestor (bounded by the frame depth), one for handles,
+the facts selector's own (constant), the working set, and one insert.
+"""
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from django.utils import timezone
+
+from contextops.errors import Invalid, NotFound
+
+from . import packing
+from .models import ContextHandle, ContextPackRecord, Frame, Session
+from .pressure_levels import top_frame
+from .resources import COLD, INDEXED, OFFLINE
+
+try:  # the facts app lands separately; until it does, packs carry no facts
+    from facts.selectors import facts_for_context
+except ImportError:  # pragma: no cover - depends on the facts app being present
+    facts_for_context = None
+
+try:
+    from facts.selectors import working_set_for_context
+except ImportError:  # pragma: no cover
+    working_set_for_context = None
+
+FACTS_LIMIT_MAX = 400
+HANDLE_FIELDS = (
+    "id",
+    "frame_id",
+    "kind",
+    "priority",
+    "state",
+    "content",
+    "ref",
+    "estimated_tokens",
+    "summary",
+    "summary_tokens",
+    "created_at",
+)
+
+
+@dataclass
+class ContextPack:
+    record: ContextPackRecord
+    result: packing.PackResult
+    frame: Frame | None
+    query: str
+
+
+def _text(value) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def brief_context_text(session: Session, now: datetime | None = None) -> str:
+    """Layer 1 (identity) and layer 4 (environment) as a short plain-text brief."""
+    identity = session.identity or {}
+    env = session.environment or {}
+    now = now or timezone.now()
+    tz_name = env.get("timezone") or "UTC"
+    try:
+        local = now.astimezone(ZoneInfo(tz_name))
+    except (ZoneInfoNotFoundError, ValueError):
+        local = now
+    who = identity.get("user_name") or identity.get("user_id") or "unknown user"
+    lines = [
+        f"User: {who}"
+        + (
+            f" ({identity['user_id']})"
+            if identity.get("user_id") and identity.get("user_name")
+            else ""
+        )
+        + f"; authority: {identity.get('authority') or 'unknown'}"
+        + (f"; department: {identity['department']}" if identity.get("department") else "")
+        + (f"; organization: {identity['organization']}" if identity.get("organization") else ""),
+    ]
+    if identity.get("permissions"):
+        lines.append("Permissions: " + ", ".join(str(p) for p in identity["permissions"]))
+    lines.append(
+        f"Now: {local.strftime('%Y-%m-%d %H:%M')} ({tz_name})"
+        + (f"; location: {env['location']}" if env.get("location") else "")
+    )
+    if env.get("external_data"):
+        lines.append("External data: " + _text(env["external_data"]))
+    return "\n".join(lines)
+
+
+def frame_ancestry(frame: Frame) -> list[Frame]:
+    """``frame`` and its ancestors, root first: one query per level of depth."""
+    chain = [frame]
+    parent_id = frame.parent_id
+    while parent_id is not None and len(chain) <= frame.depth + 1:
+        parent = Frame.objects.only("id", "parent_id", "goal", "status", "depth").get(pk=parent_id)
+        chain.append(parent)
+        parent_id = parent.parent_id
+    return list(reversed(chain))
+
+
+def _facts(
+    session: Session, frames: list[Frame], query: str, budget: int
+) -> list[packing.FactItem]:
+    if facts_for_context is None:
+        return []
+    limit = max(20, min(FACTS_LIMIT_MAX, budget // 20))
+    scope_ids = [str(session.pk), *(str(f.pk) for f in frames)]
+    rows = facts_for_context(
+        organization=session.organization,
+        session=session,
+        scope_ids=scope_ids,
+        query=query,
+        limit=limit,
+    )
+    items = []
+    for fact in rows:
+        value = _text(fact.value)
+        items.append(
+            packing.FactItem(
+                id=str(fact.pk),
+                key=fact.key,
+                value=f"{fact.key}: {value}",
+                tokens=int(getattr(fact, "tokens", 0) or 0),
+                is_constraint=bool(getattr(fact, "is_constraint", False)),
+                extra={
+                    "key": fact.key,
+                    "value": fact.value,
+                    "source": getattr(fact, "source", ""),
+                    "scope": getattr(fact, "scope", ""),
+                    "is_constraint": bool(getattr(fact, "is_constraint", False)),
+                },
+            )
+        )
+    return items
+
+
+def _working_set(session: Session, query: str) -> list[packing.WorkingItem]:
+    # TODO(context): read through facts.selectors.working_set_for_context once the facts
+    # app provides it; until then packs carry no working-set items.
+    if working_set_for_context is None:
+        return []
+    items = []
+    for entry in working_set_for_context(session=session, query=query):
+        value = _text(entry.value)
+        tokens = int(getattr(entry, "tokens", 0) or 0) or packing.estimate_tokens(value)
+        items.append(
+            packing.WorkingItem(key=entry.key, value=f"{entry.key}: {value}", tokens=tokens)
+        )
+    return items
+
+
+def _segments(
+    frame: Frame, include: set[str], exclude: set[str]
+) -> tuple[list[packing.Segment], list[tuple[str, str]]]:
+    handles = (
+        ContextHandle.objects.filter(frame_id=frame.pk)
+        .only(*HANDLE_FIELDS)
+        .order_by("created_at", "id")
+    )
+    segments, skipped = [], []
+    for order, handle in enumerate(handles):
+        hid = str(handle.pk)
+        forced = hid in include
+        if hid in exclude:
+            skipped.append((hid, "excluded"))
+            continue
+        if handle.state == OFFLINE:
+            skipped.append((hid, "offline"))
+            continue
+        if handle.state == COLD and not forced and handle.priority != "critical":
+            skipped.append((hid, "cold"))
+            continue
+        if (
+            handle.state == INDEXED
+            and not handle.summary
+            and not forced
+            and handle.priority != "critical"
+        ):
+            skipped.append((hid, "indexed_without_summary"))
+            continue
+        segments.append(
+            packing.Segment(
+                id=hid,
+                kind=handle.kind,
+                priority=handle.priority,
+                state=handle.state,
+                content=handle.content or handle.ref,
+                tokens=handle.estimated_tokens,
+                summary=handle.summary,
+                summary_tokens=handle.summary_tokens,
+                order=order,
+                forced=forced,
+            )
+        )
+    return segments, skipped
+
+
+def context_pack_assemble(
+    *,
+    session: Session,
+    budget_tokens: int,
+    frame: Frame | None = None,
+    query: str = "",
+    include_handles: list[str] | tuple = (),
+    exclude_handles: list[str] | tuple = (),
+    min_compaction: str = "none",
+) -> ContextPack:
+    """Assemble, store and return the context pack of ``session`` (at ``frame`` or its top).
+
+    Raises Invalid(code="budget_too_small") under 500 tokens and NotFound when
+    ``frame`` is not one of the session's frames. Without any frame the pack holds the
+    brief, facts and working set only.
+    """
+    if budget_tokens < packing.MIN_BUDGET:
+        raise Invalid(
+            f"A context pack needs a budget of at least {packing.MIN_BUDGET} tokens.",
+            code="budget_too_small",
+            minimum=packing.MIN_BUDGET,
+            budget=budget_tokens,
+        )
+    if min_compaction not in packing.LEVELS:
+        raise Invalid(
+            f"min_compaction must be one of {', '.join(packing.LEVELS)}.",
+            loc=["body", "min_compaction"],
+        )
+    if frame is None:
+        frame = top_frame(session)
+    elif frame.session_id != session.pk:
+        raise NotFound("No such frame in this session.")
+    ancestry = frame_ancestry(frame) if frame is not None else []
+    segments, skipped = (
+        _segments(frame, {str(h) for h in include_handles}, {str(h) for h in exclude_handles})
+        if frame
+        else ([], [])
+    )
+    data = packing.PackInput(
+        budget=budget_tokens,
+        brief_context=brief_context_text(session),
+        breadcrumbs=[packing.Breadcrumb(str(f.pk), f.goal, f.status, f.depth) for f in ancestry],
+        segments=segments,
+        facts=_facts(session, ancestry, query, budget_tokens),
+        working_set=_working_set(session, query),
+        min_compaction=min_compaction,
+        skipped=skipped,
+    )
+    result = packing.pack(data)
+    record = ContextPackRecord.objects.create(
+        session=session,
+        frame=frame,
+        budget=budget_tokens,
+        used=result.used,
+        level=result.level,
+        min_compaction=min_compaction,
+        breakdown=result.breakdown,
+        included=[
+            {"section": i.section, "id": i.id, "tokens": i.tokens, "form": i.form}
+            for i in (*result.breadcrumbs, *result.segments, *result.facts, *result.working_set)
+        ],
+        dropped=[
+            {
+                "section": d.section,
+                "id": d.id,
+                "reason": d.reason,
+                "level": d.level,
+                "tokens": d.tokens,
+            }
+            for d in result.dropped
+        ],
+        query=query[:2000],
+    )
+    return ContextPack(record=record, result=result, frame=frame, query=query)
+
+
+def context_pack_body(pack: ContextPack) -> dict:
+    """The API's JSON for ``pack`` (see docs/api.md: context packs)."""
+    result = pack.result
+    return {
+        "id": str(pack.record.pk),
+        "session_id": str(pack.record.session_id),
+        "frame_id": str(pack.frame.pk) if pack.frame else None,
+        "query": pack.query,
+        "brief_context": result.brief_context,
+        "breadcrumbs": [
+            {
+                "frame_id": i.id,
+                "goal": i.source.goal,
+                "status": i.source.status,
+                "depth": i.source.depth,
+                "tokens": i.tokens,
+            }
+            for i in result.breadcrumbs
+        ],
+        "facts": [
+            {**i.source.extra, "id": i.id, "text": i.text, "tokens": i.tokens, "form": i.form}
+            for i in result.facts
+        ],
+        "working_set": [
+            {"key": i.id, "text": i.text, "tokens": i.tokens, "form": i.form}
+            for i in result.working_set
+        ],
+        "segments": [
+            {
+                "handle_id": i.id,
+                "kind": i.source.kind,
+                "priority": i.source.priority,
+                "state": i.source.state,
+                "form": i.form,
+                "content": i.text,
+                "tokens": i.tokens,
+            }
+            for i in result.segments
+        ],
+        "dropped": pack.record.dropped,
+        "token_summary": {
+            "budget": result.budget,
+            "used": result.used,
+            "remaining": result.remaining,
+            "breakdown": result.breakdown,
+            "compaction_level": result.level,
+        },
+    }

@@ -1,0 +1,157 @@
+"""Schemas of the context-pack, pressure and paging endpoints."""
+
+from typing import Literal
+from uuid import UUID
+
+from ninja import Schema
+from pydantic import Field
+
+CompactionLevel = Literal["none", "light", "moderate", "aggressive", "critical"]
+HandleState = Literal["cold", "loaded", "hot", "indexed", "offline"]
+
+
+class ContextPackIn(Schema):
+    frame_id: UUID | None = None
+    budget_tokens: int = Field(..., ge=0, le=10_000_000)
+    query: str = Field("", max_length=2000)
+    include_handles: list[UUID] = Field(default_factory=list, max_length=1000)
+    exclude_handles: list[UUID] = Field(default_factory=list, max_length=1000)
+    min_compaction: CompactionLevel = "none"
+
+
+class TokenSummaryOut(Schema):
+    budget: int
+    used: int
+    remaining: int
+    breakdown: dict[str, int]
+    compaction_level: CompactionLevel
+
+
+class BreadcrumbOut(Schema):
+    frame_id: str
+    goal: str
+    status: str
+    depth: int
+    tokens: int
+
+
+class PackFactOut(Schema):
+    id: str
+    key: str
+    value: object = None
+    source: str = ""
+    scope: str = ""
+    is_constraint: bool = False
+    text: str
+    tokens: int
+    form: str
+
+
+class PackWorkingOut(Schema):
+    key: str
+    text: str
+    tokens: int
+    form: str
+
+
+class SegmentOut(Schema):
+    handle_id: str
+    kind: str
+    priority: str
+    state: str
+    form: str
+    content: str
+    tokens: int
+
+
+class DroppedOut(Schema):
+    section: str
+    id: str
+    reason: str
+    level: CompactionLevel
+    tokens: int = 0
+
+
+class ContextPackOut(Schema):
+    id: str
+    session_id: str
+    frame_id: str | None
+    query: str
+    brief_context: str
+    breadcrumbs: list[BreadcrumbOut]
+    facts: list[PackFactOut]
+    working_set: list[PackWorkingOut]
+    segments: list[SegmentOut]
+    dropped: list[DroppedOut]
+    token_summary: TokenSummaryOut
+
+
+class ContextPackRecordOut(Schema):
+    id: UUID
+    frame_id: UUID | None
+    budget: int
+    used: int
+    level: CompactionLevel
+    min_compaction: CompactionLevel
+    breakdown: dict[str, int]
+    included: list[dict]
+    dropped: list[DroppedOut]
+    query: str
+    created_at: object
+
+
+class EvictionCandidateOut(Schema):
+    handle_id: str
+    kind: str
+    category: str
+    priority: str
+    state: str
+    attention_weight: float
+    estimated_tokens: int
+    last_access_at: object
+
+
+class PressureOut(Schema):
+    level: Literal["low", "medium", "high", "critical"]
+    utilization: float
+    occupancy_tokens: int
+    context_window_tokens: int
+    frame_id: str | None
+    eviction_policy: str
+    recommended_actions: list[str]
+    eviction_candidates: list[EvictionCandidateOut]
+
+
+class HandleOut(Schema):
+    id: UUID
+    frame_id: UUID
+    session_id: UUID
+    kind: str
+    priority: str
+    category: str
+    state: HandleState
+    attention_weight: float
+    estimated_tokens: int
+    summary: str
+    summary_tokens: int
+    last_access_at: object
+
+
+class PageOutOut(Schema):
+    status: Literal["queued"]
+    handle: HandleOut
+
+
+class PageInOut(Schema):
+    mode: Literal["summary", "full"]
+    content: str
+    tokens: int
+    handle: HandleOut
+
+
+class AttentionIn(Schema):
+    weight: float = Field(..., ge=0, le=100)
+
+
+class StateIn(Schema):
+    to: HandleState

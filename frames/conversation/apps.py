@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class ConversationConfig(AppConfig):
+    name = "frames.conversation"
+    label = "conversation"
+    verbose_name = "Conversation and compaction"

@@ -1,0 +1,18 @@
+from django.urls import path
+
+from . import views
+
+app_name = "conversation"
+urlpatterns = [
+    path("sessions/<uuid:session_id>/turns/", views.conversation_page, name="turns"),
+    path(
+        "sessions/<uuid:session_id>/turns/compactions/",
+        views.compactions_fragment,
+        name="compactions",
+    ),
+    path(
+        "sessions/<uuid:session_id>/turns/compactions/start/",
+        views.compaction_start,
+        name="compaction_start",
+    ),
+]

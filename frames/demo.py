@@ -1,0 +1,435 @@
+"""The demo organization `make run` loads: a realistic research session, through the services.
+
+Every row is written by the same services the API calls, so the demo's event log
+replays to exactly its tables and the pages show what an agent's work really produces.
+"""
+
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from contextops.models import Organization
+from contextops.tenancy import api_key_create, user_create
+
+from . import services
+from .models import Frame, Session
+
+DEMO_ORG = "Demo"
+DEMO_USER = "demo"
+
+
+@dataclass
+class Demo:
+    organization: Organization
+    session: Session
+    api_key: str
+    created: bool
+
+
+RFC_SECTIONS = [
+    (
+        "Transport security",
+        "TLS 1.3 is mandatory; downgrade protection via the supported_versions extension.",
+    ),
+    (
+        "Token binding",
+        "Access tokens are bound to the client's key pair; replay from another key fails.",
+    ),
+    ("Rate limits", "Servers must answer 429 with Retry-After; clients back off exponentially."),
+    (
+        "Key rotation",
+        "Signing keys rotate every 90 days; the JWKS keeps the previous key for 7 days.",
+    ),
+]
+
+
+def _usage(session, frame, input_tokens, output_tokens, cache_read=0, cache_write=0):
+    services.usage_record(
+        session=session,
+        frame=frame,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read_input_tokens=cache_read,
+        cache_creation_input_tokens=cache_write,
+        model="claude-sonnet-4-5",
+        actor="agent:research-agent",
+    )
+
+
+def _research_session(org, agent) -> Session:
+    actor = "agent:research-agent"
+    session = services.session_create(
+        organization=org,
+        agent=agent,
+        identity={
+            "user_name": "Ada Lovelace",
+            "user_id": "u-1815",
+            "authority": "manager",
+            "department": "Platform security",
+            "permissions": ["read:rfcs", "write:reports"],
+        },
+        environment={
+            "timezone": "Europe/London",
+            "location": "London",
+            "external_data": {"ticket": "SEC-2291"},
+        },
+        context_window_tokens=200_000,
+        model="claude-sonnet-4-5",
+        title="Security review of the token-binding RFC",
+        actor=actor,
+    )
+    root = services.frame_push(
+        session=session,
+        goal="Summarize the RFC's security risks for the platform team",
+        budget_total=400_000,
+        inputs={"document": "rfc-draft-token-binding-07"},
+        actor=actor,
+    )
+    services.frame_reserve(frame=root, purpose="brief_context", amount=2_000, actor=actor)
+    services.frame_reserve(frame=root, purpose="breadcrumbs", amount=800, actor=actor)
+    services.handle_add(
+        frame=root,
+        kind="system_prompt",
+        priority="critical",
+        content="You are a careful security reviewer. Cite sections.",
+        actor=actor,
+    )
+    services.handle_add(
+        frame=root,
+        kind="message",
+        priority="high",
+        content="Please review the token-binding RFC draft and list its security risks.",
+        actor=actor,
+    )
+    _usage(session, root, 3_200, 450, cache_write=2_400)
+
+    read = services.frame_push(
+        session=session,
+        parent=root,
+        goal="Read the RFC section by section",
+        budget_total=120_000,
+        actor=actor,
+    )
+    for title, text in RFC_SECTIONS:
+        section = services.frame_push(
+            session=session,
+            parent=read,
+            goal=f"Extract risks from “{title}”",
+            budget_total=22_000,
+            actor=actor,
+        )
+        services.handle_add(
+            frame=section,
+            kind="document",
+            priority="medium",
+            content=f"{title}: {text} " * 6,
+            category="rfc",
+            actor=actor,
+        )
+        call_id = f"toolu_{abs(hash(title)) % 10**8:08d}"
+        services.handle_add(
+            frame=section,
+            kind="tool_call",
+            priority="medium",
+            content=f"search_cve(query={title!r})",
+            tool_call_id=call_id,
+            category="search_cve",
+            actor=actor,
+        )
+        services.handle_add(
+            frame=section,
+            kind="tool_result",
+            priority="low",
+            content=f"2 advisories mention {title.lower()}.",
+            tool_call_id=call_id,
+            actor=actor,
+        )
+        _usage(session, section, 2_100, 380, cache_read=6_000)
+        if title == "Key rotation":
+            check = services.frame_push(
+                session=session,
+                parent=section,
+                goal="Check JWKS overlap window against policy",
+                budget_total=4_000,
+                actor=actor,
+            )
+            _usage(session, check, 900, 120, cache_read=1_500)
+            services.frame_pop(
+                frame=check, status="completed", result_refs=["fact:jwks_overlap_days"], actor=actor
+            )
+        services.frame_pop(
+            frame=section,
+            status="completed",
+            result_refs=[f"notes:{title.lower().replace(' ', '-')}"],
+            actor=actor,
+        )
+    services.frame_pop(
+        frame=read, status="completed", result_refs=["notes:all-sections"], actor=actor
+    )
+
+    draft = services.frame_push(
+        session=session,
+        parent=root,
+        goal="Draft the risk summary",
+        budget_total=120_000,
+        actor=actor,
+    )
+    services.handle_add(
+        frame=draft,
+        kind="summary",
+        priority="high",
+        content="Risks: downgrade if TLS 1.2 fallback is allowed; replay across devices; key rotation overlap too short.",
+        actor=actor,
+    )
+    review = services.frame_push(
+        session=session,
+        parent=draft,
+        goal="Ask the security lead to approve publishing",
+        budget_total=12_000,
+        actor=actor,
+    )
+    _usage(session, review, 1_200, 200, cache_read=9_000)
+    _usage(session, draft, 4_000, 900, cache_read=12_000)
+    table = services.frame_push(
+        session=session,
+        parent=draft,
+        goal="Format the summary as a table",
+        budget_total=60_000,
+        actor=actor,
+    )
+    _usage(session, table, 9_000, 1_200, cache_read=41_000, cache_write=3_000)
+    return session
+
+
+def _small_sessions(org, agent) -> None:
+    actor = "agent:support-bot"
+    done = services.session_create(
+        organization=org,
+        agent=agent,
+        identity={"user_name": "Grace Hopper", "authority": "employee"},
+        title="Refund request for order 4411",
+        context_window_tokens=100_000,
+        actor=actor,
+    )
+    frame = services.frame_push(
+        session=done,
+        goal="Decide whether order 4411 qualifies for a refund",
+        budget_total=20_000,
+        actor=actor,
+    )
+    _usage(done, frame, 5_000, 600, cache_read=3_000)
+    services.frame_pop(
+        frame=frame, status="completed", result_refs=["refund:approved"], actor=actor
+    )
+    services.session_end(session=done, actor=actor)
+
+    busy = services.session_create(
+        organization=org,
+        agent=agent,
+        identity={"user_name": "Alan Turing", "authority": "employee"},
+        title="Migrate the billing cron jobs",
+        context_window_tokens=50_000,
+        actor=actor,
+    )
+    frame = services.frame_push(
+        session=busy, goal="Port 14 cron jobs to the scheduler", budget_total=400_000, actor=actor
+    )
+    for _ in range(3):
+        _usage(busy, frame, 6_000, 1_500, cache_read=30_000)
+
+
+@transaction.atomic
+def demo_build(*, password: str) -> Demo:
+    """Create the demo organization, login and sessions; leave an existing demo alone."""
+    user_create(org_name=DEMO_ORG, username=DEMO_USER, password=password, approver=True, admin=True)
+    key, raw = api_key_create(
+        org_name=DEMO_ORG,
+        agent_name="research-agent",
+        authority="manager",
+        department="Platform security",
+    )
+    org = key.agent.organization
+    existing = Session.objects.filter(organization=org).order_by("created_at").first()
+    if existing is not None:
+        return Demo(org, existing, raw, created=False)
+    session = _research_session(org, key.agent)
+    support_key, _ = api_key_create(
+        org_name=DEMO_ORG, agent_name="support-bot", authority="employee"
+    )
+    _small_sessions(org, support_key.agent)
+    _extras(session)
+    return Demo(org, session, raw, created=True)
+
+
+def _extras(session: Session) -> None:
+    """Facts with a supersession and a dependent, an RLM state, a conversation, an approval."""
+    from facts.services import fact_write
+    from frames.conversation.services import messages_append
+    from frames.rlm.services import checkpoint_create, state_initialize, variable_write
+
+    from .suspensions import suspension_create
+
+    org, author = session.organization, "agent:research-agent"
+    fact_write(
+        organization=org,
+        key="key_rotation_days_v1",
+        subject="key_rotation_days",
+        value=90,
+        source="rfc-draft-06",
+        authority="manager",
+        author=author,
+    )
+    fact_write(
+        organization=org,
+        key="jwks_overlap_days",
+        value=7,
+        source="rfc-draft-07",
+        authority="manager",
+        author=author,
+        depends_on=["key_rotation_days_v1"],
+    )
+    fact_write(
+        organization=org,
+        key="key_rotation_days_v2",
+        subject="key_rotation_days",
+        value=60,
+        source="rfc-draft-07",
+        authority="manager",
+        author=author,
+        supersedes="key_rotation_days_v1",
+    )
+    fact_write(
+        organization=org,
+        key="tls_min_version",
+        value="1.3",
+        source="rfc-draft-07",
+        authority="manager",
+        author=author,
+    )
+    fact_write(
+        organization=org,
+        key="max_token_lifetime",
+        subject="token_lifetime",
+        value="at most 3600 s",
+        source="policy",
+        authority="policy",
+        author="user:demo",
+        constraint={"max": 3600, "unit": "s"},
+    )
+
+    state = state_initialize(
+        organization=org,
+        prompt="List the RFC's security risks with a severity each.",
+        session=session,
+        actor=author,
+    )
+    variable_write(state=state, name="sections_read", value=4, actor=author)
+    variable_write(
+        state=state,
+        name="risks",
+        value=[{"risk": "TLS downgrade", "severity": "high"}],
+        actor=author,
+    )
+    checkpoint_create(
+        state=state, name="after-reading", description="All four sections read", actor=author
+    )
+    variable_write(
+        state=state,
+        name="risks",
+        value=[
+            {"risk": "TLS downgrade", "severity": "high"},
+            {"risk": "Token replay", "severity": "medium"},
+            {"risk": "Short JWKS overlap", "severity": "low"},
+        ],
+        actor=author,
+    )
+    variable_write(
+        state=state,
+        name="Final",
+        value="3 risks: TLS downgrade (high), token replay (medium), short JWKS overlap (low).",
+        actor=author,
+    )
+
+    messages_append(
+        session=session,
+        messages=[
+            {
+                "role": "user",
+                "content": "Review the token-binding RFC draft and list its security risks.",
+            },
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "I'll fetch the draft first."},
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_fetch",
+                        "name": "fetch_document",
+                        "input": {"id": "rfc-draft-token-binding-07"},
+                    },
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_fetch",
+                        "content": "404: draft -07 not found",
+                        "is_error": True,
+                    }
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Draft -07 moved; trying the archive."},
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_archive",
+                        "name": "fetch_document",
+                        "input": {"id": "archive/rfc-draft-token-binding-07"},
+                    },
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_archive",
+                        "content": "Transport security: TLS 1.3 is mandatory ...",
+                    }
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "Found it. Reading section by section."}],
+            },
+            {"role": "user", "content": "Flag anything about key rotation."},
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "text",
+                        "text": "Key rotation: 60 days now (was 90); the 7-day JWKS overlap depends on it and needs review.",
+                    }
+                ],
+            },
+        ],
+        usage={
+            "input_tokens": 3_100,
+            "output_tokens": 640,
+            "cache_read_input_tokens": 18_000,
+            "cache_creation_input_tokens": 2_400,
+        },
+        actor=author,
+    )
+
+    review = Frame.objects.get(session=session, goal="Ask the security lead to approve publishing")
+    suspension_create(
+        frame=review,
+        reason="Publishing a security summary needs the security lead's approval.",
+        requires_approval=True,
+        actor=author,
+    )

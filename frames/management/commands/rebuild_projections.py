@@ -1,0 +1,46 @@
+"""Rebuild frames and budgets from the event log, or check that the tables match it."""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from frames.models import Session
+from frames.projections import projection_diff, projections_rebuild
+
+
+class Command(BaseCommand):
+    help = "Rebuild frames and budgets from events alone; with --verify, only report differences."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--verify", action="store_true", help="Report differences and change nothing."
+        )
+        parser.add_argument(
+            "--session", action="append", default=[], help="Only this session id (repeatable)."
+        )
+
+    def handle(self, *args, verify: bool, session: list[str], **options):
+        sessions = Session.objects.order_by("created_at")
+        if session:
+            sessions = sessions.filter(pk__in=session)
+        checked = differences = 0
+        for item in sessions.iterator():
+            checked += 1
+            found = projection_diff(item)
+            differences += len(found)
+            for difference in found:
+                self.stdout.write(f"session {item.pk}: {difference}")
+            if found and not verify:
+                projections_rebuild(item)
+        if verify:
+            if differences:
+                raise CommandError(
+                    f"{differences} difference(s) between the tables and the event log in {checked} session(s)."
+                )
+            self.stdout.write(
+                self.style.SUCCESS(f"{checked} session(s) checked: the tables match the event log.")
+            )
+        else:
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"{checked} session(s) rebuilt from the event log ({differences} field(s) corrected)."
+                )
+            )

@@ -1,0 +1,56 @@
+"""Stored context-pack assemblies: what went in, what was dropped and why."""
+
+import uuid
+
+from django.db import models
+from django.utils import timezone
+
+from .core import Frame, Session
+
+
+class ContextPackRecord(models.Model):
+    """One assembly of a context pack, kept so the dashboard can say why something is missing.
+
+    ``included`` holds ``{section, id, tokens, form}`` per item; ``dropped`` holds
+    ``{section, id, reason, level, tokens}`` per item left out.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="context_packs")
+    frame = models.ForeignKey(
+        Frame, on_delete=models.SET_NULL, null=True, blank=True, related_name="context_packs"
+    )
+    budget = models.PositiveIntegerField()
+    used = models.PositiveIntegerField()
+    level = models.CharField(max_length=12)
+    min_compaction = models.CharField(max_length=12, default="none")
+    breakdown = models.JSONField(default=dict)
+    included = models.JSONField(default=list)
+    dropped = models.JSONField(default=list)
+    query = models.CharField(max_length=2000, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["session", "-created_at"], name="context_pack_recent")]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(used__lte=models.F("budget")),
+                name="context_pack_used_within_budget",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"pack {self.used}/{self.budget} at {self.level}"
+
+    @property
+    def dropped_by_level(self) -> dict[str, list[dict]]:
+        """Dropped items grouped by the level that dropped them, in level order."""
+        order = ["none", "light", "moderate", "aggressive", "critical"]
+        grouped: dict[str, list[dict]] = {}
+        for entry in sorted(
+            self.dropped,
+            key=lambda d: order.index(d.get("level", "none")) if d.get("level") in order else 0,
+        ):
+            grouped.setdefault(entry.get("level", "none"), []).append(entry)
+        return grouped

@@ -1,0 +1,256 @@
+"""Sessions, frames, context handles, model-call usage and the event log."""
+
+import uuid
+
+from django.db import models
+from django.db.models import F, Q
+from django.utils import timezone
+
+from contextops.models import Agent, Organization
+
+
+class Session(models.Model):
+    """One agent's conversation: the seed's scope."""
+
+    class Lifecycle(models.TextChoices):
+        LOADING = "loading"
+        BOOTSTRAP = "bootstrap"
+        ACTIVE = "active"
+        ACTIVE_PRESSURE = "active_pressure"
+        PERSISTING = "persisting"
+        ENDED = "ended"
+
+    class Pressure(models.TextChoices):
+        LOW = "low"
+        MEDIUM = "medium"
+        HIGH = "high"
+        CRITICAL = "critical"
+
+    class Eviction(models.TextChoices):
+        LRU = "lru"
+        SIZE_FIRST = "size_first"
+        KEEP_RELATIONAL = "keep_relational"
+        KEEP_TECHNICAL = "keep_technical"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="sessions"
+    )
+    agent = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="sessions"
+    )
+    title = models.CharField(max_length=300, blank=True)
+    # Layer 1: set once when the session starts, read-only afterwards.
+    identity = models.JSONField(default=dict, blank=True)
+    # Layer 4: updated through the API, read-only to the conversation.
+    environment = models.JSONField(default=dict, blank=True)
+    model = models.CharField(max_length=120, blank=True)
+    context_window_tokens = models.PositiveIntegerField(default=200_000)
+    compaction_threshold = models.FloatField(default=0.9)
+    pressure_level = models.CharField(max_length=16, choices=Pressure.choices, default=Pressure.LOW)
+    eviction_policy = models.CharField(
+        max_length=20, choices=Eviction.choices, default=Eviction.LRU
+    )
+    lifecycle_state = models.CharField(
+        max_length=20, choices=Lifecycle.choices, default=Lifecycle.ACTIVE
+    )
+    # Running totals over every model call of every frame, kept in the usage transaction.
+    input_tokens_total = models.BigIntegerField(default=0)
+    output_tokens_total = models.BigIntegerField(default=0)
+    cache_creation_tokens_total = models.BigIntegerField(default=0)
+    cache_read_tokens_total = models.BigIntegerField(default=0)
+    api_calls_total = models.PositiveIntegerField(default=0)
+    # The log's sequence: the last event number handed out in this session.
+    last_event_seq = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["organization", "-created_at"], name="session_org_recent")]
+
+    def __str__(self) -> str:
+        return self.title or str(self.id)
+
+    @property
+    def usage_totals(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens_total,
+            "output_tokens": self.output_tokens_total,
+            "cache_creation_input_tokens": self.cache_creation_tokens_total,
+            "cache_read_input_tokens": self.cache_read_tokens_total,
+        }
+
+
+class Frame(models.Model):
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        WAITING = "waiting"
+        SUSPENDED = "suspended"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    OPEN_STATUSES = (Status.ACTIVE, Status.WAITING, Status.SUSPENDED)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="frames")
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    parent = models.ForeignKey(
+        "self", on_delete=models.CASCADE, null=True, blank=True, related_name="children"
+    )
+    depth = models.PositiveIntegerField(default=0)
+    goal = models.TextField()
+    inputs = models.JSONField(default=dict, blank=True)
+    status = models.CharField(
+        max_length=16, choices=Status.choices, default=Status.ACTIVE, db_index=True
+    )
+    budget_total = models.BigIntegerField()
+    budget_used = models.BigIntegerField(default=0)
+    budget_reserved = models.BigIntegerField(default=0)
+    subcall_allocation = models.BigIntegerField(default=0)
+    max_subframe_depth = models.PositiveIntegerField(default=8)
+    reservations = models.JSONField(default=dict, blank=True)
+    result_refs = models.JSONField(default=list, blank=True)
+    children_count = models.PositiveIntegerField(default=0)
+    # Window occupancy of this frame's latest model call: full input + output.
+    last_occupancy_tokens = models.BigIntegerField(default=0)
+    pressure_level = models.CharField(max_length=16, default="low")
+    created_at = models.DateTimeField(default=timezone.now)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        indexes = [
+            models.Index(fields=["session", "parent", "created_at"], name="frame_children"),
+            models.Index(fields=["session", "status", "-created_at"], name="frame_top_of_stack"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(budget_total__gte=0)
+                & Q(budget_used__gte=0)
+                & Q(budget_reserved__gte=0)
+                & Q(subcall_allocation__gte=0),
+                name="frame_budget_non_negative",
+            ),
+            models.CheckConstraint(
+                condition=Q(budget_reserved__lte=F("budget_total") - F("subcall_allocation")),
+                name="frame_budget_commitments_within_total",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.goal[:60]
+
+    @property
+    def budget_available(self) -> int:
+        """total - used - reserved - subcall_allocation, never below zero."""
+        return max(
+            0, self.budget_total - self.budget_used - self.budget_reserved - self.subcall_allocation
+        )
+
+    @property
+    def is_open(self) -> bool:
+        return self.status in self.OPEN_STATUSES
+
+
+class ContextHandle(models.Model):
+    class Kind(models.TextChoices):
+        SYSTEM_PROMPT = "system_prompt"
+        MESSAGE = "message"
+        TOOL_CALL = "tool_call"
+        TOOL_RESULT = "tool_result"
+        DOCUMENT = "document"
+        SUMMARY = "summary"
+
+    class Priority(models.TextChoices):
+        CRITICAL = "critical"
+        HIGH = "high"
+        MEDIUM = "medium"
+        LOW = "low"
+        BACKGROUND = "background"
+
+    class State(models.TextChoices):
+        COLD = "cold"
+        LOADED = "loaded"
+        HOT = "hot"
+        INDEXED = "indexed"
+        OFFLINE = "offline"
+
+    PRIORITY_ORDER = ["critical", "high", "medium", "low", "background"]
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    frame = models.ForeignKey(Frame, on_delete=models.CASCADE, related_name="handles")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="handles")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    priority = models.CharField(max_length=12, choices=Priority.choices, default=Priority.MEDIUM)
+    category = models.CharField(max_length=40, blank=True)
+    content = models.TextField(blank=True)
+    ref = models.CharField(max_length=2000, blank=True)
+    tool_call_id = models.CharField(max_length=200, blank=True, db_index=True)
+    estimated_tokens = models.PositiveIntegerField(default=0)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.LOADED)
+    attention_weight = models.FloatField(default=1.0)
+    summary = models.TextField(blank=True)
+    summary_tokens = models.PositiveIntegerField(default=0)
+    last_access_at = models.DateTimeField(default=timezone.now)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at"]
+        indexes = [models.Index(fields=["frame", "created_at"], name="handle_frame_order")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} ({self.estimated_tokens} tokens)"
+
+
+class Usage(models.Model):
+    """One model call's token usage. ``input_tokens`` excludes both cache fields."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="usage_records")
+    frame = models.ForeignKey(
+        Frame, on_delete=models.CASCADE, null=True, blank=True, related_name="usage_records"
+    )
+    model = models.CharField(max_length=120, blank=True)
+    message_id = models.CharField(max_length=200, blank=True)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cache_creation_input_tokens = models.PositiveIntegerField(default=0)
+    cache_read_input_tokens = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["session", "created_at"], name="usage_session_order")]
+
+    def __str__(self) -> str:
+        return f"{self.model or 'model call'}: {self.occupancy_tokens} tokens"
+
+    @property
+    def window_input_tokens(self) -> int:
+        """Everything the call put in the window: uncached, cache-written and cache-read input."""
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+
+    @property
+    def occupancy_tokens(self) -> int:
+        return self.window_input_tokens + self.output_tokens
+
+
+class Event(models.Model):
+    """The append-only log; frames and budgets are projections of it."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events")
+    seq = models.BigIntegerField()
+    type = models.CharField(max_length=40)
+    frame_id = models.UUIDField(null=True, blank=True)
+    actor = models.CharField(max_length=200, blank=True)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["session", "seq"]
+        constraints = [models.UniqueConstraint(fields=["session", "seq"], name="event_unique_seq")]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.type}"

@@ -1,0 +1,61 @@
+"""Suspensions: opaque single-use tokens for suspended frames (seed 000 §3)."""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from .core import Frame, Session
+
+
+class Suspension(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        REJECTED = "rejected"
+        EXPIRED = "expired"
+        RESUMED = "resumed"
+
+    OPEN_STATUSES = (Status.PENDING, Status.APPROVED)
+
+    token = models.CharField(max_length=64, primary_key=True)
+    frame = models.ForeignKey(Frame, on_delete=models.CASCADE, related_name="suspensions")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="suspensions")
+    reason = models.TextField()
+    requires_approval = models.BooleanField(default=False)
+    status = models.CharField(
+        max_length=10, choices=Status.choices, default=Status.PENDING, db_index=True
+    )
+    suspended_by = models.CharField(max_length=200)
+    suspended_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_note = models.TextField(blank=True)
+    resumed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["suspended_at"]
+        permissions = [("approve_suspension", "Can approve or reject suspended frames")]
+        constraints = [
+            # One open suspension per frame, as the seed's UNIQUE(frame_id) on open rows.
+            models.UniqueConstraint(
+                fields=["frame"],
+                condition=Q(status__in=["pending", "approved"]),
+                name="suspension_one_open_per_frame",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.status}: {self.reason[:40]}"
+
+    def is_expired(self, now=None) -> bool:
+        """True when an expiry is set and has passed; resolved suspensions never expire."""
+        now = now or timezone.now()
+        return (
+            self.status in self.OPEN_STATUSES
+            and self.expires_at is not None
+            and self.expires_at <= now
+        )

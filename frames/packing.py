@@ -1,0 +1,431 @@
+"""Fitting a context pack into a token budget: pure rules, dataclasses in and out.
+
+Merges seed 000 (§2 priorities and compaction levels, §5.2 assembly) with seed 001
+(context building). Every token figure comes from storage (``tokens`` given on each
+item) or, for text made on this path (brief, breadcrumbs, trimmed text), from
+``estimate_tokens``; nothing here tokenizes.
+
+Sections, in the order they take the budget:
+
+1. ``brief_context`` (identity + environment) and ``breadcrumbs`` (the frame's
+   ancestry, root first) and ``segments`` (the frame's handles) are *required* at a
+   level: the level is the first one, from ``min_compaction`` on, at which they fit.
+2. ``facts`` (already ranked: constraints and policy first) then ``working_set``
+   fill what is left, in rank order; facts take at most 70 % of it (seed 001) unless
+   the working set leaves room. Constraint facts are required: they go in before any
+   handle is dropped.
+
+Levels (seed 000 §2), each including the ones before it:
+
+- ``none``: full content.
+- ``light``: whitespace collapsed, long strings abbreviated (head … tail).
+- ``moderate``: segments older than the ``RECENT_SEGMENTS`` newest use their stored
+  summary when they have one.
+- ``aggressive``: every non-critical segment with a stored summary uses it; low and
+  background segments are dropped (unless forced in).
+- ``critical``: only critical and forced segments, the root and current breadcrumbs,
+  constraint facts; everything else is dropped. If that still does not fit, forced
+  then critical segments are cut down, lowest priority and largest first, until it
+  does: ``used`` never exceeds ``budget``.
+"""
+
+import math
+import re
+from dataclasses import dataclass, field, replace
+
+MIN_BUDGET = 500
+LEVELS = ("none", "light", "moderate", "aggressive", "critical")
+PRIORITY_SCORE = {"critical": 100, "high": 75, "medium": 50, "low": 25, "background": 10}
+SECTIONS = ("brief_context", "breadcrumbs", "facts", "working_set", "segments")
+RECENT_SEGMENTS = 10
+FACTS_SHARE = 0.7
+# Light abbreviation: a string past LIGHT_MAX_CHARS keeps its head and tail and loses
+# a quarter from the middle (minor trimming, not summarization).
+LIGHT_MAX_CHARS = 2000
+LIGHT_HEAD_SHARE = 0.60
+LIGHT_TAIL_SHARE = 0.15
+ELLIPSIS = " … "
+_WHITESPACE = re.compile(r"[ \t]{2,}|\t")
+_BLANK_LINES = re.compile(r"\n\s*\n+")
+
+
+def estimate_tokens(text: str) -> int:
+    """A token estimate for text made on the request path: a third of its UTF-8 bytes.
+
+    Used only for the brief and breadcrumbs this module writes itself, so assembly
+    never runs the tokenizer; stored items carry their own counts.
+    """
+    if not text:
+        return 0
+    return math.ceil(len(text.encode("utf-8")) / 3)
+
+
+def light_trim(text: str) -> str:
+    """Collapse runs of spaces and blank lines; past LIGHT_MAX_CHARS keep head … tail (3/4 of it)."""
+    trimmed = _BLANK_LINES.sub("\n", _WHITESPACE.sub(" ", text)).strip()
+    if len(trimmed) > LIGHT_MAX_CHARS:
+        head = int(len(trimmed) * LIGHT_HEAD_SHARE)
+        tail = int(len(trimmed) * LIGHT_TAIL_SHARE)
+        trimmed = trimmed[:head].rstrip() + ELLIPSIS + trimmed[-tail:].lstrip()
+    return trimmed
+
+
+def scaled_tokens(tokens: int, original: str, shorter: str) -> int:
+    """The stored count scaled by how much of the text is left (never more than ``tokens``)."""
+    if not original or len(shorter) >= len(original):
+        return tokens
+    return min(tokens, math.ceil(tokens * len(shorter) / len(original)) + 1)
+
+
+def cut_to_tokens(text: str, tokens: int, limit: int) -> str:
+    """``text`` cut to about ``limit`` of its ``tokens`` (proportional to characters)."""
+    if tokens <= limit:
+        return text
+    if limit <= 1:
+        return ""
+    keep = max(0, math.floor(len(text) * (limit - 1) / tokens) - len(ELLIPSIS))
+    return text[:keep].rstrip() + ELLIPSIS.rstrip()
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A context handle as the packer sees it; ``order`` grows with age (0 = oldest)."""
+
+    id: str
+    kind: str
+    priority: str
+    state: str
+    content: str
+    tokens: int
+    summary: str = ""
+    summary_tokens: int = 0
+    order: int = 0
+    forced: bool = False  # in include_handles
+
+    @property
+    def required_at_critical(self) -> bool:
+        return self.forced or self.priority == "critical"
+
+
+@dataclass(frozen=True)
+class FactItem:
+    id: str
+    key: str
+    value: str
+    tokens: int
+    is_constraint: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WorkingItem:
+    key: str
+    value: str
+    tokens: int
+
+
+@dataclass(frozen=True)
+class Breadcrumb:
+    frame_id: str
+    goal: str
+    status: str
+    depth: int
+
+    @property
+    def text(self) -> str:
+        return f"[{self.depth}] {self.goal} ({self.status})"
+
+
+@dataclass(frozen=True)
+class PackInput:
+    budget: int
+    brief_context: str
+    breadcrumbs: list[Breadcrumb]
+    segments: list[Segment]
+    facts: list[FactItem] = field(default_factory=list)
+    working_set: list[WorkingItem] = field(default_factory=list)
+    min_compaction: str = "none"
+    # Segments left out before packing (excluded, offline, cold): (id, reason).
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PackedItem:
+    section: str
+    id: str
+    tokens: int
+    form: str  # full | trimmed | summary | truncated
+    text: str
+    source: object = None  # the input dataclass
+
+
+@dataclass(frozen=True)
+class Dropped:
+    section: str
+    id: str
+    reason: str
+    level: str
+    tokens: int = 0
+
+
+@dataclass
+class PackResult:
+    budget: int
+    level: str
+    brief_context: str
+    breadcrumbs: list[PackedItem]
+    segments: list[PackedItem]
+    facts: list[PackedItem]
+    working_set: list[PackedItem]
+    dropped: list[Dropped]
+    brief_tokens: int
+
+    @property
+    def breakdown(self) -> dict[str, int]:
+        return {
+            "brief_context": self.brief_tokens,
+            "breadcrumbs": sum(i.tokens for i in self.breadcrumbs),
+            "facts": sum(i.tokens for i in self.facts),
+            "working_set": sum(i.tokens for i in self.working_set),
+            "segments": sum(i.tokens for i in self.segments),
+        }
+
+    @property
+    def used(self) -> int:
+        return sum(self.breakdown.values())
+
+    @property
+    def remaining(self) -> int:
+        return self.budget - self.used
+
+
+class BudgetTooSmall(ValueError):
+    pass
+
+
+LEVEL_INDEX = {level: i for i, level in enumerate(LEVELS)}
+MODERATE, AGGRESSIVE, CRITICAL = (
+    LEVEL_INDEX["moderate"],
+    LEVEL_INDEX["aggressive"],
+    LEVEL_INDEX["critical"],
+)
+
+
+def level_index(level: str) -> int:
+    return LEVEL_INDEX.get(level, 0)
+
+
+def _render_text(
+    text: str, tokens: int, level: str, cache: dict | None = None
+) -> tuple[str, int, str]:
+    if level == "none":
+        return text, tokens, "full"
+    if cache is None:
+        trimmed = light_trim(text)
+    else:
+        key = id(text)
+        trimmed = cache.get(key)
+        if trimmed is None:
+            trimmed = cache[key] = light_trim(text)
+    if trimmed == text:
+        return text, tokens, "full"
+    return trimmed, scaled_tokens(tokens, text, trimmed), "trimmed"
+
+
+def render_segment(
+    segment: Segment, level: str, newest_order: int, cache: dict | None = None
+) -> PackedItem | None:
+    """``segment`` as ``level`` shows it, or None when the level drops it.
+
+    ``cache`` (optional) keeps light-trimmed texts between levels of one packing.
+    """
+    index = LEVEL_INDEX.get(level, 0)
+    critical = segment.priority == "critical"
+    if index >= AGGRESSIVE and not segment.forced and segment.priority in ("low", "background"):
+        return None
+    if index >= CRITICAL and not segment.required_at_critical:
+        return None
+    has_summary = bool(segment.summary) and segment.summary_tokens < segment.tokens
+    old = segment.order <= newest_order - RECENT_SEGMENTS
+    use_summary = (
+        has_summary
+        and not critical
+        and (segment.state == "indexed" or (index >= MODERATE and old) or index >= AGGRESSIVE)
+    )
+    if use_summary:
+        return PackedItem(
+            "segments", segment.id, segment.summary_tokens, "summary", segment.summary, segment
+        )
+    if segment.state == "indexed" and segment.summary:
+        return PackedItem(
+            "segments", segment.id, segment.summary_tokens, "summary", segment.summary, segment
+        )
+    text, tokens, form = _render_text(segment.content, segment.tokens, level, cache)
+    return PackedItem("segments", segment.id, tokens, form, text, segment)
+
+
+def _breadcrumbs_at(
+    crumbs: list[Breadcrumb], level: str
+) -> tuple[list[PackedItem], list[Breadcrumb]]:
+    """(kept, dropped): at critical only the root and the current frame are essential."""
+    kept_crumbs = crumbs
+    if level == "critical" and len(crumbs) > 2:
+        kept_crumbs = [crumbs[0], crumbs[-1]]
+    items = []
+    for crumb in kept_crumbs:
+        text = crumb.text if level == "none" else light_trim(crumb.text)
+        items.append(
+            PackedItem("breadcrumbs", crumb.frame_id, estimate_tokens(text), "full", text, crumb)
+        )
+    dropped = [c for c in crumbs if c not in kept_crumbs]
+    return items, dropped
+
+
+def _segment_sort_key(item: PackedItem):
+    seg: Segment = item.source  # type: ignore[assignment]
+    return (0 if seg.required_at_critical else 1, -PRIORITY_SCORE.get(seg.priority, 0), -seg.order)
+
+
+def pack(data: PackInput) -> PackResult:
+    """The pack for ``data``: the first level that fits, and what was dropped at which level.
+
+    Raises BudgetTooSmall when the budget is under MIN_BUDGET.
+    """
+    if data.budget < MIN_BUDGET:
+        raise BudgetTooSmall(f"A context pack needs a budget of at least {MIN_BUDGET} tokens.")
+    newest = max((s.order for s in data.segments), default=0)
+    constraints = [f for f in data.facts if f.is_constraint]
+    others = [f for f in data.facts if not f.is_constraint]
+    start = level_index(data.min_compaction)
+    dropped: list[Dropped] = [
+        Dropped("segments", sid, reason, LEVELS[start]) for sid, reason in data.skipped
+    ]
+    trim_cache: dict[
+        int, str
+    ] = {}  # id(text) -> light-trimmed text; the texts live as long as ``data``
+
+    for index in range(start, len(LEVELS)):
+        level = LEVELS[index]
+        brief_text = data.brief_context if level == "none" else light_trim(data.brief_context)
+        brief_tokens = estimate_tokens(brief_text)
+        crumbs, crumbs_dropped = _breadcrumbs_at(data.breadcrumbs, level)
+        segments: list[PackedItem] = []
+        level_drops: list[Dropped] = []
+        for seg in data.segments:
+            item = render_segment(seg, level, newest, trim_cache)
+            if item is None:
+                reason = "low_priority" if level == "aggressive" else "not_critical"
+                level_drops.append(Dropped("segments", seg.id, reason, level, seg.tokens))
+            else:
+                segments.append(item)
+        fact_items = [_render_fact(f, level) for f in constraints]
+        required = brief_tokens + sum(i.tokens for i in crumbs) + sum(i.tokens for i in segments)
+        required += sum(i.tokens for i in fact_items)
+        last = index == len(LEVELS) - 1
+        if required > data.budget and not last:
+            continue
+        level_drops += [
+            Dropped("breadcrumbs", c.frame_id, "not_essential", level) for c in crumbs_dropped
+        ]
+        if required > data.budget:
+            brief_text, brief_tokens, crumbs, segments, fact_items, cut_drops = _cut_to_fit(
+                data.budget, level, brief_text, brief_tokens, crumbs, segments, fact_items
+            )
+            level_drops += cut_drops
+        remaining = data.budget - brief_tokens - sum(i.tokens for i in crumbs)
+        remaining -= sum(i.tokens for i in segments) + sum(i.tokens for i in fact_items)
+        working: list[PackedItem] = []
+        if level == "critical":
+            level_drops += [Dropped("facts", f.id, "not_critical", level, f.tokens) for f in others]
+            level_drops += [
+                Dropped("working_set", w.key, "not_critical", level, w.tokens)
+                for w in data.working_set
+            ]
+        else:
+            facts_room = math.floor(remaining * FACTS_SHARE)
+            working_need = sum(w.tokens for w in data.working_set)
+            facts_room = max(facts_room, remaining - working_need)
+            taken = 0
+            for fact in others:
+                item = _render_fact(fact, level)
+                if taken + item.tokens <= facts_room:
+                    fact_items.append(item)
+                    taken += item.tokens
+                else:
+                    level_drops.append(Dropped("facts", fact.id, "over_budget", level, fact.tokens))
+            remaining -= taken
+            for entry in data.working_set:
+                item = _render_working(entry, level)
+                if item.tokens <= remaining:
+                    working.append(item)
+                    remaining -= item.tokens
+                else:
+                    level_drops.append(
+                        Dropped("working_set", entry.key, "over_budget", level, entry.tokens)
+                    )
+        segments.sort(key=_segment_sort_key)
+        return PackResult(
+            budget=data.budget,
+            level=level,
+            brief_context=brief_text,
+            breadcrumbs=crumbs,
+            segments=segments,
+            facts=fact_items,
+            working_set=working,
+            dropped=dropped + level_drops,
+            brief_tokens=brief_tokens,
+        )
+    raise AssertionError("unreachable: the critical level always returns")  # pragma: no cover
+
+
+def _render_fact(fact: FactItem, level: str) -> PackedItem:
+    text, tokens, form = _render_text(fact.value, fact.tokens, level)
+    return PackedItem("facts", fact.id, tokens, form, text, fact)
+
+
+def _render_working(entry: WorkingItem, level: str) -> PackedItem:
+    text, tokens, form = _render_text(entry.value, entry.tokens, level)
+    return PackedItem("working_set", entry.key, tokens, form, text, entry)
+
+
+def _cut_to_fit(budget, level, brief_text, brief_tokens, crumbs, segments, fact_items):
+    """At the critical level: cut required items until they fit, least important first.
+
+    Order of sacrifice: forced non-critical segments, then critical segments (lowest
+    order first among equals, largest first), then constraint facts, breadcrumbs,
+    and last the brief. A cut item keeps its head and is marked ``truncated``; an item
+    cut to nothing is dropped with reason ``over_budget``.
+    """
+    drops: list[Dropped] = []
+    excess = brief_tokens + sum(i.tokens for i in crumbs) + sum(i.tokens for i in segments)
+    excess += sum(i.tokens for i in fact_items) - budget
+
+    def shrink(items: list[PackedItem], order_key) -> list[PackedItem]:
+        nonlocal excess
+        result = {id(i): i for i in items}
+        for item in sorted(items, key=order_key):
+            if excess <= 0:
+                break
+            limit = item.tokens - excess
+            if limit <= 1:
+                excess -= item.tokens
+                drops.append(Dropped(item.section, item.id, "over_budget", level, item.tokens))
+                result.pop(id(item))
+            else:
+                text = cut_to_tokens(item.text, item.tokens, limit)
+                excess -= item.tokens - limit
+                result[id(item)] = replace(item, text=text, tokens=limit, form="truncated")
+        return [result[id(i)] for i in items if id(i) in result]
+
+    def segment_order(item: PackedItem):
+        seg: Segment = item.source  # type: ignore[assignment]
+        return (seg.priority == "critical", PRIORITY_SCORE.get(seg.priority, 0), -item.tokens)
+
+    segments = shrink(segments, segment_order)
+    fact_items = shrink(fact_items, lambda i: -i.tokens)
+    crumbs = shrink(crumbs, lambda i: -i.tokens)
+    if excess > 0:
+        limit = max(0, brief_tokens - excess)
+        brief_text = cut_to_tokens(brief_text, brief_tokens, limit)
+        brief_tokens = limit
+    return brief_text, brief_tokens, crumbs, segments, fact_items, drops

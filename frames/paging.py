@@ -1,0 +1,239 @@
+"""Paging handles in and out of context, attention, and explicit lifecycle moves.
+
+Every write locks the session row then the handle, checks the transition against
+``frames.resources`` (409 ``illegal_transition``, nothing changed) and appends its
+event in the same transaction. Page-out only queues: the summary is made by the
+``handle_page_out`` Celery task, which calls ``handle_page_out_complete``.
+"""
+
+import re
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from contextops.errors import Invalid, Unavailable
+from contextops.jobs import job_send
+from contextops.tokens import count_tokens
+
+from .events import event_append
+from .models import ContextHandle, Frame, Session
+from .resources import ACTIVE_STATES, HOT, INDEXED, LOADED, state_for_attention, transition_check
+
+SUMMARY_MAX_TOKENS = 200
+MAX_ATTENTION = 100.0
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def extractive_summary(text: str, max_tokens: int = SUMMARY_MAX_TOKENS) -> str:
+    """First and last sentences of ``text``, alternating from both ends, within ``max_tokens``.
+
+    Sentences keep their order; a gap is marked with " … ". A first sentence that is
+    itself too long is cut to fit. Counts tokens, so it runs in the worker only.
+    """
+    sentences = [s.strip() for s in _SENTENCE_END.split(text or "") if s and s.strip()]
+    if not sentences:
+        return ""
+    if count_tokens(" ".join(sentences)) <= max_tokens:
+        return " ".join(sentences)
+    head: list[str] = []
+    tail: list[str] = []
+    lo, hi = 0, len(sentences) - 1
+    take_head = True
+
+    def render(h, t):
+        return " ".join(h) + (" … " + " ".join(t) if t else " …")
+
+    while lo <= hi:
+        candidate = sentences[lo] if take_head else sentences[hi]
+        trial = render(head + [candidate], tail) if take_head else render(head, [candidate] + tail)
+        if count_tokens(trial) > max_tokens:
+            break
+        if take_head:
+            head.append(candidate)
+            lo += 1
+        else:
+            tail.insert(0, candidate)
+            hi -= 1
+        take_head = not take_head
+    if head:
+        return render(head, tail)
+    # The first sentence alone is too long: keep as much of it as fits.
+    first = sentences[0]
+    low, high = 0, len(first)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if count_tokens(first[:mid] + " …") <= max_tokens:
+            low = mid
+        else:
+            high = mid - 1
+    return first[:low].rstrip() + " …"
+
+
+def handle_summary(text: str) -> str:
+    """The summary a paged-out handle keeps: the model's when a model summarizer is set up
+    (the compaction summarizer), else, or when the model fails, an extractive one."""
+    from contextops.llm import TurnText, summarizer_default
+
+    summarizer = summarizer_default()
+    if summarizer.name != "extractive" and text.strip():
+        outcome = summarizer.summarize([TurnText(index=0, user_message=text)])
+        if not outcome.failed and outcome.text.strip():
+            return outcome.text.strip()
+    return extractive_summary(text)
+
+
+@dataclass
+class PageIn:
+    handle: ContextHandle
+    mode: str
+    content: str
+    tokens: int
+
+
+def _locked(handle_id) -> tuple[Session, ContextHandle]:
+    handle = ContextHandle.objects.only("session_id").get(pk=handle_id)
+    session = Session.objects.select_for_update().get(pk=handle.session_id)
+    return session, ContextHandle.objects.select_for_update().get(pk=handle_id)
+
+
+def handle_page_out_request(*, handle: ContextHandle, actor: str = "") -> ContextHandle:
+    """Check that ``handle`` may be paged out and queue the job that does it.
+
+    The handle stays where it is until the worker has written the summary; a second
+    request before then queues a job that finds nothing left to do.
+    """
+    from .tasks.paging import handle_page_out
+
+    transition_check(handle.state, INDEXED)
+    if not job_send(handle_page_out, str(handle.pk), actor):
+        raise Unavailable(
+            "The job queue is unreachable; the handle was left as it was. Retry shortly."
+        )
+    return handle
+
+
+def handle_page_out_complete(*, handle_id, actor: str = "") -> ContextHandle | None:
+    """Summarize the handle and move it to indexed; None when it is no longer active.
+
+    Idempotent: the state change is a conditional update on an active state, so a
+    repeated or late job changes nothing. The summary is counted once and stored.
+    """
+    handle = ContextHandle.objects.filter(pk=handle_id).first()
+    if handle is None or handle.state not in ACTIVE_STATES:
+        return None
+    summary = handle.summary or handle_summary(handle.content or handle.ref)
+    summary_tokens = count_tokens(summary)
+    with transaction.atomic():
+        session = Session.objects.select_for_update().get(pk=handle.session_id)
+        changed = ContextHandle.objects.filter(pk=handle_id, state__in=ACTIVE_STATES).update(
+            state=INDEXED, summary=summary, summary_tokens=summary_tokens
+        )
+        if changed != 1:
+            return None
+        event_append(
+            session=session,
+            type="handle.paged_out",
+            frame=Frame(pk=handle.frame_id),
+            actor=actor,
+            payload={
+                "handle_id": str(handle_id),
+                "from": handle.state,
+                "summary_tokens": summary_tokens,
+            },
+        )
+    handle.refresh_from_db()
+    return handle
+
+
+def handle_page_in(*, handle: ContextHandle, mode: str = "summary", actor: str = "") -> PageIn:
+    """Bring ``handle`` back into context (cold or indexed -> loaded) and return its content.
+
+    ``mode`` "summary" returns the stored summary when there is one (else the full
+    content), "full" the full content.
+    """
+    if mode not in ("summary", "full"):
+        raise Invalid("mode must be summary or full.", loc=["query", "mode"])
+    with transaction.atomic():
+        session, handle = _locked(handle.pk)
+        previous = handle.state
+        transition_check(previous, LOADED)
+        handle.state = LOADED
+        handle.attention_weight = min(handle.attention_weight, 1.0)
+        handle.last_access_at = timezone.now()
+        handle.save(update_fields=["state", "attention_weight", "last_access_at"])
+        event_append(
+            session=session,
+            type="handle.paged_in",
+            frame=Frame(pk=handle.frame_id),
+            actor=actor,
+            payload={"handle_id": str(handle.pk), "from": previous, "mode": mode},
+        )
+    if mode == "summary" and handle.summary:
+        return PageIn(handle, "summary", handle.summary, handle.summary_tokens)
+    return PageIn(handle, "full", handle.content or handle.ref, handle.estimated_tokens)
+
+
+def handle_attention_set(*, handle: ContextHandle, weight: float, actor: str = "") -> ContextHandle:
+    """Set the attention weight; an active handle becomes hot above 1 and loaded at or below."""
+    if not 0 <= weight <= MAX_ATTENTION:
+        raise Invalid(f"weight must be between 0 and {MAX_ATTENTION:g}.", loc=["body", "weight"])
+    with transaction.atomic():
+        session, handle = _locked(handle.pk)
+        previous = handle.state
+        target = state_for_attention(previous, weight)
+        if target != previous:
+            transition_check(previous, target)
+        handle.attention_weight = weight
+        handle.state = target
+        handle.last_access_at = timezone.now()
+        handle.save(update_fields=["attention_weight", "state", "last_access_at"])
+        event_append(
+            session=session,
+            type="handle.attention_set",
+            frame=Frame(pk=handle.frame_id),
+            actor=actor,
+            payload={"handle_id": str(handle.pk), "weight": weight, "from": previous, "to": target},
+        )
+    return handle
+
+
+def handle_state_set(*, handle: ContextHandle, to: str, actor: str = "") -> ContextHandle:
+    """An explicit lifecycle move (load, stale, error, recover, ...); 409 if the seed has no such edge.
+
+    Moving to hot raises the attention above 1 and back to loaded lowers it to 1, so
+    state and weight agree. Going stale (indexed -> cold) clears the cached summary.
+    Moving to indexed is a page-out: it queues the summarizing job and returns the
+    handle unchanged (the API answers 202).
+    """
+    with transaction.atomic():
+        session, handle = _locked(handle.pk)
+        previous = handle.state
+        step = transition_check(previous, to)
+        if step.trigger == "page_out":
+            return handle_page_out_request(handle=handle, actor=actor)
+        fields = ["state"]
+        handle.state = to
+        if to == HOT and handle.attention_weight <= 1.0:
+            handle.attention_weight = 2.0
+            fields.append("attention_weight")
+        elif to == LOADED and handle.attention_weight > 1.0:
+            handle.attention_weight = 1.0
+            fields.append("attention_weight")
+        if step.trigger == "stale":
+            handle.summary, handle.summary_tokens = "", 0
+            fields += ["summary", "summary_tokens"]
+        handle.save(update_fields=fields)
+        event_append(
+            session=session,
+            type="handle.state_changed",
+            frame=Frame(pk=handle.frame_id),
+            actor=actor,
+            payload={
+                "handle_id": str(handle.pk),
+                "from": previous,
+                "to": to,
+                "trigger": step.trigger,
+            },
+        )
+    return handle

@@ -1,0 +1,26 @@
+"""Admin: RLM states are written through the protocol (API, services); the admin only shows them."""
+
+from django.contrib import admin
+
+from .models import RlmState
+
+
+@admin.register(RlmState)
+class RlmStateAdmin(admin.ModelAdmin):
+    list_display = [
+        "state_id",
+        "organization",
+        "completion_status",
+        "tree_id",
+        "mutation_total",
+        "created_at",
+    ]
+    list_filter = ["organization", "completion_status"]
+    search_fields = ["state_id", "tree_id", "session_ref"]
+    raw_id_fields = ["session", "frame", "root_frame"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

@@ -1,0 +1,232 @@
+"""RLM state: ``/api/v1/rlm/states`` (variables, mutation log, checkpoints, rollback, export)."""
+
+from typing import Any
+
+from ninja import Body, Query, Router
+from ninja.responses import Status
+
+from contextops.errors import Invalid, NotFound
+
+from . import interchange, selectors, services
+from .schemas import (
+    CheckpointDetailOut,
+    CheckpointIn,
+    CheckpointOut,
+    CompletionOut,
+    MutationFilters,
+    MutationOut,
+    RollbackIn,
+    StateFilters,
+    StateIn,
+    StateListOut,
+    StateOut,
+    VariableIn,
+    VariableOut,
+    checkpoint_detail_out,
+    checkpoint_out,
+    mutation_out,
+    state_out,
+    state_summary_out,
+    variable_out,
+)
+
+router = Router(tags=["rlm state"])
+
+
+def actor_of(request) -> str:
+    return f"agent:{request.agent.name}"
+
+
+def _state(request, state_id: str):
+    return selectors.state_get(organization=request.organization, state_id=state_id)
+
+
+@router.get("/states", response=StateListOut, summary="The organization's RLM states, newest first")
+def state_list(request, filters: Query[StateFilters]):
+    states = selectors.state_list(
+        organization=request.organization,
+        session_id=filters.session_id,
+        tree_id=filters.tree_id,
+        completion_status=filters.completion_status,
+    )
+    count = states.count()
+    page = list(states[filters.offset : filters.offset + filters.limit])
+    end = filters.offset + filters.limit
+    return {
+        "items": [state_summary_out(s) for s in page],
+        "count": count,
+        "next_offset": end if end < count else None,
+    }
+
+
+@router.post(
+    "/states",
+    response={201: StateOut},
+    summary="Initialize a state: prompt set, Final null, initial checkpoint",
+)
+def state_create(request, payload: StateIn):
+    from frames.selectors import frame_get, session_get
+
+    organization = request.organization
+    session = (
+        session_get(organization=organization, session_id=payload.session_id)
+        if payload.session_id
+        else None
+    )
+    frame = (
+        frame_get(organization=organization, frame_id=payload.frame_id)
+        if payload.frame_id
+        else None
+    )
+    if payload.execution_config is not None:
+        errors = interchange.execution_config_errors(payload.execution_config)
+        if errors:
+            raise Invalid(errors[0]["msg"], errors=errors)
+    state = services.state_initialize(
+        organization=organization,
+        prompt=payload.prompt,
+        session=session,
+        frame=frame,
+        tree_id=payload.tree_id or "",
+        execution_config=payload.execution_config,
+        actor=actor_of(request),
+    )
+    return Status(201, state_out(_state(request, state.state_id)))
+
+
+@router.post("/states/import", response={201: StateOut}, summary="Import a seed-schema document")
+def state_import(request, document: Body[dict[str, Any]]):
+    state = services.state_import(
+        organization=request.organization, document=document, actor=actor_of(request)
+    )
+    return Status(201, state_out(_state(request, state.state_id)))
+
+
+@router.get(
+    "/states/{state_id}", response=StateOut, summary="A state with its variables and checkpoints"
+)
+def state_get(request, state_id: str):
+    return state_out(_state(request, state_id))
+
+
+@router.get(
+    "/states/{state_id}/export",
+    response=dict[str, Any],
+    summary="The state as a seed-schema document",
+)
+def state_export(request, state_id: str, snapshots: bool = False):
+    """``?snapshots=true`` adds every checkpoint's snapshot, so an import can roll back to them."""
+    return interchange.state_export(_state(request, state_id), with_snapshots=snapshots)
+
+
+@router.get("/states/{state_id}/completion", response=CompletionOut, summary="Whether Final is set")
+def state_completion(request, state_id: str):
+    return services.completion_check(state=_state(request, state_id))
+
+
+@router.get(
+    "/states/{state_id}/variables/{name}",
+    response=VariableOut,
+    summary="Read a variable (counts as an access)",
+)
+def variable_get(request, state_id: str, name: str):
+    variable, value = services.variable_read(state=_state(request, state_id), name=name)
+    return variable_out(variable, value)
+
+
+@router.put(
+    "/states/{state_id}/variables/{name}",
+    response=VariableOut,
+    summary="Write a variable (logged as a mutation)",
+)
+def variable_put(request, state_id: str, name: str, payload: VariableIn):
+    variable = services.variable_write(
+        state=_state(request, state_id),
+        name=name,
+        value=payload.value,
+        type=payload.type,
+        description=payload.description,
+        source=payload.source or actor_of(request),
+        read_only=payload.read_only,
+        scope=payload.scope,
+        ttl_seconds=payload.ttl_seconds,
+        actor=actor_of(request),
+    )
+    return variable_out(variable)
+
+
+@router.delete(
+    "/states/{state_id}/variables/{name}",
+    response=MutationOut,
+    summary="Delete a variable (logged)",
+)
+def variable_delete(request, state_id: str, name: str):
+    mutation = services.variable_delete(
+        state=_state(request, state_id),
+        name=name,
+        source=actor_of(request),
+        actor=actor_of(request),
+    )
+    return mutation_out(mutation)
+
+
+@router.get(
+    "/states/{state_id}/mutations",
+    response=list[MutationOut],
+    summary="The mutation log, oldest first",
+)
+def mutation_list(request, state_id: str, filters: Query[MutationFilters]):
+    mutations = selectors.mutation_list(
+        state=_state(request, state_id), after=filters.after, limit=filters.limit
+    )
+    return [mutation_out(m) for m in mutations]
+
+
+@router.get(
+    "/states/{state_id}/checkpoints",
+    response=list[CheckpointOut],
+    summary="Checkpoints, oldest first",
+)
+def checkpoint_list(request, state_id: str):
+    return [checkpoint_out(c) for c in selectors.checkpoint_list(_state(request, state_id))]
+
+
+@router.post(
+    "/states/{state_id}/checkpoints", response={201: CheckpointOut}, summary="Snapshot the state"
+)
+def checkpoint_create(request, state_id: str, payload: CheckpointIn):
+    checkpoint = services.checkpoint_create(
+        state=_state(request, state_id),
+        name=payload.name,
+        description=payload.description,
+        actor=actor_of(request),
+    )
+    return Status(201, checkpoint_out(checkpoint))
+
+
+@router.get(
+    "/states/{state_id}/checkpoints/{checkpoint_id}",
+    response=CheckpointDetailOut,
+    summary="A checkpoint with its full snapshot",
+)
+def checkpoint_get(request, state_id: str, checkpoint_id: str):
+    state = _state(request, state_id)
+    return checkpoint_detail_out(selectors.checkpoint_get(state=state, checkpoint_id=checkpoint_id))
+
+
+@router.post(
+    "/states/{state_id}/rollback",
+    response=StateOut,
+    summary="Restore a checkpoint exactly (logged)",
+)
+def state_rollback(request, state_id: str, payload: RollbackIn):
+    state = _state(request, state_id)
+    try:
+        services.state_rollback(
+            state=state, checkpoint_id=payload.checkpoint_id, actor=actor_of(request)
+        )
+    except NotFound:
+        raise NotFound(
+            "No such checkpoint in this state.", checkpoint_id=payload.checkpoint_id
+        ) from None
+    return state_out(_state(request, state_id))

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class RlmConfig(AppConfig):
+    name = "frames.rlm"
+    label = "rlm"
+    verbose_name = "RLM state"

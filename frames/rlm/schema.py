@@ -1,0 +1,78 @@
+"""The seed's RLM state schema (seed 004), shipped with the app as ``seed_schema.yaml``.
+
+The seed file is a JSON Schema written in YAML followed by prose sections (rules, scopes,
+limits, an agent protocol, examples). ``seed_schema()`` keeps only the JSON Schema
+keywords of its top level: the prose sections are not schema (``examples`` there is a
+mapping, which the 2020-12 metaschema refuses). Everything below ``$defs`` is used as
+written, quirks included: the ``type`` enum of a Variable holds YAML ``null`` (None), not
+the string ``"null"``, and ``format: date-time`` is an annotation unless a format checker
+for it is installed, so the import checks timestamps itself.
+"""
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from jsonschema import Draft202012Validator
+
+SEED_PATH = Path(__file__).with_name("seed_schema.yaml")
+SCHEMA_KEYWORDS = (
+    "$schema",
+    "$id",
+    "title",
+    "description",
+    "type",
+    "required",
+    "properties",
+    "$defs",
+)
+
+
+@lru_cache(maxsize=1)
+def seed_document() -> dict[str, Any]:
+    """The whole seed file, parsed: schema, rules, limits and examples."""
+    with SEED_PATH.open(encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def schema_from_document(document: dict[str, Any]) -> dict[str, Any]:
+    """The JSON Schema part of a parsed seed document."""
+    return {key: document[key] for key in SCHEMA_KEYWORDS if key in document}
+
+
+@lru_cache(maxsize=1)
+def seed_schema() -> dict[str, Any]:
+    return schema_from_document(seed_document())
+
+
+@lru_cache(maxsize=1)
+def seed_validator() -> Draft202012Validator:
+    schema = seed_schema()
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def seed_limits() -> dict[str, int]:
+    return dict(seed_document()["limits"])
+
+
+def schema_errors(document: Any) -> list[dict[str, Any]]:
+    """Every violation of the seed schema in ``document`` as ``{loc, msg}``; empty when valid."""
+    errors = sorted(seed_validator().iter_errors(document), key=lambda e: list(e.absolute_path))
+    return [{"loc": ["body", *e.absolute_path], "msg": e.message} for e in errors]
+
+
+@lru_cache(maxsize=1)
+def variable_validator() -> Draft202012Validator:
+    """The seed's ``Variable`` definition on its own.
+
+    The seed puts ``additionalProperties`` inside ``VariableStore.properties``, where it
+    names a property instead of constraining the others, so the whole-document schema
+    checks only ``Final`` and ``prompt``; imports check every variable with this.
+    """
+    schema = seed_schema()
+    return Draft202012Validator(
+        {"$defs": schema["$defs"], "$ref": "#/$defs/Variable"},
+        format_checker=Draft202012Validator.FORMAT_CHECKER,
+    )

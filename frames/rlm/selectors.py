@@ -1,0 +1,101 @@
+"""Reads of RLM states, always scoped to one organization.
+
+A state of another organization, or an id that is not even well formed, is NotFound.
+Listing and detail reads never count as variable reads: only ``services.variable_read``
+(the protocol's read_variable) increments access counts.
+"""
+
+import uuid
+from typing import Any
+
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
+from django.utils import timezone
+
+from contextops.errors import NotFound
+
+from .models import RlmCheckpoint, RlmMutation, RlmState, RlmVariable
+from .services import STATE_ID_PATTERN, stored_value
+
+
+def state_get(*, organization, state_id: Any) -> RlmState:
+    if not isinstance(state_id, str) or not STATE_ID_PATTERN.fullmatch(state_id):
+        raise NotFound("No such RLM state.")
+    try:
+        return RlmState.objects.get(organization=organization, state_id=state_id)
+    except RlmState.DoesNotExist:
+        raise NotFound("No such RLM state.") from None
+
+
+def state_list(
+    *,
+    organization,
+    session_id: str | None = None,
+    tree_id: str | None = None,
+    completion_status: str | None = None,
+) -> QuerySet[RlmState]:
+    """The organization's states, newest first, with ``live_variable_count`` annotated."""
+    now = timezone.now()
+    states = RlmState.objects.filter(organization=organization).annotate(
+        live_variable_count=Count(
+            "variables",
+            filter=Q(variables__expires_at__isnull=True) | Q(variables__expires_at__gt=now),
+        )
+    )
+    if session_id:
+        try:
+            match = Q(session_id=uuid.UUID(session_id)) | Q(session_ref=session_id)
+        except ValueError:
+            match = Q(session_ref=session_id)
+        states = states.filter(match)
+    if tree_id:
+        states = states.filter(tree_id=tree_id)
+    if completion_status:
+        states = states.filter(completion_status=completion_status)
+    return states.order_by("-created_at", "-id")
+
+
+def state_variables(state: RlmState) -> list[RlmVariable]:
+    """Live variables by name (temporary ones past their TTL are left out)."""
+    now = timezone.now()
+    return [v for v in state.variables.order_by("name") if not v.is_expired(now)]
+
+
+def state_totals(state: RlmState) -> dict[str, int]:
+    totals = state.variables.aggregate(size=Sum("size_bytes"), count=Count("id"))
+    return {
+        "total_size_bytes": totals["size"] or 0,
+        "checkpoint_count": state.checkpoints.count(),
+    }
+
+
+def checkpoint_list(state: RlmState) -> list[RlmCheckpoint]:
+    """Checkpoints oldest first, without loading their snapshots (``has_snapshot`` annotated)."""
+    has_snapshot = RlmCheckpoint.objects.filter(pk=OuterRef("pk"), snapshot__isnull=False)
+    return list(
+        state.checkpoints.defer("snapshot", "folded_mutations")
+        .annotate(has_snapshot=Exists(has_snapshot))
+        .order_by("timestamp", "id")
+    )
+
+
+def checkpoint_get(*, state: RlmState, checkpoint_id: str) -> RlmCheckpoint:
+    checkpoint = state.checkpoints.filter(checkpoint_id=checkpoint_id).first()
+    if checkpoint is None:
+        raise NotFound("No such checkpoint in this state.")
+    return checkpoint
+
+
+def mutation_list(
+    *, state: RlmState, after: int = 0, limit: int = 100, newest_first: bool = False
+) -> list[RlmMutation]:
+    mutations = state.mutations.filter(seq__gt=after)
+    mutations = mutations.order_by("-seq") if newest_first else mutations.order_by("seq")
+    return list(mutations[:limit])
+
+
+def mutation_values(mutation: RlmMutation) -> tuple[Any, Any]:
+    """``(old value, new value)`` as readers see them, loaded from files when needed."""
+    return (
+        stored_value(mutation.old_value, mutation.old_file),
+        stored_value(mutation.new_value, mutation.new_file),
+    )

@@ -1,0 +1,237 @@
+"""Schemas of the session, frame, handle, resume and event endpoints."""
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from ninja import Schema
+from pydantic import Field
+
+from .models import ContextHandle, Frame, Session
+
+MAX_BUDGET = 1_000_000_000
+
+
+class IdentityIn(Schema):
+    user_name: str = Field("", max_length=200)
+    user_id: str = Field("", max_length=200)
+    authority: str = Field("", max_length=64)
+    department: str = Field("", max_length=200)
+    organization: str = Field("", max_length=200)
+    permissions: list[str] = Field(default_factory=list, max_length=200)
+
+
+class EnvironmentIn(Schema):
+    timezone: str = Field("", max_length=64)
+    location: str = Field("", max_length=200)
+    external_data: dict[str, Any] = Field(default_factory=dict)
+
+
+class SessionIn(Schema):
+    identity: IdentityIn = Field(default_factory=IdentityIn)
+    environment: EnvironmentIn = Field(default_factory=EnvironmentIn)
+    context_window_tokens: int = Field(200_000, ge=1_000, le=10_000_000)
+    model: str = Field("", max_length=120)
+    title: str = Field("", max_length=300)
+    compaction_threshold: float = Field(0.9, gt=0, le=1)
+    eviction_policy: Literal["lru", "size_first", "keep_relational", "keep_technical"] = "lru"
+
+
+class SessionPressureOut(Schema):
+    level: str
+    utilization: float
+
+
+class UsageTotalsOut(Schema):
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+
+
+class SessionOut(Schema):
+    id: UUID
+    title: str
+    agent: str | None
+    identity: dict[str, Any]
+    environment: dict[str, Any]
+    model: str
+    context_window_tokens: int
+    compaction_threshold: float
+    eviction_policy: str
+    lifecycle_state: str
+    pressure: SessionPressureOut
+    top_frame_id: UUID | None
+    usage_totals: UsageTotalsOut
+    api_calls: int
+    last_event_seq: int
+    created_at: datetime
+    ended_at: datetime | None
+    dashboard_url: str
+
+
+class SessionListOut(Schema):
+    items: list[SessionOut]
+    count: int
+    next_offset: int | None
+
+
+class BudgetIn(Schema):
+    total: int = Field(..., ge=0, le=MAX_BUDGET)
+    max_subframe_depth: int | None = Field(None, ge=0, le=64)
+
+
+class FrameIn(Schema):
+    parent_frame_id: UUID | None = None
+    goal: str = Field(..., min_length=1, max_length=10_000)
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    budget: BudgetIn
+
+
+class BudgetOut(Schema):
+    total: int
+    used: int
+    reserved: int
+    subcall_allocation: int
+    available: int
+    max_subframe_depth: int
+    reservations: dict[str, int]
+
+
+class FrameOut(Schema):
+    id: UUID
+    session_id: UUID
+    parent_frame_id: UUID | None
+    depth: int
+    goal: str
+    inputs: dict[str, Any]
+    status: str
+    budget: BudgetOut
+    result_refs: list[Any]
+    children_count: int
+    pressure_level: str
+    created_at: datetime
+    completed_at: datetime | None
+    dashboard_url: str
+
+
+class ReserveIn(Schema):
+    purpose: str = Field(..., min_length=1, max_length=200)
+    amount: int = Field(..., ge=0, le=MAX_BUDGET)
+
+
+class UsageIn(Schema):
+    input_tokens: int = Field(..., ge=0, le=MAX_BUDGET)
+    output_tokens: int = Field(..., ge=0, le=MAX_BUDGET)
+    cache_creation_input_tokens: int = Field(0, ge=0, le=MAX_BUDGET)
+    cache_read_input_tokens: int = Field(0, ge=0, le=MAX_BUDGET)
+    model: str = Field("", max_length=120)
+    message_id: str = Field("", max_length=200)
+
+
+class PopIn(Schema):
+    status: Literal["completed", "failed"]
+    result_refs: list[Any] = Field(default_factory=list, max_length=1000)
+
+
+class HandleIn(Schema):
+    kind: Literal[tuple(ContextHandle.Kind.values)]  # type: ignore[valid-type]
+    priority: Literal[tuple(ContextHandle.Priority.values)] = "medium"  # type: ignore[valid-type]
+    content: str | None = Field(None, max_length=1_000_000)
+    ref: str | None = Field(None, max_length=2000)
+    category: str = Field("", max_length=40)
+    tool_call_id: str = Field("", max_length=200)
+    estimated_tokens: int | None = Field(None, ge=0, le=MAX_BUDGET)
+
+
+class FrameHandleOut(Schema):
+    id: UUID
+    frame_id: UUID
+    kind: str
+    priority: str
+    category: str
+    ref: str
+    tool_call_id: str
+    estimated_tokens: int
+    state: str
+    attention_weight: float
+    created_at: datetime
+
+
+class PendingWorkOut(Schema):
+    frame_id: str
+    work_type: str
+    description: str
+
+
+class RecoverySummaryOut(Schema):
+    frames_recovered: int
+    pending_work_items: int
+    last_event_seq: int
+    recovery_time_ms: float
+
+
+class ResumeOut(Schema):
+    current_frame: FrameOut | None
+    frame_stack: list[FrameOut]
+    pending_work: list[PendingWorkOut]
+    recovery_summary: RecoverySummaryOut
+
+
+class EventOut(Schema):
+    seq: int
+    type: str
+    frame_id: UUID | None
+    actor: str
+    payload: dict[str, Any]
+    created_at: datetime
+
+
+def frame_out(frame: Frame) -> dict[str, Any]:
+    return {
+        "id": frame.pk,
+        "session_id": frame.session_id,
+        "parent_frame_id": frame.parent_id,
+        "depth": frame.depth,
+        "goal": frame.goal,
+        "inputs": frame.inputs,
+        "status": frame.status,
+        "budget": {
+            "total": frame.budget_total,
+            "used": frame.budget_used,
+            "reserved": frame.budget_reserved,
+            "subcall_allocation": frame.subcall_allocation,
+            "available": frame.budget_available,
+            "max_subframe_depth": frame.max_subframe_depth,
+            "reservations": frame.reservations,
+        },
+        "result_refs": frame.result_refs,
+        "children_count": frame.children_count,
+        "pressure_level": frame.pressure_level,
+        "created_at": frame.created_at,
+        "completed_at": frame.completed_at,
+        "dashboard_url": f"/frames/{frame.pk}/",
+    }
+
+
+def session_out(session: Session, *, pressure, top_frame_id) -> dict[str, Any]:
+    return {
+        "id": session.pk,
+        "title": session.title,
+        "agent": session.agent.name if session.agent_id else None,
+        "identity": session.identity,
+        "environment": session.environment,
+        "model": session.model,
+        "context_window_tokens": session.context_window_tokens,
+        "compaction_threshold": session.compaction_threshold,
+        "eviction_policy": session.eviction_policy,
+        "lifecycle_state": session.lifecycle_state,
+        "pressure": {"level": pressure.level, "utilization": round(pressure.utilization, 4)},
+        "top_frame_id": top_frame_id,
+        "usage_totals": session.usage_totals,
+        "api_calls": session.api_calls_total,
+        "last_event_seq": session.last_event_seq,
+        "created_at": session.created_at,
+        "ended_at": session.ended_at,
+        "dashboard_url": f"/sessions/{session.pk}/",
+    }

@@ -1,0 +1,179 @@
+"""Reads of sessions and frames, always scoped to one organization.
+
+Anything of another organization, or an id that is not even well formed, is NotFound:
+the API never says 403 for objects a caller may not know exist.
+"""
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from contextops.errors import NotFound
+
+from .models import ContextHandle, Event, Frame, Session
+from .pressure_levels import top_frame
+
+
+def _uuid(value: Any) -> uuid.UUID | None:
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value))
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def session_get(*, organization, session_id: Any) -> Session:
+    pk = _uuid(session_id)
+    session = Session.objects.filter(pk=pk, organization=organization).first() if pk else None
+    if session is None:
+        raise NotFound("No such session.")
+    return session
+
+
+def frame_get(*, organization, frame_id: Any) -> Frame:
+    pk = _uuid(frame_id)
+    frame = (
+        Frame.objects.select_related("session").filter(pk=pk, organization=organization).first()
+        if pk
+        else None
+    )
+    if frame is None:
+        raise NotFound("No such frame.")
+    return frame
+
+
+def session_list(*, organization, search: str = "") -> QuerySet[Session]:
+    """The organization's sessions, newest first, matching ``search`` in title, agent or ids."""
+    sessions = (
+        Session.objects.filter(organization=organization)
+        .select_related("agent")
+        .order_by("-created_at")
+    )
+    search = search.strip()
+    if search:
+        condition = (
+            Q(title__icontains=search)
+            | Q(agent__name__icontains=search)
+            | Q(model__icontains=search)
+        )
+        pk = _uuid(search)
+        if pk is not None:
+            condition |= Q(pk=pk)
+        sessions = sessions.filter(condition)
+    return sessions
+
+
+def frame_ancestry(frame: Frame) -> list[Frame]:
+    """The frame's ancestors and itself, root first; one query per level, bounded by depth."""
+    chain = [frame]
+    parent_id = frame.parent_id
+    while parent_id is not None and len(chain) <= frame.depth + 1:
+        parent = Frame.objects.get(pk=parent_id)
+        chain.append(parent)
+        parent_id = parent.parent_id
+    return list(reversed(chain))
+
+
+def frame_children(
+    *, frame: Frame | None, session: Session, limit: int = 200, offset: int = 0
+) -> list[Frame]:
+    """One page of a frame's children (or the session's roots when ``frame`` is None)."""
+    children = Frame.objects.filter(session=session, parent=frame).order_by("created_at", "id")
+    return list(children[offset : offset + limit])
+
+
+def session_top_frame(session: Session) -> Frame | None:
+    top = top_frame(session)
+    return Frame.objects.get(pk=top.pk) if top is not None else None
+
+
+@dataclass
+class PendingWork:
+    frame_id: str
+    work_type: str
+    description: str
+
+
+@dataclass
+class ResumeState:
+    current_frame: Frame | None
+    frame_stack: list[Frame]
+    pending_work: list[PendingWork] = field(default_factory=list)
+    recovery_summary: dict[str, Any] = field(default_factory=dict)
+
+
+def _incomplete_tool_calls(frames: list[Frame]) -> dict[Any, list[str]]:
+    """For each active frame: tool calls it recorded that no tool result answers yet."""
+    active = [f.pk for f in frames if f.status == Frame.Status.ACTIVE]
+    if not active:
+        return {}
+    rows = ContextHandle.objects.filter(
+        frame_id__in=active, kind__in=["tool_call", "tool_result"]
+    ).exclude(tool_call_id="")
+    calls: dict[Any, dict[str, str]] = {}
+    answered: set[tuple[Any, str]] = set()
+    for frame_id, kind, call_id, category in rows.values_list(
+        "frame_id", "kind", "tool_call_id", "category"
+    ):
+        if kind == "tool_call":
+            calls.setdefault(frame_id, {})[call_id] = category or call_id
+        else:
+            answered.add((frame_id, call_id))
+    return {
+        frame_id: [name for call_id, name in pending.items() if (frame_id, call_id) not in answered]
+        for frame_id, pending in calls.items()
+    }
+
+
+def session_resume_state(session: Session) -> ResumeState:
+    """Seed 000 §5.3: the stack from the top frame to its root, and the work left pending."""
+    started = time.perf_counter()
+    top = session_top_frame(session)
+    stack = frame_ancestry(top) if top is not None else []
+    pending: list[PendingWork] = []
+    incomplete = _incomplete_tool_calls(stack)
+    for frame in stack:
+        if frame.status == Frame.Status.WAITING:
+            pending.append(
+                PendingWork(str(frame.pk), "waiting_for_subcall", f"Frame '{frame.goal}' waiting")
+            )
+        elif frame.status == Frame.Status.SUSPENDED:
+            pending.append(
+                PendingWork(str(frame.pk), "suspended", f"Frame '{frame.goal}' suspended")
+            )
+        for tool in incomplete.get(frame.pk, []):
+            pending.append(
+                PendingWork(str(frame.pk), "tool_in_progress", f"Tool '{tool}' incomplete")
+            )
+    suspended = (
+        Frame.objects.filter(session=session, status=Frame.Status.SUSPENDED)
+        .exclude(pk__in=[f.pk for f in stack])
+        .order_by("created_at")
+    )
+    for frame in suspended:
+        pending.append(PendingWork(str(frame.pk), "suspended", f"Frame '{frame.goal}' suspended"))
+    session.refresh_from_db(fields=["last_event_seq"])
+    return ResumeState(
+        current_frame=stack[-1] if stack else None,
+        frame_stack=stack,
+        pending_work=pending,
+        recovery_summary={
+            "frames_recovered": len(stack),
+            "pending_work_items": len(pending),
+            "last_event_seq": session.last_event_seq,
+            "recovery_time_ms": round((time.perf_counter() - started) * 1000, 3),
+        },
+    )
+
+
+def event_list(
+    *, session: Session, after: int = 0, limit: int = 500, frame: Frame | None = None
+) -> list[Event]:
+    events = Event.objects.filter(session=session, seq__gt=after)
+    if frame is not None:
+        events = events.filter(frame_id=frame.pk)
+    return list(events.order_by("seq")[:limit])

@@ -1,0 +1,491 @@
+"""Writes to sessions, frames, handles and usage.
+
+Each service runs in one transaction, locks the session row first (then the frames it
+changes, parents before children) and appends its event to the session's log inside that
+transaction. Every write of one session therefore serializes on the session row, which
+is what keeps budget arithmetic exact when many agents write at once; on SQLite the
+IMMEDIATE transaction mode gives the same guarantee for the whole database.
+"""
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from contextops.errors import AuthorityTooLow, Conflict, Invalid
+from contextops.tokens import count_tokens
+
+from .budget import Budget, usage_tokens
+from .events import event_append
+from .models import ContextHandle, Frame, Session, Usage
+from .pressure_levels import pressure_update
+
+DEFAULT_MAX_SUBFRAME_DEPTH = 8
+
+
+def _session_locked(session: Session) -> Session:
+    locked = Session.objects.select_for_update().get(pk=session.pk)
+    if locked.lifecycle_state == Session.Lifecycle.ENDED:
+        raise Conflict("session_ended", "This session has ended; start a new one.")
+    return locked
+
+
+def _frame_locked(frame: Frame | Any) -> Frame:
+    pk = frame.pk if isinstance(frame, Frame) else frame
+    return Frame.objects.select_for_update().get(pk=pk)
+
+
+def _require_open(frame: Frame, *, action: str) -> None:
+    if frame.status not in (Frame.Status.ACTIVE, Frame.Status.WAITING):
+        raise Conflict(
+            "frame_not_active",
+            f"Cannot {action} a {frame.status} frame; only active or waiting frames can.",
+            status=frame.status,
+        )
+
+
+def _budget(frame: Frame) -> Budget:
+    return Budget(
+        frame.budget_total, frame.budget_used, frame.budget_reserved, frame.subcall_allocation
+    )
+
+
+def _frame_snapshot(frame: Frame) -> dict[str, Any]:
+    return {
+        "status": frame.status,
+        "total": frame.budget_total,
+        "used": frame.budget_used,
+        "reserved": frame.budget_reserved,
+        "subcall_allocation": frame.subcall_allocation,
+    }
+
+
+def session_create(
+    *,
+    organization,
+    agent=None,
+    identity: dict[str, Any] | None = None,
+    environment: dict[str, Any] | None = None,
+    context_window_tokens: int = 200_000,
+    model: str = "",
+    title: str = "",
+    compaction_threshold: float = 0.9,
+    eviction_policy: str = Session.Eviction.LRU,
+    actor: str = "",
+) -> Session:
+    """Start a session; its identity (layer 1) is fixed from here on.
+
+    The identity's authority defaults to the agent's own and may not exceed it: an
+    agent cannot start a session that speaks with more authority than its key has.
+    """
+    identity = dict(identity or {})
+    if agent is not None:
+        agent_authority = agent.authority
+        claimed = identity.get("authority") or agent_authority
+        if claimed not in organization.authority_ladder:
+            raise Invalid(
+                f"Unknown authority {claimed!r}; this organization's ladder is {', '.join(organization.authority_ladder)}.",
+                loc=["body", "identity", "authority"],
+            )
+        if organization.authority_rank(claimed) < organization.authority_rank(agent_authority):
+            raise AuthorityTooLow(
+                f"This key speaks with {agent_authority} authority; it cannot start a session as {claimed}."
+            )
+        identity["authority"] = claimed
+        identity.setdefault("organization", organization.name)
+    with transaction.atomic():
+        session = Session.objects.create(
+            organization=organization,
+            agent=agent,
+            identity=identity,
+            environment=dict(environment or {}),
+            context_window_tokens=context_window_tokens,
+            model=model,
+            title=title or str(identity.get("user_name") or ""),
+            compaction_threshold=compaction_threshold,
+            eviction_policy=eviction_policy,
+            lifecycle_state=Session.Lifecycle.BOOTSTRAP,
+        )
+        event_append(
+            session=session,
+            type="session.created",
+            actor=actor,
+            payload={
+                "identity": identity,
+                "context_window_tokens": context_window_tokens,
+                "model": model,
+            },
+        )
+    return session
+
+
+def session_end(*, session: Session, actor: str = "") -> Session:
+    """End the session: open frames are cancelled, the working set goes, lifecycle ``ended``."""
+    with transaction.atomic():
+        session = _session_locked(session)
+        Session.objects.filter(pk=session.pk).update(lifecycle_state=Session.Lifecycle.PERSISTING)
+        event_append(session=session, type="session.persisting", actor=actor)
+        now = timezone.now()
+        # Deepest first, so every frame closes after its children and settles with its parent.
+        open_frames = list(
+            Frame.objects.filter(session=session, status__in=Frame.OPEN_STATUSES)
+            .order_by("-depth", "-created_at")
+            .values_list("pk", flat=True)
+        )
+        for pk in open_frames:
+            frame_close(
+                session=session, frame=_frame_locked(pk), status=Frame.Status.CANCELLED, actor=actor
+            )
+        _suspensions_close(session=session, actor=actor)
+        _working_set_clear(session)
+        Session.objects.filter(pk=session.pk).update(
+            lifecycle_state=Session.Lifecycle.ENDED, ended_at=now, updated_at=now
+        )
+        event_append(
+            session=session,
+            type="session.ended",
+            actor=actor,
+            payload={"frames_cancelled": len(open_frames)},
+        )
+    session.refresh_from_db()
+    return session
+
+
+def _suspensions_close(*, session: Session, actor: str) -> None:
+    """Expire the open suspensions of frames the end of the session just closed."""
+    from .models import Suspension
+    from .suspensions import _expire_locked
+
+    now = timezone.now()
+    for suspension in Suspension.objects.select_for_update().filter(
+        session=session, status__in=Suspension.OPEN_STATUSES
+    ):
+        _expire_locked(
+            session=session,
+            suspension=suspension,
+            frame_id=suspension.frame_id,
+            actor=actor,
+            now=now,
+            frame_closed=True,
+        )
+
+
+def _working_set_clear(session: Session) -> None:
+    from django.apps import apps
+
+    try:
+        model = apps.get_model("facts", "WorkingSetItem")
+    except LookupError:
+        return
+    model.objects.filter(session=session).delete()
+
+
+def frame_push(
+    *,
+    session: Session,
+    parent: Frame | None = None,
+    goal: str,
+    inputs: dict[str, Any] | None = None,
+    budget_total: int,
+    max_subframe_depth: int | None = None,
+    actor: str = "",
+) -> Frame:
+    """Open a frame; a child's total comes out of its parent's available tokens.
+
+    Raises InsufficientTokens when the parent cannot fund the child, Conflict
+    ``max_depth_exceeded`` when the parent is at its depth limit, Conflict
+    ``frame_not_active`` when the parent is closed or suspended.
+    """
+    with transaction.atomic():
+        session = _session_locked(session)
+        depth = 0
+        if parent is not None:
+            parent = _frame_locked(parent)
+            if parent.session_id != session.pk:
+                raise Invalid(
+                    "The parent frame belongs to another session.", loc=["body", "parent_frame_id"]
+                )
+            _require_open(parent, action="push a child under")
+            if parent.depth >= parent.max_subframe_depth:
+                raise Conflict(
+                    "max_depth_exceeded",
+                    f"The parent is at depth {parent.depth}, the deepest its limit of {parent.max_subframe_depth} allows.",
+                    max_subframe_depth=parent.max_subframe_depth,
+                )
+            if max_subframe_depth is None:
+                max_subframe_depth = parent.max_subframe_depth
+            elif max_subframe_depth > parent.max_subframe_depth:
+                raise Invalid(
+                    f"A child may only lower its parent's depth limit ({parent.max_subframe_depth}).",
+                    loc=["body", "budget", "max_subframe_depth"],
+                )
+            funded = _budget(parent).allocate_for_subcall(budget_total)
+            parent_status = (
+                Frame.Status.WAITING if parent.status == Frame.Status.ACTIVE else parent.status
+            )
+            Frame.objects.filter(pk=parent.pk).update(
+                subcall_allocation=funded.subcall_allocation,
+                children_count=F("children_count") + 1,
+                status=parent_status,
+            )
+            depth = parent.depth + 1
+        frame = Frame.objects.create(
+            session=session,
+            organization_id=session.organization_id,
+            parent=parent,
+            depth=depth,
+            goal=goal,
+            inputs=inputs or {},
+            budget_total=budget_total,
+            max_subframe_depth=DEFAULT_MAX_SUBFRAME_DEPTH
+            if max_subframe_depth is None
+            else max_subframe_depth,
+        )
+        event_append(
+            session=session,
+            type="frame.pushed",
+            frame=frame,
+            actor=actor,
+            payload={
+                "parent_frame_id": str(parent.pk) if parent else None,
+                "depth": depth,
+                "goal": goal,
+                "inputs": frame.inputs,
+                "budget_total": budget_total,
+                "max_subframe_depth": frame.max_subframe_depth,
+                "created_at": frame.created_at.isoformat(),
+            },
+        )
+        updates: dict[str, Any] = {"updated_at": timezone.now()}
+        if session.lifecycle_state in (Session.Lifecycle.LOADING, Session.Lifecycle.BOOTSTRAP):
+            updates["lifecycle_state"] = Session.Lifecycle.ACTIVE
+            event_append(session=session, type="session.activated", actor=actor)
+        Session.objects.filter(pk=session.pk).update(**updates)
+    return frame
+
+
+def frame_reserve(*, frame: Frame, purpose: str, amount: int, actor: str = "") -> Frame:
+    """Set ``amount`` more tokens aside for ``purpose``; InsufficientTokens if they are not there."""
+    with transaction.atomic():
+        session = _session_locked(frame.session)
+        frame = _frame_locked(frame)
+        _require_open(frame, action="reserve tokens on")
+        reserved = _budget(frame).reserve(amount)
+        reservations = dict(frame.reservations)
+        reservations[purpose] = reservations.get(purpose, 0) + amount
+        Frame.objects.filter(pk=frame.pk).update(
+            budget_reserved=reserved.reserved, reservations=reservations
+        )
+        event_append(
+            session=session,
+            type="frame.reserved",
+            frame=frame,
+            actor=actor,
+            payload={"purpose": purpose, "amount": amount},
+        )
+    frame.refresh_from_db()
+    return frame
+
+
+def usage_record(
+    *,
+    session: Session,
+    frame: Frame | None = None,
+    input_tokens: int,
+    output_tokens: int,
+    cache_creation_input_tokens: int = 0,
+    cache_read_input_tokens: int = 0,
+    model: str = "",
+    message_id: str = "",
+    actor: str = "",
+) -> Usage:
+    """Store one model call's usage; charge it to ``frame`` and the session's totals.
+
+    The frame's ``used`` rises by every token the call put in the window (full input
+    plus output); the frame's occupancy becomes this call's, and its pressure level
+    (and the session's gauge, when it is the top of the stack) moves with hysteresis.
+    """
+    counts = {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cache_creation_input_tokens": cache_creation_input_tokens,
+        "cache_read_input_tokens": cache_read_input_tokens,
+    }
+    spent = usage_tokens(**counts)
+    with transaction.atomic():
+        session = _session_locked(session)
+        if frame is not None:
+            frame = _frame_locked(frame)
+            if frame.session_id != session.pk:
+                raise Invalid("The frame belongs to another session.", loc=["body", "frame_id"])
+            _require_open(frame, action="record usage on")
+        usage = Usage.objects.create(
+            session=session,
+            frame=frame,
+            model=model or session.model,
+            message_id=message_id,
+            **counts,
+        )
+        Session.objects.filter(pk=session.pk).update(
+            input_tokens_total=F("input_tokens_total") + input_tokens,
+            output_tokens_total=F("output_tokens_total") + output_tokens,
+            cache_creation_tokens_total=F("cache_creation_tokens_total")
+            + cache_creation_input_tokens,
+            cache_read_tokens_total=F("cache_read_tokens_total") + cache_read_input_tokens,
+            api_calls_total=F("api_calls_total") + 1,
+            updated_at=timezone.now(),
+        )
+        if frame is not None:
+            frame.budget_used += spent
+            frame.last_occupancy_tokens = usage.occupancy_tokens
+            Frame.objects.filter(pk=frame.pk).update(
+                budget_used=F("budget_used") + spent, last_occupancy_tokens=usage.occupancy_tokens
+            )
+        event_append(
+            session=session,
+            type="usage.recorded",
+            frame=frame,
+            actor=actor,
+            payload={**counts, "tokens": spent, "model": usage.model, "usage_id": usage.pk},
+        )
+        if frame is not None:
+            pressure_update(session=session, frame=frame)
+    return usage
+
+
+def frame_pop(
+    *, frame: Frame, status: str, result_refs: list | None = None, actor: str = ""
+) -> Frame:
+    """Close a frame as completed or failed and settle its budget with the parent.
+
+    The parent's subcall allocation drops by the child's total and its used rises by
+    what the child used; when no other child is open, a waiting parent is active again.
+    """
+    if status not in (Frame.Status.COMPLETED, Frame.Status.FAILED, Frame.Status.CANCELLED):
+        raise Invalid("A frame pops as completed, failed or cancelled.", loc=["body", "status"])
+    with transaction.atomic():
+        session = _session_locked(frame.session)
+        frame = _frame_locked(frame)
+        _require_open(frame, action="pop")
+        if Frame.objects.filter(parent=frame, status__in=Frame.OPEN_STATUSES).exists():
+            raise Conflict(
+                "frame_has_open_children", "Pop or cancel this frame's open children first."
+            )
+        frame_close(
+            session=session, frame=frame, status=status, result_refs=result_refs, actor=actor
+        )
+    frame.refresh_from_db()
+    return frame
+
+
+def frame_close(
+    *, session: Session, frame: Frame, status: str, result_refs: list | None = None, actor: str = ""
+) -> None:
+    """Close a locked frame and settle it with its parent; call inside the caller's transaction.
+
+    Shared by a pop, a rejected suspension and the end of a session, so a frame closes
+    the same way, with the same ``frame.popped`` event, whatever closed it.
+    """
+    parent = _frame_locked(frame.parent_id) if frame.parent_id else None
+    now = timezone.now()
+    frame.status = status
+    frame.completed_at = now
+    frame.result_refs = [*frame.result_refs, *(result_refs or [])]
+    Frame.objects.filter(pk=frame.pk).update(
+        status=status, completed_at=now, result_refs=frame.result_refs
+    )
+    if parent is not None:
+        settled = _budget(parent).settle_subcall(
+            child_total=frame.budget_total, child_used=frame.budget_used
+        )
+        still_waiting = Frame.objects.filter(parent=parent, status__in=Frame.OPEN_STATUSES).exists()
+        parent_status = (
+            Frame.Status.ACTIVE
+            if parent.status == Frame.Status.WAITING and not still_waiting
+            else parent.status
+        )
+        Frame.objects.filter(pk=parent.pk).update(
+            budget_used=settled.used,
+            subcall_allocation=settled.subcall_allocation,
+            status=parent_status,
+        )
+    event_append(
+        session=session,
+        type="frame.popped",
+        frame=frame,
+        actor=actor,
+        payload={
+            "status": status,
+            "used": frame.budget_used,
+            "returned": max(0, frame.budget_total - frame.budget_used),
+            "result_refs": result_refs or [],
+            "completed_at": now.isoformat(),
+        },
+    )
+
+
+def frame_status_set(
+    *, frame: Frame, status: str, event_type: str, actor: str = "", payload: dict | None = None
+) -> Frame:
+    """Move an open frame to another open status (suspended, active) and log why."""
+    with transaction.atomic():
+        session = _session_locked(frame.session)
+        frame = _frame_locked(frame)
+        Frame.objects.filter(pk=frame.pk).update(status=status)
+        frame.status = status
+        event_append(
+            session=session,
+            type=event_type,
+            frame=frame,
+            actor=actor,
+            payload={"status": status, **(payload or {})},
+        )
+    return frame
+
+
+def handle_add(
+    *,
+    frame: Frame,
+    kind: str,
+    priority: str = ContextHandle.Priority.MEDIUM,
+    content: str = "",
+    ref: str = "",
+    category: str = "",
+    tool_call_id: str = "",
+    estimated_tokens: int | None = None,
+    actor: str = "",
+) -> ContextHandle:
+    """Add an item to a frame's context; its token count is computed here, once.
+
+    A reference without content is counted from ``estimated_tokens`` when given.
+    """
+    tokens = count_tokens(content) if content else (estimated_tokens or 0)
+    with transaction.atomic():
+        session = _session_locked(frame.session)
+        frame = _frame_locked(frame)
+        _require_open(frame, action="add a handle to")
+        handle = ContextHandle.objects.create(
+            frame=frame,
+            session=session,
+            kind=kind,
+            priority=priority,
+            category=category,
+            content=content,
+            ref=ref,
+            tool_call_id=tool_call_id,
+            estimated_tokens=tokens,
+        )
+        event_append(
+            session=session,
+            type="frame.handle_added",
+            frame=frame,
+            actor=actor,
+            payload={
+                "handle_id": str(handle.pk),
+                "kind": kind,
+                "priority": priority,
+                "tokens": tokens,
+            },
+        )
+    return handle

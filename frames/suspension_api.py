@@ -1,0 +1,59 @@
+"""Suspending a frame, learning the decision (long poll), resuming with the token."""
+
+from ninja import Query, Router
+from ninja.responses import Status
+
+from . import selectors
+from . import suspensions as services
+from .api import actor_of
+from .schemas import FrameOut, frame_out
+from .suspension_schemas import SuspendIn, SuspensionOut, SuspensionWaitQuery, suspension_out
+
+router = Router(tags=["suspensions"])
+
+
+def _approve_url(request, suspension) -> str:
+    from django.urls import reverse
+
+    return (
+        request.build_absolute_uri(reverse("suspensions:inbox")) + f"#frame-{suspension.frame_id}"
+    )
+
+
+@router.post(
+    "/frames/{frame_id}/suspend",
+    response={201: SuspensionOut},
+    summary="Suspend a frame; returns its token",
+)
+def frame_suspend(request, frame_id: str, payload: SuspendIn):
+    frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
+    suspension = services.suspension_create(
+        frame=frame,
+        reason=payload.reason,
+        requires_approval=payload.requires_approval,
+        expires_in_seconds=payload.expires_in_seconds,
+        actor=actor_of(request),
+    )
+    return Status(201, suspension_out(suspension, approve_url=_approve_url(request, suspension)))
+
+
+@router.get(
+    "/suspensions/{token}",
+    response=SuspensionOut,
+    summary="A suspension's status; with ?wait=N (≤ 30 s) waits while it is pending",
+)
+def suspension_get(request, token: str, filters: Query[SuspensionWaitQuery]):
+    suspension = services.suspension_wait(
+        organization=request.organization, token=token, wait_seconds=filters.wait
+    )
+    return suspension_out(suspension, approve_url=_approve_url(request, suspension))
+
+
+@router.post(
+    "/suspensions/{token}/resume",
+    response=FrameOut,
+    summary="Resume the suspended frame (single use)",
+)
+def suspension_resume(request, token: str):
+    suspension = services.suspension_get(organization=request.organization, token=token)
+    return frame_out(services.suspension_resume(suspension=suspension, actor=actor_of(request)))

@@ -1,0 +1,57 @@
+"""Schemas of the suspension endpoints: ``/frames/{id}/suspend`` and ``/suspensions/{token}``."""
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from ninja import Schema
+from pydantic import Field
+
+from .models import Suspension
+from .suspensions import MAX_EXPIRES_IN_SECONDS, MAX_WAIT_SECONDS, suspension_status
+
+
+class SuspendIn(Schema):
+    reason: str = Field(..., min_length=1, max_length=5_000)
+    requires_approval: bool = False
+    expires_in_seconds: int | None = Field(None, ge=1, le=MAX_EXPIRES_IN_SECONDS)
+
+
+class SuspensionWaitQuery(Schema):
+    wait: float = Field(0, ge=0, le=MAX_WAIT_SECONDS)
+
+
+class SuspensionOut(Schema):
+    token: str
+    frame_id: UUID
+    session_id: UUID
+    status: str
+    requires_approval: bool
+    reason: str
+    suspended_by: str
+    suspended_at: datetime
+    expires_at: datetime | None
+    decided_by: str | None
+    decided_at: datetime | None
+    decision_note: str
+    resumed_at: datetime | None
+    approve_url: str
+
+
+def suspension_out(suspension: Suspension, *, approve_url: str) -> dict[str, Any]:
+    return {
+        "token": suspension.token,
+        "frame_id": suspension.frame_id,
+        "session_id": suspension.session_id,
+        "status": suspension_status(suspension),
+        "requires_approval": suspension.requires_approval,
+        "reason": suspension.reason,
+        "suspended_by": suspension.suspended_by,
+        "suspended_at": suspension.suspended_at,
+        "expires_at": suspension.expires_at,
+        "decided_by": suspension.decided_by.get_username() if suspension.decided_by else None,
+        "decided_at": suspension.decided_at,
+        "decision_note": suspension.decision_note,
+        "resumed_at": suspension.resumed_at,
+        "approve_url": approve_url,
+    }

@@ -1,0 +1,501 @@
+"""Suspending frames with opaque tokens, deciding on them, resuming (seed 000 §3, §4.5).
+
+A token is ``secrets.token_urlsafe(32)`` (256 bits) and is the only handle on its
+suspension an agent gets; the event log stores its SHA-256 instead, and so does the
+dashboard, which addresses a suspension by frame and token hash so the token itself
+never appears in a page or a URL.
+
+Lock order everywhere: the session row, then the suspension row, then frames (the
+frame services lock session then frames too), so approve, reject, resume and the
+expiry job serialize per session and never deadlock with each other.
+
+Expiry leaves the frame suspended (only the token dies) and logs
+``suspension.expired``: the frame's work is not known to have failed, and the agent can
+ask for a fresh token by suspending the frame again (a suspended frame whose last
+suspension expired may be suspended anew).
+"""
+
+import hashlib
+import re
+import secrets
+import time
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from contextops.errors import Conflict, Gone, Invalid, NotFound
+
+from .events import event_append
+from .models import Frame, Session, Suspension
+
+DEFAULT_EXPIRES_IN_SECONDS = 24 * 3600
+MAX_EXPIRES_IN_SECONDS = 30 * 24 * 3600
+MAX_WAIT_SECONDS = 30
+POLL_INTERVAL_SECONDS = 0.5
+TOKEN_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+HASH_PATTERN = re.compile(r"^[0-9a-f]{64}$")
+EXPIRY_ACTOR = "system:suspension-expiry"
+
+
+def token_hash(token: str) -> str:
+    """The SHA-256 hex digest of ``token``: what the log and the dashboard show instead."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def suspension_status(suspension: Suspension, now: datetime | None = None) -> str:
+    """The status an observer should see: ``expired`` once the expiry has passed, even
+    before the periodic job has written it."""
+    return Suspension.Status.EXPIRED if suspension.is_expired(now) else suspension.status
+
+
+def user_actor(user) -> str:
+    return f"user:{user.get_username()}"
+
+
+# --- selectors -----------------------------------------------------------------------
+
+
+def suspension_get(*, organization, token: str) -> Suspension:
+    """The organization's suspension with ``token``; NotFound for unknown, malformed or
+    another organization's tokens alike."""
+    suspension = None
+    if isinstance(token, str) and TOKEN_PATTERN.match(token):
+        suspension = (
+            Suspension.objects.select_related("frame", "session", "decided_by")
+            .filter(pk=token, session__organization=organization)
+            .first()
+        )
+    if suspension is None:
+        raise NotFound("No such suspension.")
+    return suspension
+
+
+def suspension_wait(*, organization, token: str, wait_seconds: float = 0) -> Suspension:
+    """Like ``suspension_get``, but while the suspension is pending keep looking (every
+    half second, at most ``wait_seconds``, capped at 30) and return as soon as it is not."""
+    deadline = time.monotonic() + max(0.0, min(float(wait_seconds), MAX_WAIT_SECONDS))
+    while True:
+        suspension = suspension_get(organization=organization, token=token)
+        if suspension_status(suspension) != Suspension.Status.PENDING:
+            return suspension
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return suspension
+        time.sleep(min(POLL_INTERVAL_SECONDS, left))
+
+
+def suspension_for_frame(*, organization, frame_id, hashed: str) -> Suspension:
+    """The organization's suspension of ``frame_id`` whose token hashes to ``hashed``
+    (how the dashboard names one without showing its token); NotFound otherwise."""
+    if not isinstance(hashed, str) or not HASH_PATTERN.match(hashed):
+        raise NotFound("No such suspension.")
+    candidates = (
+        Suspension.objects.select_related("frame", "session", "decided_by")
+        .filter(frame_id=frame_id, session__organization=organization)
+        .order_by("-suspended_at")
+    )
+    for suspension in candidates[:200]:
+        if secrets.compare_digest(token_hash(suspension.token), hashed):
+            return suspension
+    raise NotFound("No such suspension.")
+
+
+def suspensions_pending(*, organization, limit: int = 50) -> list[Suspension]:
+    """Suspensions waiting for a person's decision, oldest first; expired ones and those
+    whose frame was closed meanwhile (an ended session) are left out."""
+    now = timezone.now()
+    rows = (
+        Suspension.objects.select_related("frame", "session", "session__agent")
+        .filter(
+            session__organization=organization,
+            status=Suspension.Status.PENDING,
+            requires_approval=True,
+            frame__status=Frame.Status.SUSPENDED,
+        )
+        .exclude(expires_at__lte=now)
+        .order_by("suspended_at", "token")
+    )
+    return list(rows[:limit])
+
+
+def suspensions_decided(*, organization, limit: int = 20) -> list[Suspension]:
+    """The organization's most recently decided suspensions, newest decision first."""
+    rows = (
+        Suspension.objects.select_related("frame", "session", "decided_by")
+        .filter(session__organization=organization, decided_at__isnull=False)
+        .order_by("-decided_at")
+    )
+    return list(rows[:limit])
+
+
+# --- services ------------------------------------------------------------------------
+
+
+def _locked(suspension: Suspension) -> tuple[Session, Suspension]:
+    """Lock the suspension's session, then the suspension; return both fresh."""
+    session = Session.objects.select_for_update().get(pk=suspension.session_id)
+    return session, Suspension.objects.select_for_update().get(pk=suspension.pk)
+
+
+def _expire_locked(
+    *,
+    session: Session,
+    suspension: Suspension,
+    frame_id,
+    actor: str,
+    now: datetime,
+    frame_closed: bool = False,
+) -> bool:
+    """Mark an open suspension expired with a conditional UPDATE and log it; True if this
+    call was the one that did. It must be overdue, or (``frame_closed``) its frame must
+    no longer be suspended, e.g. cancelled when the session ended."""
+    rows = Suspension.objects.filter(pk=suspension.pk, status__in=Suspension.OPEN_STATUSES)
+    if frame_closed:
+        rows = rows.exclude(frame__status=Frame.Status.SUSPENDED)
+    else:
+        rows = rows.filter(expires_at__lte=now)
+    changed = rows.update(status=Suspension.Status.EXPIRED)
+    if changed:
+        payload = {
+            "token_hash": token_hash(suspension.pk),
+            "expires_at": suspension.expires_at.isoformat() if suspension.expires_at else None,
+        }
+        if frame_closed:
+            payload["reason"] = "frame_closed"
+        event_append(
+            session=session,
+            type="suspension.expired",
+            frame=Frame.objects.only("pk").get(pk=frame_id),
+            actor=actor,
+            payload=payload,
+        )
+    return bool(changed)
+
+
+def _gone() -> Gone:
+    return Gone(
+        "suspension_expired",
+        "This suspension token has expired; suspend the frame again for a new one.",
+    )
+
+
+def _require_suspended(frame: Frame) -> None:
+    if frame.status != Frame.Status.SUSPENDED:
+        raise Conflict(
+            "frame_not_active",
+            f"The frame is {frame.status} now; its suspension can no longer be decided or resumed.",
+            status=frame.status,
+        )
+
+
+def suspension_create(
+    *,
+    frame: Frame,
+    reason: str,
+    requires_approval: bool = False,
+    expires_in_seconds: int | None = None,
+    actor: str = "",
+) -> Suspension:
+    """Suspend an active or waiting frame and return its new suspension (with the token).
+
+    Raises Conflict ``frame_not_active`` for closed frames and for frames that already
+    hold an open suspension; a suspended frame whose suspension expired may be
+    suspended again. Invalid when the expiry is out of bounds.
+    """
+    from .services import frame_status_set
+
+    if expires_in_seconds is None:
+        expires_in_seconds = DEFAULT_EXPIRES_IN_SECONDS
+    if not 1 <= expires_in_seconds <= MAX_EXPIRES_IN_SECONDS:
+        raise Invalid(
+            f"expires_in_seconds must be between 1 and {MAX_EXPIRES_IN_SECONDS}.",
+            loc=["body", "expires_in_seconds"],
+        )
+    if not reason.strip():
+        raise Invalid("Say why the frame is suspended.", loc=["body", "reason"])
+    with transaction.atomic():
+        session = Session.objects.select_for_update().get(pk=frame.session_id)
+        if session.lifecycle_state == Session.Lifecycle.ENDED:
+            raise Conflict("session_ended", "This session has ended; start a new one.")
+        frame = Frame.objects.select_for_update().get(pk=frame.pk)
+        open_one = Suspension.objects.filter(
+            frame=frame, status__in=Suspension.OPEN_STATUSES
+        ).first()
+        if (
+            frame.status == Frame.Status.SUSPENDED
+            and open_one is not None
+            and open_one.is_expired()
+        ):
+            _expire_locked(
+                session=session,
+                suspension=open_one,
+                frame_id=frame.pk,
+                actor=EXPIRY_ACTOR,
+                now=timezone.now(),
+            )
+            open_one = None
+        resuspend = frame.status == Frame.Status.SUSPENDED and open_one is None
+        if frame.status not in (Frame.Status.ACTIVE, Frame.Status.WAITING) and not resuspend:
+            raise Conflict(
+                "frame_not_active",
+                f"Cannot suspend a {frame.status} frame; only active or waiting frames can be suspended.",
+                status=frame.status,
+            )
+        now = timezone.now()
+        suspension = Suspension.objects.create(
+            token=secrets.token_urlsafe(32),
+            frame=frame,
+            session=session,
+            reason=reason,
+            requires_approval=requires_approval,
+            suspended_by=actor[:200],
+            suspended_at=now,
+            expires_at=now + timedelta(seconds=expires_in_seconds),
+        )
+        frame_status_set(
+            frame=frame,
+            status=Frame.Status.SUSPENDED,
+            event_type="frame.suspended",
+            actor=actor,
+            payload={
+                "token_hash": token_hash(suspension.token),
+                "reason": reason,
+                "requires_approval": requires_approval,
+                "expires_at": suspension.expires_at.isoformat(),
+            },
+        )
+    return suspension
+
+
+def _decide(
+    *, suspension: Suspension, user, status: str, note: str
+) -> tuple[Session, Suspension, Frame]:
+    """Shared part of approve and reject: lock, check still pending, record the decision.
+
+    Returns the locked session, the updated suspension and the locked frame; the caller
+    is inside a transaction. Raises Gone for an expired suspension (after marking it,
+    see the callers), Conflict ``already_decided`` when someone decided first.
+    """
+    session, locked = _locked(suspension)
+    frame = Frame.objects.select_for_update().get(pk=locked.frame_id)
+    if locked.status == Suspension.Status.EXPIRED or locked.is_expired():
+        raise _gone()  # overdue since _expire_if_overdue looked: the job will mark it
+    if locked.status != Suspension.Status.PENDING:
+        raise Conflict(
+            "already_decided", f"This suspension is already {locked.status}.", status=locked.status
+        )
+    _require_suspended(frame)
+    now = timezone.now()
+    Suspension.objects.filter(pk=locked.pk).update(
+        status=status, decided_by=user, decided_at=now, decision_note=note
+    )
+    locked.status = status
+    locked.decided_by = user
+    locked.decided_at = now
+    locked.decision_note = note
+    event_append(
+        session=session,
+        type=f"suspension.{status}",
+        frame=frame,
+        actor=user_actor(user),
+        payload={"token_hash": token_hash(locked.pk), "note": note},
+    )
+    return session, locked, frame
+
+
+def _expire_if_overdue(suspension: Suspension) -> bool:
+    """In its own transaction: mark ``suspension`` expired if it is overdue; True if it is
+    (now) expired. Runs before a decision so the mark survives the 410 that follows."""
+    with transaction.atomic():
+        session, locked = _locked(suspension)
+        if locked.status == Suspension.Status.EXPIRED:
+            return True
+        if locked.is_expired():
+            _expire_locked(
+                session=session,
+                suspension=locked,
+                frame_id=locked.frame_id,
+                actor=EXPIRY_ACTOR,
+                now=timezone.now(),
+            )
+            return True
+    return False
+
+
+def suspension_approve(*, suspension: Suspension, user, note: str = "") -> Suspension:
+    """A person approves: the agent may resume with its token from now on.
+
+    Raises Gone ``suspension_expired`` (marking it expired) when overdue, Conflict
+    ``already_decided`` when it was decided (or resumed) before.
+    """
+    if _expire_if_overdue(suspension):
+        raise _gone()
+    with transaction.atomic():
+        _, decided, _ = _decide(
+            suspension=suspension, user=user, status=Suspension.Status.APPROVED, note=note
+        )
+    return decided
+
+
+def _open_descendants(frame: Frame) -> list[Frame]:
+    """The frame's open descendants, deepest first (locked)."""
+    open_frames = list(
+        Frame.objects.select_for_update()
+        .filter(session_id=frame.session_id, status__in=Frame.OPEN_STATUSES, depth__gt=frame.depth)
+        .order_by("-depth", "created_at")
+    )
+    if not open_frames:
+        return []
+    parents = dict(Frame.objects.filter(session_id=frame.session_id).values_list("pk", "parent_id"))
+    found = []
+    for candidate in open_frames:
+        ancestor = candidate.parent_id
+        while ancestor is not None and ancestor != frame.pk:
+            ancestor = parents.get(ancestor)
+        if ancestor == frame.pk:
+            found.append(candidate)
+    return found
+
+
+def suspension_reject(*, suspension: Suspension, user, note: str) -> Suspension:
+    """A person rejects: the frame fails with the note as its reason.
+
+    The failure is an ordinary pop (status ``failed``, result ``{"rejected": note}``) so
+    the parent settles the budget exactly as it would for any failed child. Open
+    descendants of the frame are cancelled first (deepest first), their own open
+    suspensions rejected with them. Raises Invalid without a note.
+    """
+    from .services import frame_pop, frame_status_set
+
+    note = (note or "").strip()
+    if not note:
+        raise Invalid("Say why the suspension is rejected.", loc=["body", "note"])
+    if _expire_if_overdue(suspension):
+        raise _gone()
+    actor = user_actor(user)
+    with transaction.atomic():
+        _, decided, frame = _decide(
+            suspension=suspension, user=user, status=Suspension.Status.REJECTED, note=note
+        )
+        for child in _open_descendants(frame):
+            if child.status == Frame.Status.SUSPENDED:
+                Suspension.objects.filter(frame=child, status__in=Suspension.OPEN_STATUSES).update(
+                    status=Suspension.Status.REJECTED,
+                    decided_by=user,
+                    decided_at=timezone.now(),
+                    decision_note=f"An ancestor's suspension was rejected: {note}",
+                )
+                frame_status_set(
+                    frame=child,
+                    status=Frame.Status.ACTIVE,
+                    event_type="frame.updated",
+                    actor=actor,
+                    payload={"reason": "ancestor rejected"},
+                )
+            frame_pop(
+                frame=child,
+                status=Frame.Status.CANCELLED,
+                result_refs=[{"cancelled": "an ancestor's suspension was rejected"}],
+                actor=actor,
+            )
+        frame_status_set(
+            frame=frame,
+            status=Frame.Status.ACTIVE,
+            event_type="frame.updated",
+            actor=actor,
+            payload={"reason": "suspension rejected"},
+        )
+        frame_pop(
+            frame=frame, status=Frame.Status.FAILED, result_refs=[{"rejected": note}], actor=actor
+        )
+    return decided
+
+
+def suspension_resume(*, suspension: Suspension, actor: str = "") -> Frame:
+    """Use the token: the frame is active again (waiting when it still has open children).
+
+    Raises Conflict ``suspension_not_approved`` while approval is pending or after a
+    rejection, Conflict ``token_used`` the second time, Gone ``suspension_expired``
+    (marking it expired) once overdue.
+    """
+    from .services import frame_status_set
+
+    if _expire_if_overdue(suspension):
+        raise _gone()
+    with transaction.atomic():
+        session, locked = _locked(suspension)
+        if locked.status == Suspension.Status.RESUMED:
+            raise Conflict(
+                "token_used", "This suspension token has already been used to resume the frame."
+            )
+        if locked.status == Suspension.Status.EXPIRED or locked.is_expired():
+            raise _gone()
+        if locked.status == Suspension.Status.REJECTED:
+            raise Conflict(
+                "suspension_not_approved",
+                "The suspension was rejected; the frame has failed.",
+                status="rejected",
+            )
+        if locked.status == Suspension.Status.PENDING and locked.requires_approval:
+            raise Conflict(
+                "suspension_not_approved",
+                "A person has not approved this suspension yet.",
+                status="pending",
+            )
+        frame = Frame.objects.select_for_update().get(pk=locked.frame_id)
+        _require_suspended(frame)
+        still_waiting = Frame.objects.filter(parent=frame, status__in=Frame.OPEN_STATUSES).exists()
+        payload = {"token_hash": token_hash(locked.pk)}
+        if locked.decided_by_id is not None:
+            payload["approved_by"] = user_actor(locked.decided_by)
+        frame = frame_status_set(
+            frame=frame,
+            status=Frame.Status.WAITING if still_waiting else Frame.Status.ACTIVE,
+            event_type="frame.resumed",
+            actor=actor,
+            payload=payload,
+        )
+        Suspension.objects.filter(pk=locked.pk).update(
+            status=Suspension.Status.RESUMED, resumed_at=timezone.now()
+        )
+    frame.refresh_from_db()
+    return frame
+
+
+def suspensions_expire(*, now: datetime | None = None, batch: int = 500) -> int:
+    """Mark every open suspension past its expiry expired; return how many this call did.
+
+    Each is claimed with a conditional UPDATE under its session's lock, so a decision or
+    resume racing with this job either happens first (and the row no longer matches)
+    or sees the suspension expired. Frames stay suspended (see the module docstring).
+    Open suspensions whose frame was closed meanwhile (the session ended and cancelled
+    it) are expired too, so no agent waits on a token that can never be used.
+    """
+    now = now or timezone.now()
+    expired = 0
+    for frame_closed in (False, True):
+        open_rows = Suspension.objects.filter(status__in=Suspension.OPEN_STATUSES)
+        if frame_closed:
+            open_rows = open_rows.exclude(frame__status=Frame.Status.SUSPENDED)
+        else:
+            open_rows = open_rows.filter(expires_at__lte=now)
+        seen: set[str] = set()
+        while True:
+            rows = list(open_rows.exclude(pk__in=seen).order_by("suspended_at")[:batch])
+            if not rows:
+                break
+            for suspension in rows:
+                seen.add(suspension.pk)
+                with transaction.atomic():
+                    session = Session.objects.select_for_update().get(pk=suspension.session_id)
+                    if _expire_locked(
+                        session=session,
+                        suspension=suspension,
+                        frame_id=suspension.frame_id,
+                        actor=EXPIRY_ACTOR,
+                        now=now,
+                        frame_closed=frame_closed,
+                    ):
+                        expired += 1
+    return expired

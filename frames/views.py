@@ -1,0 +1,141 @@
+"""Dashboard pages for sessions and frames: list, session with its lazy frame tree, frame."""
+
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+from django.views.decorators.vary import vary_on_headers
+
+from contextops.dashboard import organization_required, render_page
+from contextops.errors import NotFound
+
+from . import selectors
+from .models import Frame, Session, Usage
+from .pressure_levels import session_pressure
+from .rlm.selectors import state_list
+
+SESSIONS_PER_PAGE = 25
+CHILDREN_PER_REQUEST = 100
+LIFECYCLE_STEPS = [
+    (value, "Active under pressure" if value == "active_pressure" else label)
+    for value, label in Session.Lifecycle.choices
+]
+
+
+def budget_segments(frame: Frame) -> list[dict]:
+    """The stacked bar's parts: used, reserved, delegated to children, available.
+
+    Widths are shares of the total; an overspent frame shows used at 100 %.
+    """
+    total = max(frame.budget_total, 1)
+    parts = [
+        ("used", "Used", frame.budget_used),
+        ("reserved", "Reserved", frame.budget_reserved),
+        ("delegated", "Delegated to children", frame.subcall_allocation),
+        ("available", "Available", frame.budget_available),
+    ]
+    segments, left = [], 100.0
+    for css, label, tokens in parts:
+        width = min(left, round(100 * tokens / total, 2))
+        left -= width
+        segments.append({"css": css, "label": label, "tokens": tokens, "width": width})
+    return segments
+
+
+def _get_or_404(getter, **kwargs):
+    from django.http import Http404
+
+    try:
+        return getter(**kwargs)
+    except NotFound as error:
+        raise Http404(str(error)) from None
+
+
+@require_GET
+@organization_required
+@vary_on_headers("HX-Request")
+def session_list(request: HttpRequest) -> HttpResponse:
+    request.nav_section = "sessions"
+    search = request.GET.get("q", "")[:200].replace("\x00", "")
+    sessions = selectors.session_list(organization=request.organization, search=search)
+    page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
+    return render_page(
+        request, "frames/session_list.html", {"page": page, "q": search}, partial="results"
+    )
+
+
+def _tree_nodes(frames: list[Frame]) -> list[dict]:
+    return [{"frame": f, "segments": budget_segments(f)} for f in frames]
+
+
+@require_GET
+@organization_required
+@vary_on_headers("HX-Request")
+def session_detail(request: HttpRequest, session_id) -> HttpResponse:
+    request.nav_section = "sessions"
+    session = _get_or_404(
+        selectors.session_get, organization=request.organization, session_id=session_id
+    )
+    roots = selectors.frame_children(frame=None, session=session, limit=CHILDREN_PER_REQUEST + 1)
+    top = selectors.session_top_frame(session)
+    context = {
+        "session": session,
+        "roots": _tree_nodes(roots[:CHILDREN_PER_REQUEST]),
+        "more_roots": len(roots) > CHILDREN_PER_REQUEST,
+        "next_offset": CHILDREN_PER_REQUEST,
+        "top": top,
+        "pressure": session_pressure(session),
+        "lifecycle_steps": LIFECYCLE_STEPS,
+        "events": selectors.event_list(
+            session=session, after=max(0, session.last_event_seq - 15), limit=15
+        ),
+        "rlm_states": state_list(organization=request.organization, session_id=str(session.pk))[
+            :20
+        ],
+    }
+    return render_page(request, "frames/session_detail.html", context, partial="tree")
+
+
+@require_GET
+@organization_required
+def frame_children(request: HttpRequest, frame_id) -> HttpResponse:
+    """The children of a frame as tree nodes, one page at a time: what "expand" loads."""
+    frame = _get_or_404(selectors.frame_get, organization=request.organization, frame_id=frame_id)
+    try:
+        offset = max(0, int(request.GET.get("offset", 0)))
+    except ValueError:
+        offset = 0
+    children = selectors.frame_children(
+        frame=frame, session=frame.session, limit=CHILDREN_PER_REQUEST + 1, offset=offset
+    )
+    context = {
+        "parent": frame,
+        "nodes": _tree_nodes(children[:CHILDREN_PER_REQUEST]),
+        "more": len(children) > CHILDREN_PER_REQUEST,
+        "next_offset": offset + CHILDREN_PER_REQUEST,
+    }
+    return render_page(request, "frames/partials/_children.html", context)
+
+
+@require_GET
+@organization_required
+@vary_on_headers("HX-Request")
+def frame_detail(request: HttpRequest, frame_id) -> HttpResponse:
+    request.nav_section = "sessions"
+    frame = _get_or_404(selectors.frame_get, organization=request.organization, frame_id=frame_id)
+    ancestry = selectors.frame_ancestry(frame)
+    children = selectors.frame_children(
+        frame=frame, session=frame.session, limit=CHILDREN_PER_REQUEST + 1
+    )
+    context = {
+        "frame": frame,
+        "session": frame.session,
+        "ancestry": ancestry[:-1],
+        "segments": budget_segments(frame),
+        "nodes": _tree_nodes(children[:CHILDREN_PER_REQUEST]),
+        "more": len(children) > CHILDREN_PER_REQUEST,
+        "next_offset": CHILDREN_PER_REQUEST,
+        "parent": frame,
+        "usage": list(Usage.objects.filter(frame=frame).order_by("-created_at", "-id")[:20]),
+        "events": selectors.event_list(session=frame.session, frame=frame, limit=50),
+    }
+    return render_page(request, "frames/frame_detail.html", context, partial="budget")

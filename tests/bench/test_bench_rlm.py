@@ -1,0 +1,157 @@
+"""RLM state at the seed's limit: variable write and read rates, checkpoint and rollback latency.
+
+A state with 1,000 variables (the seed's max_variables_per_state) of ~200-byte values.
+Writes and reads go through the Django test client (full API stack: auth, validation,
+row lock, mutation log, event). Checkpoint and rollback are timed at the service layer
+and through the API. Figures go to docs/benchmarks-rlm.md. The comparison with
+LangGraph's PostgreSQL checkpointer is in test_bench_rlm_langgraph.py.
+"""
+
+import os
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from frames.models import Session
+from frames.rlm import services
+from frames.rlm.models import RlmState
+
+VARIABLES = 1_000
+ROUNDS = 20
+DOC = Path(settings.BASE_DIR) / "docs" / "benchmarks-rlm.md"
+
+
+def _p(times: list[float]) -> tuple[float, float]:
+    times = sorted(times)
+    return statistics.median(times), times[int(0.95 * (len(times) - 1))]
+
+
+@pytest.mark.django_db
+def test_bench_rlm_state(api):
+    load = os.getloadavg()[0]
+    org = api.organization
+    session = Session.objects.create(organization=org, identity={"user_name": "Bench"})
+    api.get("/health")  # warm-up: first use of the key stamps last_used_at
+    state_id = api.post("/rlm/states", {"prompt": "bench", "session_id": str(session.id)}).json()[
+        "state_id"
+    ]
+    value = {"summary": "Some evidence text. " * 8, "score": 0.5}
+
+    started = time.perf_counter()
+    for i in range(VARIABLES - 1):
+        response = api.put(f"/rlm/states/{state_id}/variables/v{i:04d}", {"value": value})
+        assert response.status_code == 200, response.content[:300]
+    write_seconds = time.perf_counter() - started
+    writes_per_second = (VARIABLES - 1) / write_seconds
+    with CaptureQueriesContext(connection) as ctx:
+        api.put(f"/rlm/states/{state_id}/variables/v0000", {"value": value})
+    queries_per_write = len(ctx.captured_queries)
+
+    started = time.perf_counter()
+    for i in range(VARIABLES - 1):
+        response = api.get(f"/rlm/states/{state_id}/variables/v{i:04d}")
+        assert response.status_code == 200
+    read_seconds = time.perf_counter() - started
+    reads_per_second = (VARIABLES - 1) / read_seconds
+    with CaptureQueriesContext(connection) as ctx:
+        api.get(f"/rlm/states/{state_id}/variables/v0000")
+    queries_per_read = len(ctx.captured_queries)
+
+    state = RlmState.objects.get(organization=org, state_id=state_id)
+    assert state.variables.count() == VARIABLES
+
+    checkpoint_times, rollback_times, api_rollback_times = [], [], []
+    checkpoint_queries = rollback_queries = 0
+    for i in range(ROUNDS):
+        with CaptureQueriesContext(connection) as ctx:
+            started = time.perf_counter()
+            checkpoint = services.checkpoint_create(state=state, name=f"bench_{i}")
+            checkpoint_times.append((time.perf_counter() - started) * 1000)
+        checkpoint_queries = len(ctx.captured_queries)
+        services.variable_write(state=state, name=f"v{i:04d}", value="changed")
+        with CaptureQueriesContext(connection) as ctx:
+            started = time.perf_counter()
+            services.state_rollback(state=state, checkpoint_id=checkpoint.checkpoint_id)
+            rollback_times.append((time.perf_counter() - started) * 1000)
+        rollback_queries = len(ctx.captured_queries)
+        started = time.perf_counter()
+        response = api.post(
+            f"/rlm/states/{state_id}/rollback", {"checkpoint_id": checkpoint.checkpoint_id}
+        )
+        api_rollback_times.append((time.perf_counter() - started) * 1000)
+        assert response.status_code == 200
+        # keep room under the 100-checkpoint limit
+        checkpoint.delete()
+
+    health = []
+    for _ in range(ROUNDS):
+        started = time.perf_counter()
+        api.get("/health")
+        health.append((time.perf_counter() - started) * 1000)
+    h50, _h95 = _p(health)
+
+    started = time.perf_counter()
+    export = api.get(f"/rlm/states/{state_id}/export")
+    export_ms = (time.perf_counter() - started) * 1000
+    assert export.status_code == 200
+
+    c50, c95 = _p(checkpoint_times)
+    r50, r95 = _p(rollback_times)
+    a50, a95 = _p(api_rollback_times)
+    print(
+        f"\nRLM state with {VARIABLES} variables: writes {writes_per_second:.0f}/s ({queries_per_write} queries each), "
+        f"reads {reads_per_second:.0f}/s ({queries_per_read} queries each); checkpoint p50 {c50:.1f} ms p95 {c95:.1f} ms "
+        f"({checkpoint_queries} queries); rollback p50 {r50:.1f} ms p95 {r95:.1f} ms ({rollback_queries} queries); "
+        f"rollback via API p50 {a50:.1f} ms p95 {a95:.1f} ms; export {export_ms:.0f} ms"
+    )
+    engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+    lines = [
+        f"## {engine}",
+        "",
+        f"A state of {VARIABLES:,} variables",
+        "(the seed's `max_variables_per_state`), each a ~180-byte JSON object, in a session (so every write",
+        "also appends an event). Writes and reads go through the Django test client: the full API stack",
+        "(auth, validation, row lock on the state, mutation log, event, serialization). Checkpoint and rollback",
+        f"are timed at the service layer ({ROUNDS} rounds) and rollback once more through the API.",
+        "",
+        "| measure | value |",
+        "| --- | ---: |",
+        f"| variable writes (PUT, create) | {writes_per_second:,.0f} /s, {queries_per_write} queries each |",
+        f"| variable reads (GET, counted access) | {reads_per_second:,.0f} /s, {queries_per_read} queries each |",
+        f"| checkpoint of {VARIABLES:,} variables | p50 {c50:.1f} ms, p95 {c95:.1f} ms, {checkpoint_queries} queries |",
+        f"| rollback to it (service) | p50 {r50:.1f} ms, p95 {r95:.1f} ms, {rollback_queries} queries |",
+        f"| rollback through the API (includes the state body) | p50 {a50:.1f} ms, p95 {a95:.1f} ms |",
+        f"| export of the whole state (seed document) | {export_ms:.0f} ms |",
+        f"| baseline: GET /health through the same stack | p50 {h50:.1f} ms |",
+        "",
+        f"Machine: {os.cpu_count()} CPUs, 1-minute load average {load:.1f} when the run started",
+        "(other jobs share it, so absolute rates are noisy; query counts are exact).",
+        "",
+    ]
+    _write_section(engine, lines)
+
+
+def _write_section(engine: str, lines: list[str]) -> None:
+    """Replace this database's section of the document, keeping the other database's figures."""
+    sections: dict[str, str] = {}
+    if DOC.exists():
+        for chunk in DOC.read_text().split("<!-- section: ")[1:]:
+            name, _, body = chunk.partition(" -->\n")
+            sections[name] = body.rstrip() + "\n"
+    sections[engine] = "\n".join(lines)
+    header = [
+        "# Benchmarks: RLM state",
+        "",
+        "`make bench` (tests/bench/test_bench_rlm.py); one section per database it last ran on.",
+        "",
+        "Not measured: the comparison with LangGraph's PostgreSQL checkpointer asked for in issue 6; it",
+        "needs `langgraph-checkpoint-postgres`, which is not in requirements.lock.",
+        "",
+    ]
+    body = [f"<!-- section: {name} -->\n{text}" for name, text in sorted(sections.items())]
+    DOC.write_text("\n".join(header) + "\n" + "\n".join(body))

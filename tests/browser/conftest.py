@@ -1,0 +1,98 @@
+"""A real Chromium, driven by Playwright, against the live server and a real worker.
+
+The browser is Debian's /usr/bin/chromium (``playwright install`` cannot download one
+here). Screenshots of each main page are written to ``$CONTEXTOPS_ARTIFACTS/screenshots``
+(CI keeps that folder) and, with ``CONTEXTOPS_SCREENSHOTS_DIR`` set, there as well.
+"""
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# Playwright's sync API runs an event loop on the test thread; the ORM calls the tests
+# make between browser steps are still plain synchronous code.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+CHROMIUM = os.environ.get("CONTEXTOPS_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+PASSWORD = "browser-pass-1"
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/browser/" in str(item.fspath):
+            item.add_marker(pytest.mark.browser)
+            item.add_marker(pytest.mark.xdist_group("browser"))
+
+
+@pytest.fixture(scope="package")
+def browser() -> Iterator:
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(
+            f"Chromium not found at {CHROMIUM}: install it with `apt-get install -y chromium`"
+        )
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, live_server) -> Iterator:
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1366, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.console_errors = errors
+    yield page
+    context.close()
+
+
+def login(page, username: str) -> None:
+    page.goto("/accounts/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(lambda url: "/accounts/login/" not in url)
+
+
+@pytest.fixture
+def person(make_user):
+    """An approver of Acme who is logged in through the real login form by ``logged_in``."""
+    return make_user(username="ada", approver=True, admin=True, password=PASSWORD)
+
+
+@pytest.fixture
+def logged_in(page, person):
+    login(page, person.username)
+    return page
+
+
+def screenshot(page, name: str) -> Path:
+    """Save a full-page screenshot as ``name``.png in the artifacts folder (and the docs folder when asked)."""
+    out = Path(os.environ.get("CONTEXTOPS_ARTIFACTS", "artifacts")) / "screenshots"
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    docs = os.environ.get("CONTEXTOPS_SCREENSHOTS_DIR")
+    if docs:
+        Path(docs).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(docs) / path.name)
+    return path

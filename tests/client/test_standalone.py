@@ -1,0 +1,45 @@
+"""The client installs without the server: only httpx, anthropic and the standard library."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+CLIENT = Path(__file__).resolve().parents[2] / "contextops" / "client"
+ALLOWED = {"httpx", "anthropic"} | set(sys.stdlib_module_names)
+
+
+def test_it_imports_only_httpx_anthropic_and_the_standard_library():
+    for path in CLIENT.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            else:
+                continue
+            for name in names:
+                assert name.split(".")[0] in ALLOWED, f"{path.name} imports {name}"
+
+
+def test_it_loads_and_works_with_django_and_celery_blocked():
+    code = f"""
+import importlib.abc, sys, types
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in {{"django", "celery", "kombu", "ninja"}}:
+            raise ImportError("blocked: " + name)
+sys.meta_path.insert(0, Block())
+package = types.ModuleType("contextops")  # the client alone, without the server's __init__
+package.__path__ = [{str(CLIENT.parent)!r}]
+sys.modules["contextops"] = package
+from contextops.client import Client, AsyncClient, InsufficientTokens
+from contextops.client.anthropic import wrap
+ops = Client("http://127.0.0.1:9", "key", retries=0)
+print(ops.absolute_url("/sessions/x/"))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "http://127.0.0.1:9/sessions/x/"

@@ -1,0 +1,203 @@
+"""Shared fixtures: organizations, agents with keys, an API client, dashboard users, a worker."""
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.test import Client
+
+from contextops.tenancy import api_key_create, user_create
+
+IS_POSTGRES = settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+IS_REDIS = settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://"))
+
+postgres_only = pytest.mark.skipif(
+    not IS_POSTGRES,
+    reason="needs PostgreSQL: row locks and truly parallel transactions (set DATABASE_URL)",
+)
+
+
+@dataclass
+class ApiClient:
+    """The JSON API as an agent sees it: paths relative to /api/v1, bearer key attached."""
+
+    key: str
+    client: Client = field(default_factory=Client)
+    organization: Any = None
+    agent: Any = None
+
+    def _call(self, method: str, path: str, body: Any = None, **extra):
+        kwargs: dict[str, Any] = {"HTTP_AUTHORIZATION": f"Bearer {self.key}"} if self.key else {}
+        kwargs.update(extra)
+        url = "/api/v1" + path
+        if body is not None:
+            return getattr(self.client, method)(
+                url, data=json.dumps(body), content_type="application/json", **kwargs
+            )
+        return getattr(self.client, method)(url, **kwargs)
+
+    def get(self, path: str, params: dict | None = None, **extra):
+        kwargs: dict[str, Any] = {"HTTP_AUTHORIZATION": f"Bearer {self.key}"} if self.key else {}
+        kwargs.update(extra)
+        return self.client.get("/api/v1" + path, data=params or {}, **kwargs)
+
+    def post(self, path: str, body: Any = None, **extra):
+        return self._call("post", path, body if body is not None else {}, **extra)
+
+    def put(self, path: str, body: Any = None, **extra):
+        return self._call("put", path, body if body is not None else {}, **extra)
+
+    def delete(self, path: str, **extra):
+        return self._call("delete", path, **extra)
+
+
+@pytest.fixture
+def make_api(db):
+    """Factory: an ApiClient for a new key of ``agent`` in ``org`` with ``authority``."""
+
+    def make(
+        org: str = "Acme",
+        agent: str = "researcher",
+        authority: str = "employee",
+        department: str = "",
+    ) -> ApiClient:
+        key, raw = api_key_create(
+            org_name=org, agent_name=agent, authority=authority, department=department
+        )
+        return ApiClient(key=raw, organization=key.agent.organization, agent=key.agent)
+
+    return make
+
+
+@pytest.fixture
+def api(make_api) -> ApiClient:
+    return make_api()
+
+
+@pytest.fixture
+def other_api(make_api) -> ApiClient:
+    """An agent of another organization: everything of Acme must answer 404 to it."""
+    return make_api(org="Globex", agent="intruder", authority="admin")
+
+
+@pytest.fixture
+def make_user(db):
+    def make(
+        username: str = "ada",
+        org: str = "Acme",
+        approver: bool = False,
+        admin: bool = False,
+        password: str = "pw-for-tests-1",
+    ):
+        return user_create(
+            org_name=org, username=username, password=password, approver=approver, admin=admin
+        )
+
+    return make
+
+
+@pytest.fixture
+def member_client(make_user) -> Client:
+    """A logged-in dashboard client for a plain member of Acme."""
+    client = Client()
+    client.force_login(make_user())
+    return client
+
+
+@pytest.fixture
+def approver_client(make_user) -> Client:
+    client = Client()
+    client.force_login(make_user(username="grace", approver=True))
+    return client
+
+
+@pytest.fixture
+def celery_worker(transactional_db) -> Iterator[Any]:
+    """A real Celery worker in this process, consuming from the suite's broker.
+
+    The broker is Redis when REDIS_URL is set (CI) and kombu's in-memory transport
+    otherwise. Jobs run on their own thread against the same database the test uses.
+    """
+    from celery.contrib.testing.worker import start_worker
+
+    from contextops.celery import app
+
+    with start_worker(
+        app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=30
+    ) as worker:
+        yield worker
+
+
+@pytest.fixture
+def start_session(api):
+    """POST /sessions for ``api`` (or ``client``) and return its JSON."""
+
+    def start(client=None, **body):
+        body.setdefault("identity", {"user_name": "Ada", "user_id": "u-1", "authority": "employee"})
+        response = (client or api).post("/sessions", body)
+        assert response.status_code == 201, response.content
+        return response.json()
+
+    return start
+
+
+@pytest.fixture
+def push(api):
+    """POST /sessions/{id}/frames; returns the response (status not checked)."""
+
+    def push(session_id, total, parent=None, goal="Work", client=None, **budget):
+        body = {"goal": goal, "budget": {"total": total, **budget}}
+        if parent is not None:
+            body["parent_frame_id"] = parent
+        return (client or api).post(f"/sessions/{session_id}/frames", body)
+
+    return push
+
+
+@pytest.fixture
+def push_ok(push):
+    """POST /sessions/{id}/frames; asserts 201 and returns the frame."""
+
+    def push_ok(*args, **kwargs):
+        response = push(*args, **kwargs)
+        assert response.status_code == 201, response.content
+        return response.json()
+
+    return push_ok
+
+
+@pytest.fixture
+def suspend(api):
+    """POST /frames/{id}/suspend; returns the response (status not checked)."""
+
+    def suspend(frame_id, reason="Waiting for a person", client=None, **body):
+        return (client or api).post(f"/frames/{frame_id}/suspend", {"reason": reason, **body})
+
+    return suspend
+
+
+@pytest.fixture
+def suspend_ok(suspend):
+    def suspend_ok(*args, **kwargs):
+        response = suspend(*args, **kwargs)
+        assert response.status_code == 201, response.content
+        return response.json()
+
+    return suspend_ok
+
+
+@pytest.fixture
+def queued_jobs():
+    """How many jobs wait in this test process's queue on the broker (no worker consumes it)."""
+    from contextops.celery import app
+
+    def count() -> int:
+        with app.connection_for_write() as conn:
+            return conn.default_channel.queue_declare(
+                queue=app.conf.task_default_queue, passive=False
+            ).message_count
+
+    return count

@@ -1,0 +1,206 @@
+"""POST /sessions/{id}/context-pack and the stored records."""
+
+from dataclasses import dataclass
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from frames import context_pack
+from frames.models import ContextPackRecord
+
+
+@dataclass
+class StubFact:
+    """What the facts selector returns, for tests that only need facts to be there."""
+
+    pk: int
+    key: str
+    value: str
+    tokens: int
+    is_constraint: bool = False
+    source: str = "user"
+    scope: str = "global"
+
+
+@pytest.fixture
+def stub_facts(monkeypatch):
+    facts: list[StubFact] = []
+
+    def facts_for_context(*, organization, session=None, scope_ids=(), query="", limit=50):
+        return facts[:limit]
+
+    monkeypatch.setattr(context_pack, "facts_for_context", facts_for_context)
+    return facts
+
+
+def test_it_assembles_a_pack_within_the_budget(api, session, frame, make_frame, make_handle):
+    child = make_frame(session, parent=frame, goal="Read the contract")
+    system = make_handle(
+        child, "You are careful.", tokens=5, kind="system_prompt", priority="critical"
+    )
+    doc = make_handle(child, "The contract says 30 days.", tokens=8)
+    response = api.post(f"/sessions/{session.id}/context-pack", {"budget_tokens": 1000})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    summary = body["token_summary"]
+    assert summary["budget"] == 1000
+    assert summary["used"] <= 1000
+    assert sum(summary["breakdown"].values()) == summary["used"]
+    assert summary["remaining"] == 1000 - summary["used"]
+    assert summary["compaction_level"] == "none"
+    assert "Ada" in body["brief_context"] and "Europe/Paris" in body["brief_context"]
+    assert [b["goal"] for b in body["breadcrumbs"]] == ["Investigate", "Read the contract"]
+    assert [s["handle_id"] for s in body["segments"]] == [str(system.id), str(doc.id)]
+    assert body["segments"][1]["content"] == "The contract says 30 days."
+    record = ContextPackRecord.objects.get(pk=body["id"])
+    assert (record.used, record.level, record.frame_id) == (summary["used"], "none", child.id)
+
+
+@pytest.mark.parametrize("budget", [0, 1, 499])
+def test_it_refuses_a_budget_under_500(api, session, frame, budget):
+    response = api.post(f"/sessions/{session.id}/context-pack", {"budget_tokens": budget})
+    assert response.status_code == 422
+    assert response.json()["error"] == "budget_too_small"
+    assert not ContextPackRecord.objects.exists()
+
+
+def test_it_answers_422_for_bad_input(api, session):
+    assert (
+        api.post(f"/sessions/{session.id}/context-pack", {"budget_tokens": "lots"}).status_code
+        == 422
+    )
+    assert (
+        api.post(
+            f"/sessions/{session.id}/context-pack", {"budget_tokens": 900, "min_compaction": "max"}
+        ).status_code
+        == 422
+    )
+    assert (
+        api.post(
+            f"/sessions/{session.id}/context-pack", {"budget_tokens": 900, "query": "x" * 2001}
+        ).status_code
+        == 422
+    )
+
+
+def test_it_forces_includes_leaves_out_excludes_and_always_keeps_critical(
+    api, session, frame, make_handle
+):
+    critical = make_handle(frame, "system", tokens=50, priority="critical")
+    forced = make_handle(frame, "forced " * 200, tokens=300, priority="background")
+    excluded = make_handle(frame, "excluded", tokens=10, priority="high")
+    filler = [make_handle(frame, "filler " * 300, tokens=400, priority="low") for _ in range(5)]
+    cold = make_handle(frame, "cold", tokens=5, state="cold")
+    offline = make_handle(frame, "offline", tokens=5, state="offline", priority="critical")
+    response = api.post(
+        f"/sessions/{session.id}/context-pack",
+        {
+            "budget_tokens": 900,
+            "include_handles": [str(forced.id)],
+            "exclude_handles": [str(excluded.id)],
+        },
+    )
+    body = response.json()
+    segment_ids = [s["handle_id"] for s in body["segments"]]
+    assert str(critical.id) in segment_ids and str(forced.id) in segment_ids
+    assert str(excluded.id) not in segment_ids and str(cold.id) not in segment_ids
+    assert str(offline.id) not in segment_ids
+    reasons = {d["id"]: (d["reason"], d["level"]) for d in body["dropped"]}
+    assert reasons[str(excluded.id)][0] == "excluded"
+    assert reasons[str(cold.id)][0] == "cold"
+    assert reasons[str(offline.id)][0] == "offline"
+    assert reasons[str(filler[0].id)] == ("low_priority", "aggressive")
+    assert body["token_summary"]["compaction_level"] == "aggressive"
+    assert body["token_summary"]["used"] <= 900
+
+
+def test_it_starts_at_min_compaction_and_uses_stored_summaries(api, session, frame, make_handle):
+    handle = make_handle(frame, "long text " * 100, tokens=250, summary="Short.", summary_tokens=2)
+    body = api.post(
+        f"/sessions/{session.id}/context-pack",
+        {"budget_tokens": 5000, "min_compaction": "aggressive"},
+    ).json()
+    assert body["token_summary"]["compaction_level"] == "aggressive"
+    assert body["segments"] == [
+        {
+            "handle_id": str(handle.id),
+            "kind": "document",
+            "priority": "medium",
+            "state": "loaded",
+            "form": "summary",
+            "content": "Short.",
+            "tokens": 2,
+        }
+    ]
+
+
+def test_it_packs_facts_constraints_first_within_the_budget(api, session, frame, stub_facts):
+    stub_facts.append(
+        StubFact(1, "policy.discount", "max 15%", 6, is_constraint=True, source="policy")
+    )
+    stub_facts.extend(StubFact(i, f"note.{i}", "n " * 50, 60) for i in range(2, 40))
+    body = api.post(
+        f"/sessions/{session.id}/context-pack", {"budget_tokens": 800, "query": "discount"}
+    ).json()
+    assert body["facts"][0]["key"] == "policy.discount"
+    assert body["facts"][0]["is_constraint"] is True
+    assert body["token_summary"]["breakdown"]["facts"] == sum(f["tokens"] for f in body["facts"])
+    assert body["token_summary"]["used"] <= 800
+    assert any(d["section"] == "facts" and d["reason"] == "over_budget" for d in body["dropped"])
+
+
+def test_it_uses_as_many_queries_at_two_data_sizes(api, session, frame, make_handle, stub_facts):
+    def assemble_queries():
+        with CaptureQueriesContext(connection) as ctx:
+            assert (
+                api.post(
+                    f"/sessions/{session.id}/context-pack", {"budget_tokens": 4000}
+                ).status_code
+                == 200
+            )
+        return len(ctx.captured_queries)
+
+    make_handle(frame, tokens=10)
+    stub_facts.append(StubFact(1, "a", "b", 3))
+    assemble_queries()  # the first call of a key also stamps its last use
+    small = assemble_queries()
+    for i in range(200):
+        make_handle(frame, f"handle {i}", tokens=30, priority=["high", "medium", "low"][i % 3])
+    stub_facts.extend(StubFact(i, f"k{i}", "v", 5) for i in range(2, 400))
+    assert assemble_queries() == small
+
+
+def test_it_lists_recent_packs_with_what_was_dropped(api, session, frame, make_handle):
+    make_handle(frame, "x " * 2000, tokens=1000, priority="low")
+    api.post(f"/sessions/{session.id}/context-pack", {"budget_tokens": 600})
+    api.post(f"/sessions/{session.id}/context-pack", {"budget_tokens": 5000})
+    response = api.get(f"/sessions/{session.id}/context-packs", {"limit": 5})
+    assert response.status_code == 200
+    packs = response.json()
+    assert [p["budget"] for p in packs] == [5000, 600]
+    assert packs[1]["dropped"][0]["reason"] == "low_priority"
+    assert packs[1]["level"] == "aggressive"
+
+
+def test_it_hides_another_organizations_session(other_api, session, frame):
+    assert (
+        other_api.post(f"/sessions/{session.id}/context-pack", {"budget_tokens": 1000}).status_code
+        == 404
+    )
+    assert other_api.get(f"/sessions/{session.id}/context-packs").status_code == 404
+
+
+def test_it_refuses_a_frame_of_another_session(api, session, make_session, make_frame):
+    elsewhere = make_frame(make_session())
+    response = api.post(
+        f"/sessions/{session.id}/context-pack",
+        {"budget_tokens": 1000, "frame_id": str(elsewhere.id)},
+    )
+    assert response.status_code == 404
+
+
+def test_it_packs_a_session_without_frames(api, session):
+    body = api.post(f"/sessions/{session.id}/context-pack", {"budget_tokens": 500}).json()
+    assert body["frame_id"] is None and body["segments"] == [] and body["breadcrumbs"] == []
+    assert body["token_summary"]["used"] == body["token_summary"]["breakdown"]["brief_context"]

@@ -1,0 +1,218 @@
+"""The pure packer: levels in order, priorities, forced and excluded items, the budget."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from frames import packing
+from frames.packing import Breadcrumb, FactItem, PackInput, Segment, WorkingItem, pack
+
+
+def seg(i, tokens=100, priority="medium", **kw):
+    kw.setdefault("content", "word " * tokens)
+    return Segment(
+        id=f"h{i}",
+        kind="document",
+        priority=priority,
+        state=kw.pop("state", "loaded"),
+        tokens=tokens,
+        order=i,
+        **kw,
+    )
+
+
+CRUMBS = [
+    Breadcrumb("root", "Root goal", "waiting", 0),
+    Breadcrumb("mid", "Middle", "waiting", 1),
+    Breadcrumb("leaf", "Leaf", "active", 2),
+]
+
+
+def data(segments, budget=2000, **kw):
+    return PackInput(
+        budget=budget,
+        brief_context="User: Ada; authority: employee",
+        breadcrumbs=CRUMBS,
+        segments=segments,
+        **kw,
+    )
+
+
+def ids(items):
+    return [i.id for i in items]
+
+
+def test_it_refuses_a_budget_under_500():
+    with pytest.raises(packing.BudgetTooSmall):
+        pack(data([], budget=499))
+    assert pack(data([], budget=500)).used <= 500
+
+
+def test_it_keeps_everything_at_level_none_when_it_fits():
+    result = pack(data([seg(0), seg(1, priority="low")]))
+    assert result.level == "none"
+    assert ids(result.segments) == ["h0", "h1"]
+    assert all(i.form == "full" for i in result.segments)
+    assert result.dropped == []
+
+
+def test_it_trims_whitespace_at_the_light_level():
+    spaced = Segment(
+        id="h0",
+        kind="document",
+        priority="medium",
+        state="loaded",
+        content="a" + " " * 3000 + "b",
+        tokens=1995,
+        order=0,
+    )
+    result = pack(data([spaced]))
+    assert result.level == "light"
+    assert result.segments[0].text == "a b"
+    assert result.segments[0].form == "trimmed"
+    assert result.used <= 2000
+
+
+def test_it_uses_stored_summaries_of_older_segments_at_moderate():
+    old = [seg(i, tokens=150, summary=f"summary {i}", summary_tokens=5) for i in range(14)]
+    result = pack(data(old, budget=2000))
+    assert result.level == "moderate"
+    forms = {i.id: i.form for i in result.segments}
+    assert forms["h0"] == "summary" and forms["h3"] == "summary"
+    assert forms["h13"] != "summary" and forms["h4"] != "summary"
+
+
+def test_it_drops_low_and_background_at_aggressive_unless_forced():
+    segments = [
+        seg(0, 700, "high"),
+        seg(1, 700, "low"),
+        seg(2, 700, "background"),
+        seg(3, 300, "low", forced=True),
+    ]
+    result = pack(data(segments, budget=1500))
+    assert result.level == "aggressive"
+    assert ids(result.segments) == ["h3", "h0"]  # forced first, then by priority
+    dropped = {(d.id, d.reason, d.level) for d in result.dropped}
+    assert ("h1", "low_priority", "aggressive") in dropped
+    assert ("h2", "low_priority", "aggressive") in dropped
+
+
+def test_it_keeps_only_critical_and_forced_at_critical():
+    segments = [
+        seg(0, 300, "critical"),
+        seg(1, 900, "high"),
+        seg(2, 900, "medium"),
+        seg(3, 100, "medium", forced=True),
+    ]
+    facts = [
+        FactItem("f1", "policy", "max 15%", 10, is_constraint=True),
+        FactItem("f2", "note", "x", 10),
+    ]
+    result = pack(
+        data(segments, budget=1000, facts=facts, working_set=[WorkingItem("w", "w: 1", 5)])
+    )
+    assert result.level == "critical"
+    assert set(ids(result.segments)) == {"h0", "h3"}
+    assert ids(result.facts) == ["f1"]
+    assert result.working_set == []
+    assert ids(result.breadcrumbs) == ["root", "leaf"]
+    reasons = {d.id: d.reason for d in result.dropped}
+    assert reasons["h1"] == reasons["h2"] == "not_critical"
+    assert reasons["mid"] == "not_essential"
+
+
+def test_it_cuts_critical_content_rather_than_exceed_the_budget():
+    result = pack(data([seg(0, 5000, "critical"), seg(1, 3000, "critical")], budget=800))
+    assert result.level == "critical"
+    assert result.used <= 800
+    assert {"h0", "h1"} & set(ids(result.segments))
+    assert any(i.form == "truncated" for i in result.segments)
+
+
+def test_it_starts_at_min_compaction():
+    result = pack(data([seg(0, 10, "low")], min_compaction="aggressive"))
+    assert result.level == "aggressive"
+    assert result.segments == []
+
+
+def test_it_reports_skipped_handles_as_dropped():
+    result = pack(data([seg(0)], skipped=[("hx", "excluded"), ("hy", "offline")]))
+    assert {(d.id, d.reason) for d in result.dropped} == {("hx", "excluded"), ("hy", "offline")}
+
+
+def test_it_puts_constraint_facts_before_other_facts_and_caps_facts_at_the_share():
+    facts = [FactItem(f"f{i}", f"k{i}", "v", 100) for i in range(30)] + [
+        FactItem("c", "policy", "max", 50, is_constraint=True)
+    ]
+    result = pack(data([], budget=2000, facts=facts, working_set=[WorkingItem("w", "w: v", 400)]))
+    assert result.facts[0].id == "c"
+    assert result.working_set and result.working_set[0].id == "w"
+    assert any(d.reason == "over_budget" and d.section == "facts" for d in result.dropped)
+    assert result.used <= 2000
+
+
+LEVEL = st.sampled_from(packing.LEVELS)
+PRIORITY = st.sampled_from(list(packing.PRIORITY_SCORE))
+STATE = st.sampled_from(["loaded", "hot", "indexed", "cold"])
+
+
+@st.composite
+def segments(draw):
+    n = draw(st.integers(0, 40))
+    out = []
+    for i in range(n):
+        tokens = draw(st.integers(0, 6000))
+        summary_tokens = draw(st.integers(0, 400))
+        text = draw(st.text(max_size=300))
+        out.append(
+            Segment(
+                id=f"h{i}",
+                kind="document",
+                priority=draw(PRIORITY),
+                state=draw(STATE),
+                content=text,
+                tokens=tokens,
+                summary=draw(st.sampled_from(["", "a short summary."])),
+                summary_tokens=summary_tokens,
+                order=i,
+                forced=draw(st.booleans()),
+            )
+        )
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    budget=st.integers(500, 50_000),
+    segs=segments(),
+    facts=st.lists(st.tuples(st.integers(0, 3000), st.booleans()), max_size=40),
+    working=st.lists(st.integers(0, 2000), max_size=10),
+    brief=st.text(max_size=3000),
+    goals=st.lists(st.text(max_size=400), max_size=8),
+    level=LEVEL,
+)
+def test_it_never_exceeds_the_budget_and_its_breakdown_adds_up(
+    budget, segs, facts, working, brief, goals, level
+):
+    result = pack(
+        PackInput(
+            budget=budget,
+            brief_context=brief,
+            breadcrumbs=[Breadcrumb(f"fr{i}", g, "active", i) for i, g in enumerate(goals)],
+            segments=segs,
+            facts=[
+                FactItem(f"f{i}", f"k{i}", "value", t, is_constraint=c)
+                for i, (t, c) in enumerate(facts)
+            ],
+            working_set=[WorkingItem(f"w{i}", "w", t) for i, t in enumerate(working)],
+            min_compaction=level,
+        )
+    )
+    assert 0 <= result.used <= budget
+    assert sum(result.breakdown.values()) == result.used
+    assert result.remaining == budget - result.used
+    assert packing.level_index(result.level) >= packing.level_index(level)
+    in_pack = set(ids(result.segments))
+    for s in segs:
+        if s.priority == "critical" and result.level != "critical":
+            assert s.id in in_pack  # critical is always in unless the budget forced a cut

@@ -1,0 +1,84 @@
+"""Dashboard fragments: pressure gauge, pack preview, handles with page in/out."""
+
+import pytest
+from django.test import Client
+
+from frames.models import ContextPackRecord, Frame
+
+
+def test_it_shows_the_pressure_gauge_that_refreshes_itself(member_client, session, frame):
+    Frame.objects.filter(pk=frame.pk).update(last_occupancy_tokens=7_200, pressure_level="high")
+    response = member_client.get(f"/sessions/{session.id}/pressure/", HTTP_HX_REQUEST="true")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'hx-trigger="every 3s"' in html
+    assert "72.0%" in html and "HIGH" in html and "gauge-fill high" in html
+    assert "until below 65%" in html and "rises at above 85%" in html
+    assert "Page out resources" in html
+    assert "<html" not in html
+
+
+def test_it_previews_a_pack_at_the_budget_of_the_slider(member_client, session, frame, make_handle):
+    make_handle(frame, "x " * 3000, tokens=1500, priority="low")
+    make_handle(frame, "system", tokens=3, priority="critical")
+    response = member_client.get(
+        f"/sessions/{session.id}/context-preview/", {"budget": 800}, HTTP_HX_REQUEST="true"
+    )
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert 'type="range"' in html and 'hx-trigger="change, submit"' in html
+    assert "aggressive" in html and "low_priority" in html
+    assert "Segments (handles)" in html
+    assert ContextPackRecord.objects.filter(session=session, budget=800).exists()
+
+
+def test_it_explains_a_budget_that_is_too_small(member_client, session):
+    html = member_client.get(
+        f"/sessions/{session.id}/context-preview/", {"budget": 100}
+    ).content.decode()
+    assert "at least 500 tokens" in html
+    html = member_client.get(
+        f"/sessions/{session.id}/context-preview/", {"budget": "x"}
+    ).content.decode()
+    assert "whole number" in html
+
+
+def test_it_lists_handles_with_page_buttons_and_pages_them(
+    member_client, frame, make_handle, queued_jobs
+):
+    loaded = make_handle(frame, tokens=5)
+    indexed = make_handle(frame, tokens=5, state="indexed", summary="s.", summary_tokens=1)
+    html = member_client.get(f"/frames/{frame.id}/handles/").content.decode()
+    assert f'hx-post="/handles/{loaded.id}/page-out/"' in html
+    assert f'hx-post="/handles/{indexed.id}/page-in/"' in html
+    assert "csrfmiddlewaretoken" in html
+    response = member_client.post(f"/handles/{indexed.id}/page-in/", HTTP_HX_REQUEST="true")
+    assert response.status_code == 200
+    indexed.refresh_from_db()
+    assert indexed.state == "loaded"
+    assert f'hx-post="/handles/{indexed.id}/page-out/"' in response.content.decode()
+    before = queued_jobs()
+    member_client.post(f"/handles/{loaded.id}/page-out/", HTTP_HX_REQUEST="true")
+    assert queued_jobs() == before + 1  # the page-out job reached the broker
+    response = member_client.post(f"/handles/{indexed.id}/page-in/", HTTP_HX_REQUEST="true")
+    assert "cannot become loaded" in response.content.decode()
+
+
+def test_it_redirects_a_plain_post_back_to_the_handles(member_client, frame, make_handle):
+    handle = make_handle(frame, state="cold")
+    response = member_client.post(f"/handles/{handle.id}/page-in/")
+    assert response.status_code == 302
+    assert response["Location"] == f"/frames/{frame.id}/handles/"
+
+
+@pytest.mark.parametrize(
+    "path", ["/sessions/{s}/pressure/", "/sessions/{s}/context-preview/", "/frames/{f}/handles/"]
+)
+def test_it_hides_another_organizations_fragments(make_user, session, frame, path):
+    client = Client()
+    client.force_login(make_user(username="eve", org="Globex"))
+    assert client.get(path.format(s=session.id, f=frame.id)).status_code == 404
+
+
+def test_it_requires_a_login(client, session):
+    assert client.get(f"/sessions/{session.id}/pressure/").status_code == 302

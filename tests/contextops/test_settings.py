@@ -1,0 +1,47 @@
+"""Production settings pass Django's deployment checklist; the default install needs no server."""
+
+import os
+import secrets
+import subprocess
+import sys
+
+from django.conf import settings
+
+
+def _clean_environ() -> dict:
+    # The browser tests allow async-unsafe ORM calls in this process; a server never would.
+    return {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+
+
+def _manage(*args, **env):
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=settings.BASE_DIR,
+        env={**_clean_environ(), "DJANGO_SETTINGS_MODULE": "contextops.settings", **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_check_deploy_reports_nothing_with_production_values(tmp_path):
+    result = _manage(
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        DEBUG="0",
+        SECRET_KEY=secrets.token_urlsafe(60),
+        ALLOWED_HOSTS="ops.example.com",
+        CONTEXTOPS_VAR_DIR=str(tmp_path),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_check_deploy_flags_a_debug_server(tmp_path):
+    result = _manage(
+        "check", "--deploy", "--fail-level", "WARNING", DEBUG="1", CONTEXTOPS_VAR_DIR=str(tmp_path)
+    )
+    assert result.returncode != 0
+    assert "DEBUG" in result.stdout + result.stderr

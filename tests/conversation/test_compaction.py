@@ -1,0 +1,224 @@
+"""Compaction runs: the API, the service the job calls, idempotency, the summary handle, revert."""
+
+import pytest
+
+from contextops.llm import CONTINUATION_MESSAGE, AnthropicSummarizer, ExtractiveSummarizer
+from frames.conversation.models import CompactionRun, Summary, Turn
+from frames.conversation.services import compaction_execute
+from frames.conversation.tasks import compaction_run
+from frames.models import ContextHandle
+from tests.fakes.anthropic_server import AnthropicFakeServer, Reply
+
+from .conftest import assistant, text, tool_use, user
+
+
+def conversation(api, session, count, anchors=()):
+    """``count`` turns; the turns at ``anchors`` edit a file and see the tests pass."""
+    for i in range(count):
+        messages = [
+            user(f"Step {i}: please work on part {i} of the feature " + "with some detail " * 20)
+        ]
+        if i in anchors:
+            messages += [
+                assistant(
+                    tool_use(f"e{i}", "Edit", file_path=f"part{i}.py"),
+                    tool_use(f"t{i}", "Bash", command="pytest"),
+                ),
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": f"e{i}", "content": "edited"},
+                        {"type": "tool_result", "tool_use_id": f"t{i}", "content": "12 tests pass"},
+                    ],
+                },
+            ]
+        messages.append(assistant(text(f"Done with part {i}. " + "Explanation. " * 30)))
+        response = api.post(f"/sessions/{session.id}/messages", {"messages": messages})
+        assert response.status_code == 200, response.content
+
+
+@pytest.fixture
+def queued(api, session, django_capture_on_commit_callbacks):
+    def make(**body):
+        with django_capture_on_commit_callbacks(execute=False) as callbacks:
+            response = api.post(f"/sessions/{session.id}/compactions", body)
+        assert response.status_code == 202, response.content
+        assert len(callbacks) == 1
+        return response.json()["id"]
+
+    return make
+
+
+def test_it_answers_202_and_queues_after_commit(api, session, queued):
+    conversation(api, session, 2)
+    run_id = queued()
+    body = api.get(f"/compactions/{run_id}").json()
+    assert body["status"] == "queued" and body["strategy"] == "anchor_point"
+    for key in (
+        "id",
+        "status",
+        "strategy",
+        "level",
+        "original_tokens",
+        "final_tokens",
+        "items_removed",
+        "items_summarized",
+        "compression_ratio",
+        "summary",
+        "warning",
+    ):
+        assert key in body
+
+
+def test_anchor_point_compaction_summarizes_before_the_latest_older_anchor(api, session, queued):
+    conversation(api, session, 10, anchors={2, 5, 8})
+    before = {t.index: t.tokens for t in Turn.objects.filter(session=session)}
+    run_id = queued()
+    run = compaction_execute(run_id=run_id, summarizer=ExtractiveSummarizer())
+    assert run.status == "completed"
+    body = api.get(f"/compactions/{run_id}").json()
+    assert body["items_summarized"] == 5 and body["items_removed"] == 0
+    assert body["original_tokens"] == sum(before.values())
+    summary = Summary.objects.get(pk=body["summary_id"])
+    assert body["final_tokens"] == sum(before[i] for i in range(5, 10)) + summary.tokens
+    assert body["compression_ratio"] == pytest.approx(
+        1 - body["final_tokens"] / body["original_tokens"], abs=1e-4
+    )
+    assert body["level"] in ("moderate", "light", "aggressive")
+    assert body["summary"].startswith("Summary of turns 0–4")
+    listed = api.get(f"/sessions/{session.id}/turns").json()
+    assert [t["summarized"] for t in listed] == [True] * 5 + [False] * 5
+    assert {t["summary_id"] for t in listed[:5]} == {body["summary_id"]}
+    assert Turn.objects.filter(session=session).count() == 10  # never deleted
+    handle = ContextHandle.objects.get(session=session, kind="summary")
+    assert handle.content == body["summary"] and str(summary.handle_id) == str(handle.pk)
+    assert body["warning"] is not None and "below 60%" in body["warning"]  # 50 % of the turns only
+
+
+def test_a_second_delivery_does_nothing(api, session, queued):
+    conversation(api, session, 6)
+    run_id = queued()
+    compaction_run(run_id)  # the task function itself
+    first = CompactionRun.objects.get(pk=run_id)
+    assert first.status == "completed" and first.items_summarized == 3
+    assert compaction_execute(run_id=run_id, summarizer=ExtractiveSummarizer()) is None
+    compaction_run(run_id)
+    assert Summary.objects.filter(session=session).count() == 1
+    assert ContextHandle.objects.filter(session=session, kind="summary").count() == 1
+    assert CompactionRun.objects.get(pk=run_id).finished_at == first.finished_at
+
+
+def test_a_second_compaction_folds_the_first_summary_in(api, session, queued):
+    conversation(api, session, 6)
+    compaction_execute(run_id=queued(), summarizer=ExtractiveSummarizer())
+    conversation(api, session, 4)
+    run = compaction_execute(run_id=queued(), summarizer=ExtractiveSummarizer())
+    assert run.items_summarized == 4  # turns 3..6 of the 7 still in the window
+    assert set(
+        Turn.objects.filter(session=session, summarized=True).values_list("summary", flat=True)
+    ) == {run.summary_id}
+    first = Summary.objects.exclude(pk=run.summary_id).get()
+    assert run.original_tokens == first.tokens + sum(
+        t.tokens for t in Turn.objects.filter(session=session, index__gte=3)
+    )
+
+
+def test_it_uses_the_anthropic_summary_through_the_real_sdk(api, session, queued):
+    conversation(api, session, 5)
+    with AnthropicFakeServer() as server:
+        server.script(Reply.status(529), Reply.message("We built parts 0 and 1 of the feature."))
+        summarizer = AnthropicSummarizer(
+            api_key="k", model="claude-test", base_url=server.base_url, sleep=lambda s: None
+        )
+        run = compaction_execute(run_id=queued(), summarizer=summarizer)
+    assert (run.status, run.attempts, run.summarizer) == ("completed", 2, "anthropic")
+    assert run.summary.content == "We built parts 0 and 1 of the feature."
+    assert "Step 0" in server.message_requests[-1].body["messages"][0]["content"]
+
+
+def test_a_summary_that_fails_every_attempt_is_recorded_as_a_failure(api, session, queued):
+    conversation(api, session, 5)
+    with AnthropicFakeServer(default=Reply.status(500)) as server:
+        summarizer = AnthropicSummarizer(
+            api_key="k", model="claude-test", base_url=server.base_url, sleep=lambda s: None
+        )
+        run_id = queued()
+        compaction_execute(run_id=run_id, summarizer=summarizer)
+    body = api.get(f"/compactions/{run_id}").json()
+    assert body["status"] == "failed" and body["attempts"] == 3
+    assert body["summary"] == CONTINUATION_MESSAGE and body["summary_failed"] is True
+    assert "InternalServerError" in body["error"]
+    assert "failed" in body["warning"]
+
+
+def test_summarize_oldest_and_truncate_at(api, session, queued):
+    conversation(api, session, 8)
+    run = compaction_execute(
+        run_id=queued(strategy="summarize_oldest", keep_turns=6), summarizer=ExtractiveSummarizer()
+    )
+    assert (run.strategy, run.items_summarized, run.items_removed) == ("summarize_oldest", 2, 0)
+    run = compaction_execute(
+        run_id=queued(strategy="truncate_at", keep_turns=2), summarizer=ExtractiveSummarizer()
+    )
+    assert (run.items_summarized, run.items_removed) == (0, 4)
+    assert Turn.objects.filter(session=session, truncated=True).count() == 4
+    assert run.final_tokens < run.original_tokens
+
+
+def test_nothing_to_summarize_completes_with_level_none(api, session, queued):
+    conversation(api, session, 3)
+    run = compaction_execute(run_id=queued(), summarizer=ExtractiveSummarizer())
+    assert (run.status, run.level, run.items_summarized, run.compression_ratio) == (
+        "completed",
+        "none",
+        0,
+        0.0,
+    )
+    assert run.original_tokens == run.final_tokens
+
+
+def test_a_run_can_be_reverted(api, session, queued):
+    conversation(api, session, 6)
+    run_id = queued()
+    compaction_execute(run_id=run_id, summarizer=ExtractiveSummarizer())
+    response = api.post(f"/compactions/{run_id}/revert")
+    assert response.status_code == 200 and response.json()["status"] == "reverted"
+    assert not Turn.objects.filter(session=session, summarized=True).exists()
+    assert Summary.objects.filter(session=session).count() == 1  # kept, no longer in use
+    again = api.post(f"/compactions/{run_id}/revert")
+    assert again.status_code == 409 and again.json()["error"] == "compaction_not_revertible"
+
+
+def test_only_one_compaction_at_a_time(api, session, queued):
+    run_id = queued()
+    response = api.post(f"/sessions/{session.id}/compactions", {})
+    assert response.status_code == 409
+    assert response.json() | {"detail": ""} == {
+        "error": "compaction_in_progress",
+        "detail": "",
+        "compaction_id": run_id,
+    }
+
+
+@pytest.mark.parametrize(
+    "body, loc",
+    [
+        ({"strategy": "magic"}, ["body", "strategy"]),
+        ({"target_tokens": 0}, ["body", "target_tokens"]),
+        ({"keep_turns": -1}, ["body", "keep_turns"]),
+        ({"strategy": "truncate_at"}, ["body", "keep_turns"]),
+    ],
+)
+def test_it_rejects_bad_compaction_requests(api, session, body, loc):
+    response = api.post(f"/sessions/{session.id}/compactions", body)
+    assert response.status_code == 422, response.content
+    assert any(e["loc"][: len(loc)] == loc for e in response.json()["errors"])
+    assert not CompactionRun.objects.exists()
+
+
+def test_another_organization_gets_404(api, other_api, session, queued):
+    run_id = queued()
+    assert other_api.post(f"/sessions/{session.id}/compactions", {}).status_code == 404
+    assert other_api.get(f"/compactions/{run_id}").status_code == 404
+    assert other_api.post(f"/compactions/{run_id}/revert").status_code == 404
+    assert api.get("/compactions/nope").status_code == 404

@@ -1,0 +1,93 @@
+"""The conversation tab: turns with anchors, folded summaries, compaction runs, the start button."""
+
+import pytest
+from django.test import Client
+
+from contextops.llm import ExtractiveSummarizer
+from frames.conversation.models import CompactionRun
+from frames.conversation.services import compaction_execute
+
+from .test_compaction import conversation
+
+
+@pytest.fixture
+def page(session):
+    return f"/sessions/{session.id}/turns/"
+
+
+def test_it_shows_turns_anchors_and_the_chart(api, session, member_client, page):
+    conversation(api, session, 5, anchors={1})
+    api.post(
+        f"/sessions/{session.id}/messages",
+        {
+            "messages": [{"role": "user", "content": "more"}],
+            "usage": {"input_tokens": 5000, "output_tokens": 10},
+        },
+    )
+    response = member_client.get(page)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "Step 0: please work on part 0" in html
+    assert "anchor: task-completion (0.8)" in html
+    assert 'class="conv-occupancy"' in html and "conv-threshold" in html
+    assert "No compactions yet." in html
+
+
+def test_it_folds_summarized_turns_under_their_summary(
+    api, session, member_client, page, django_capture_on_commit_callbacks
+):
+    conversation(api, session, 6)
+    with django_capture_on_commit_callbacks(execute=False):
+        run_id = api.post(f"/sessions/{session.id}/compactions", {}).json()["id"]
+    compaction_execute(run_id=run_id, summarizer=ExtractiveSummarizer())
+    html = member_client.get(page).content.decode()
+    assert "<strong>Summary</strong> of turns 0–2" in html
+    assert "3 turns folded" in html
+    assert "completed" in html
+
+
+def test_an_htmx_request_gets_only_the_timeline(api, session, member_client, page):
+    conversation(api, session, 1)
+    html = member_client.get(page, HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="conv-timeline"' in html and "<html" not in html
+
+
+def test_the_button_queues_a_compaction_and_returns_the_runs(
+    session, member_client, django_capture_on_commit_callbacks
+):
+    url = f"/sessions/{session.id}/turns/compactions/start/"
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = member_client.post(url, {"strategy": "anchor_point"}, HTTP_HX_REQUEST="true")
+    assert response.status_code == 200 and len(callbacks) == 1
+    html = response.content.decode()
+    assert 'id="conv-runs"' in html and "queued" in html and 'hx-trigger="every 2s"' in html
+    assert "<html" not in html
+    again = member_client.post(url, {"strategy": "anchor_point"}, HTTP_HX_REQUEST="true")
+    assert again.status_code == 422 and "already queued or running" in again.content.decode()
+    assert CompactionRun.objects.filter(session=session).count() == 1
+    plain = Client()
+    plain.force_login(response.wsgi_request.user)
+    assert plain.post(url, {"strategy": "magic"}).status_code == 302
+
+
+def test_the_runs_fragment_polls_only_while_a_run_is_open(session, member_client):
+    html = member_client.get(
+        f"/sessions/{session.id}/turns/compactions/", HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert 'id="conv-runs"' in html and "every 2s" not in html
+
+
+def test_another_organization_gets_404(make_session, make_user, page):
+    from contextops.tenancy import api_key_create
+
+    key, _ = api_key_create(org_name="Globex", agent_name="x", authority="admin")
+    other = make_session(organization=key.agent.organization)
+    client = Client()
+    client.force_login(make_user())
+    assert client.get(f"/sessions/{other.id}/turns/").status_code == 404
+    assert client.post(f"/sessions/{other.id}/turns/compactions/start/").status_code == 404
+
+
+def test_it_needs_a_login(page):
+    response = Client().get(page)
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]

@@ -1,0 +1,301 @@
+"""The facts API: reads, lineage, dependencies, scopes, errors, other organizations."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from facts.models import Fact
+
+
+def test_it_reads_one_version_and_the_current_head(api, write):
+    write(api, key="plan_v1", value={"steps": 3})
+    write(api, key="plan_v2", value={"steps": 4}, supersedes="plan_v1")
+    write(api, key="plan_v3", value={"steps": 5}, supersedes="plan_v2")
+    assert api.get("/facts/plan_v1").json()["value"] == {"steps": 3}
+    head = api.get("/facts/plan_v1/current").json()
+    assert head["key"] == "plan_v3" and head["version"] == 3 and head["is_valid"] is True
+    assert head["tokens"] > 0 and head["timestamp"]
+
+
+def test_it_reads_the_current_head_in_one_query(api):
+    from facts.selectors import fact_current_get
+    from facts.services import fact_write
+
+    org = api.organization
+    fact_write(organization=org, key="k_v1", value=1, authority="employee")
+    for i in range(2, 40):
+        fact_write(
+            organization=org, key=f"k_v{i}", value=i, supersedes=f"k_v{i - 1}", authority="employee"
+        )
+    with CaptureQueriesContext(connection) as ctx:
+        head = fact_current_get(organization=org, key="k_v1")
+    assert head.key == "k_v39" and len(ctx.captured_queries) == 1
+
+
+def test_it_returns_the_lineage_oldest_first_with_rules(api, make_api, write):
+    boss = make_api(agent="boss", authority="manager")
+    write(api, key="price_v1", subject="price", value="10")
+    write(api, key="price_v2", value="11", supersedes="price_v1")
+    write(boss, key="price_v3", subject="price", value="12")
+    write(api, key="margin", value="2", depends_on=["price_v3"])
+    lineage = api.get("/facts/price_v2/lineage").json()
+    assert [v["key"] for v in lineage["chain"]] == ["price_v1", "price_v2", "price_v3"]
+    assert [v["superseded_by_rule"] for v in lineage["chain"]] == ["explicit", "authority", ""]
+    assert lineage["dependents"] == [
+        {
+            "key": "margin",
+            "subject": "margin",
+            "value": "2",
+            "is_valid": True,
+            "status": "active",
+            "needs_review": False,
+            "depends_on": ["price_v3"],
+        }
+    ]
+
+
+def test_it_reads_lineage_with_a_constant_number_of_queries(api):
+    from facts.selectors import fact_lineage
+    from facts.services import fact_write
+
+    org = api.organization
+    fact_write(organization=org, key="c_v1", value=1, authority="employee")
+
+    def count():
+        with CaptureQueriesContext(connection) as ctx:
+            fact_lineage(organization=org, key="c_v1")
+        return len(ctx.captured_queries)
+
+    short = count()
+    for i in range(2, 30):
+        fact_write(
+            organization=org, key=f"c_v{i}", value=i, supersedes=f"c_v{i - 1}", authority="employee"
+        )
+    assert count() == short
+
+
+def test_it_flags_dependents_transitively_when_a_fact_is_superseded(api, write):
+    write(api, key="rate_v1", value="3%")
+    write(api, key="forecast", value="up", depends_on=["rate_v1"])
+    write(api, key="budget_plan", value="hire", depends_on=["forecast"])
+    write(api, key="unrelated", value="x")
+    result = write(api, key="rate_v2", value="5%", supersedes="rate_v1")
+    assert result["flagged_for_review"] == 2
+    flagged = api.get("/facts", {"needs_review": "true"}).json()
+    assert sorted(f["key"] for f in flagged["items"]) == ["budget_plan", "forecast"]
+    lineage = api.get("/facts/rate_v1/lineage").json()
+    assert {d["key"]: d["needs_review"] for d in lineage["dependents"]} == {
+        "forecast": True,
+        "budget_plan": True,
+    }
+
+    cleared = api.post("/facts/forecast/review").json()
+    assert cleared["needs_review"] is False
+    assert [f["key"] for f in api.get("/facts", {"needs_review": "true"}).json()["items"]] == [
+        "budget_plan"
+    ]
+
+
+def test_it_refuses_a_cycle_in_depends_on(api, write):
+    write(api, key="a_v1", subject="a", value="1")
+    write(api, key="b", value="2", depends_on=["a_v1"])
+    response = api.post(
+        "/facts",
+        {"key": "a_v2", "value": "3", "source": "user", "supersedes": "a_v1", "depends_on": ["b"]},
+    )
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["loc"] == ["body", "depends_on"]
+    assert "cycle" in response.json()["detail"]
+    self_loop = api.post(
+        "/facts", {"key": "c", "value": "3", "source": "user", "depends_on": ["c"]}
+    )
+    assert self_loop.status_code == 422
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"scope": "galaxy"}, "scope"),
+        ({"memory_type": "episodic"}, "memory_type"),
+        ({"scope": "task"}, "scope_id"),
+        ({"scope_id": "t1"}, "scope_id"),
+        ({"depends_on": ["nope"]}, "depends_on"),
+        ({"constraint": {"max": "fifteen"}}, "constraint"),
+        ({"value": None}, "value"),
+        ({"key": "a/b"}, "key"),
+        ({"read_authority": "emperor"}, "read_authority"),
+        ({"observed_at": "2026-01-01T00:00:00"}, "observed_at"),
+        ({"scope": "hypothetical", "scope_id": "t1", "supersedes": "x"}, "supersedes"),
+    ],
+)
+def test_it_answers_422_for_a_malformed_fact(api, body, field):
+    response = api.post("/facts", {"key": "k", "value": "v", "source": "user", **body})
+    assert response.status_code == 422, response.content
+    assert response.json()["error"] == "validation_error"
+    assert response.json()["errors"][0]["loc"][-1] == field
+
+
+def test_it_answers_422_for_missing_fields_and_bad_types(api):
+    assert api.post("/facts", {"key": "k", "source": "user"}).status_code == 422
+    assert api.post("/facts", {"key": "k", "value": "v"}).status_code == 422
+    assert (
+        api.post("/facts", {"key": "k", "value": "v", "source": "u", "depends_on": "x"}).status_code
+        == 422
+    )
+    assert api.post("/facts", {"key": "k\x00", "value": "v", "source": "u"}).status_code == 422
+    assert api.get("/facts", {"valid": "maybe"}).status_code == 422
+    for name in ("scope", "memory_type", "status"):
+        response = api.get("/facts", {name: "bogus"})
+        assert response.status_code == 422 and response.json()["errors"][0]["loc"] == [
+            "query",
+            name,
+        ]
+
+
+def test_it_answers_404_for_superseding_a_missing_key(api):
+    response = api.post(
+        "/facts", {"key": "x_v2", "value": "v", "source": "user", "supersedes": "x_v1"}
+    )
+    assert response.status_code == 404 and response.json()["error"] == "not_found"
+    assert not Fact.objects.filter(key="x_v2").exists()
+
+
+def test_it_answers_404_for_another_organizations_facts(api, other_api, write):
+    write(api, key="secret_v1", value="acme only")
+    assert other_api.get("/facts/secret_v1").status_code == 404
+    assert other_api.get("/facts/secret_v1/current").status_code == 404
+    assert other_api.get("/facts/secret_v1/lineage").status_code == 404
+    assert other_api.post("/facts/secret_v1/review").status_code == 404
+    assert other_api.post("/facts/secret_v1/invalidate").status_code == 404
+    superseding = other_api.post(
+        "/facts", {"key": "s2", "value": "v", "source": "user", "supersedes": "secret_v1"}
+    )
+    assert superseding.status_code == 404
+    assert other_api.get("/facts").json()["count"] == 0
+    check = other_api.post("/constraints/check", {"subject": "secret", "value": 1}).json()
+    assert check["checked"] == []
+    # Globex may use the same key for its own fact.
+    assert (
+        other_api.post(
+            "/facts", {"key": "secret_v1", "value": "globex", "source": "user"}
+        ).status_code
+        == 201
+    )
+    assert api.get("/facts/secret_v1").json()["value"] == "acme only"
+
+
+def test_it_refuses_the_same_key_with_another_value(api, write):
+    write(api, key="k", value="one")
+    response = api.post("/facts", {"key": "k", "value": "two", "source": "user"})
+    assert response.status_code == 409 and response.json()["error"] == "key_exists"
+
+
+def test_it_answers_409_when_the_fact_was_already_superseded(api, write):
+    write(api, key="x_v1", value="1")
+    write(api, key="x_v2", value="2", supersedes="x_v1")
+    response = api.post(
+        "/facts", {"key": "x_v3", "value": "3", "source": "user", "supersedes": "x_v1"}
+    )
+    assert response.status_code == 409
+    assert response.json() | {"detail": ""} == {
+        "error": "already_superseded",
+        "detail": "",
+        "superseded_by": "x_v2",
+    }
+
+
+def test_it_keeps_hypothetical_and_draft_facts_out_of_global_decisions(api, write):
+    write(api, key="launch_v1", subject="launch", value="March")
+    hypo = write(
+        api,
+        key="launch_what_if",
+        subject="launch",
+        value="May",
+        scope="hypothetical",
+        scope_id="t1",
+    )
+    draft = write(
+        api, key="launch_draft", subject="launch", value="June", scope="draft", scope_id="t1"
+    )
+    assert hypo["outcome"] == "created" and draft["outcome"] == "created"
+    assert api.get("/facts/launch_v1/current").json()["value"] == "March"
+    global_facts = api.get("/facts", {"scope": "global", "subject": "launch"}).json()
+    assert [f["key"] for f in global_facts["items"]] == ["launch_v1"]
+    assert api.get("/facts", {"scope": "hypothetical", "scope_id": "t1"}).json()["count"] == 1
+
+
+def test_it_promotes_a_hypothetical_fact_as_a_supersession(api, write):
+    write(api, key="launch_v1", subject="launch", value="March")
+    write(
+        api,
+        key="launch_what_if",
+        subject="launch",
+        value="May",
+        scope="hypothetical",
+        scope_id="t1",
+    )
+    promoted = api.post("/facts/launch_what_if/promote")
+    assert promoted.status_code == 200, promoted.content
+    body = promoted.json()
+    assert (
+        body["scope"] == "global"
+        and body["supersedes"] == "launch_v1"
+        and body["rule"] == "promotion"
+    )
+    assert api.get("/facts/launch_v1/current").json()["value"] == "May"
+    assert api.post("/facts/launch_what_if/promote").status_code == 422  # already global
+
+
+def test_it_refuses_a_promotion_over_a_higher_authority(make_api, write):
+    manager = make_api(agent="m", authority="manager")
+    intern = make_api(agent="i", authority="intern")
+    write(manager, key="launch_v1", subject="launch", value="March")
+    write(intern, key="launch_idea", subject="launch", value="May", scope="draft", scope_id="t9")
+    response = intern.post("/facts/launch_idea/promote")
+    assert response.status_code == 403 and response.json()["error"] == "authority_too_low"
+
+
+def test_it_discards_a_draft(api, write):
+    write(api, key="draft_note", value="maybe", scope="draft", scope_id="t1")
+    discarded = api.post("/facts/draft_note/discard").json()
+    assert discarded["status"] == "discarded" and discarded["is_valid"] is False
+    assert api.post("/facts/draft_note/discard").status_code == 409
+    write(api, key="global_note", value="sure")
+    assert api.post("/facts/global_note/discard").status_code == 422
+
+
+def test_it_invalidates_a_fact_and_flags_its_dependents(api, write):
+    write(api, key="base", value="1")
+    write(api, key="derived", value="2", depends_on=["base"])
+    assert api.post("/facts/base/invalidate").json()["status"] == "invalidated"
+    assert api.get("/facts/base/current").status_code == 404
+    assert api.get("/facts/derived").json()["needs_review"] is True
+
+
+def test_it_lists_facts_with_filters_and_pages(api, write):
+    for i in range(5):
+        write(api, key=f"item{i}", value=i, source="observation" if i % 2 else "user")
+    page = api.get("/facts", {"memory_type": "capability", "limit": 1}).json()
+    assert page["count"] == 2 and page["next_offset"] == 1 and len(page["items"]) == 1
+    assert api.get("/facts", {"subject": "item3"}).json()["items"][0]["value"] == 3
+    assert api.get("/facts", {"valid": "false"}).json()["count"] == 0
+    write(api, key="item0_v2", subject="item0", value="changed")
+    assert api.get("/facts", {"valid": "false"}).json()["count"] == 1
+    assert api.get("/facts", {"valid": "any"}).json()["count"] == 6
+
+
+def test_it_documents_every_path_in_the_openapi_schema(api):
+    paths = api.client.get("/api/v1/openapi.json").json()["paths"]
+    for path in (
+        "/api/v1/facts",
+        "/api/v1/facts/{key}",
+        "/api/v1/facts/{key}/current",
+        "/api/v1/facts/{key}/lineage",
+        "/api/v1/facts/{key}/promote",
+        "/api/v1/facts/{key}/discard",
+        "/api/v1/facts/{key}/review",
+        "/api/v1/constraints/check",
+        "/api/v1/sessions/{session_id}/working-set/{key}",
+        "/api/v1/sessions/{session_id}/environment",
+    ):
+        assert path in paths, path

@@ -1,0 +1,308 @@
+"""Sessions, frames, budgets, handles, resume and events through the JSON API."""
+
+import uuid
+
+import pytest
+
+
+def test_it_reproduces_the_seed_budget_propagation_example_figure_for_figure(
+    api, start_session, push_ok
+):
+    session = start_session()
+    root = push_ok(session["id"], 8000, goal="Answer the customer")
+    for purpose, amount in (("brief_context", 500), ("breadcrumbs", 200)):
+        response = api.post(f"/frames/{root['id']}/reserve", {"purpose": purpose, "amount": amount})
+        assert response.status_code == 200, response.content
+    child = push_ok(session["id"], 3000, parent=root["id"], goal="Look up the order")
+    api.post(f"/frames/{root['id']}/usage", {"input_tokens": 1500, "output_tokens": 500})
+    api.post(f"/frames/{child['id']}/usage", {"input_tokens": 2000, "output_tokens": 500})
+
+    budget = api.get(f"/frames/{root['id']}").json()["budget"]
+    assert budget == {
+        "total": 8000,
+        "used": 2000,
+        "reserved": 700,
+        "subcall_allocation": 3000,
+        "available": 2300,
+        "max_subframe_depth": 8,
+        "reservations": {"brief_context": 500, "breadcrumbs": 200},
+    }
+
+    popped = api.post(
+        f"/frames/{child['id']}/pop", {"status": "completed", "result_refs": ["order:42"]}
+    )
+    assert popped.status_code == 200
+    assert popped.json()["status"] == "completed"
+    budget = api.get(f"/frames/{root['id']}").json()["budget"]
+    assert (budget["used"], budget["subcall_allocation"], budget["available"]) == (4500, 0, 2800)
+
+
+def test_it_answers_insufficient_tokens_with_requested_and_available(start_session, push_ok, push):
+    session = start_session()
+    root = push_ok(session["id"], 1000)
+    push_ok(session["id"], 700, parent=root["id"])
+    response = push(session["id"], 400, parent=root["id"])
+    assert response.status_code == 409
+    assert response.json() | {"detail": ""} == {
+        "error": "insufficient_tokens",
+        "detail": "",
+        "requested": 400,
+        "available": 300,
+    }
+
+
+def test_it_limits_depth_and_lets_a_child_only_lower_the_limit(start_session, push_ok, push):
+    session = start_session()
+    root = push_ok(session["id"], 10_000, max_subframe_depth=1)
+    child = push_ok(session["id"], 1000, parent=root["id"])
+    assert child["budget"]["max_subframe_depth"] == 1
+    too_deep = push(session["id"], 100, parent=child["id"])
+    assert too_deep.status_code == 409
+    assert too_deep.json()["error"] == "max_depth_exceeded"
+    raised = push(session["id"], 100, parent=root["id"], max_subframe_depth=5)
+    assert raised.status_code == 422
+    assert raised.json()["error"] == "validation_error"
+
+
+def test_a_parent_waits_while_its_child_works_and_resumes_after(api, start_session, push_ok):
+    session = start_session()
+    root = push_ok(session["id"], 5000)
+    child = push_ok(session["id"], 1000, parent=root["id"])
+    assert api.get(f"/frames/{root['id']}").json()["status"] == "waiting"
+    assert api.get(f"/sessions/{session['id']}").json()["top_frame_id"] == child["id"]
+    api.post(f"/frames/{child['id']}/pop", {"status": "failed"})
+    assert api.get(f"/frames/{root['id']}").json()["status"] == "active"
+    assert api.get(f"/sessions/{session['id']}").json()["top_frame_id"] == root["id"]
+
+
+def test_it_refuses_to_pop_twice_or_to_pop_a_parent_with_open_children(api, start_session, push_ok):
+    session = start_session()
+    root = push_ok(session["id"], 5000)
+    child = push_ok(session["id"], 1000, parent=root["id"])
+    response = api.post(f"/frames/{root['id']}/pop", {"status": "completed"})
+    assert response.status_code == 409
+    assert response.json()["error"] == "frame_has_open_children"
+    assert api.post(f"/frames/{child['id']}/pop", {"status": "completed"}).status_code == 200
+    again = api.post(f"/frames/{child['id']}/pop", {"status": "completed"})
+    assert again.status_code == 409
+    assert again.json()["error"] == "frame_not_active"
+    usage = api.post(f"/frames/{child['id']}/usage", {"input_tokens": 1, "output_tokens": 1})
+    assert usage.json()["error"] == "frame_not_active"
+
+
+def test_it_sums_usage_over_every_frame_into_the_session_totals(api, start_session, push_ok):
+    session = start_session(context_window_tokens=10_000)
+    root = push_ok(session["id"], 50_000)
+    child = push_ok(session["id"], 10_000, parent=root["id"])
+    api.post(
+        f"/frames/{root['id']}/usage",
+        {
+            "input_tokens": 100,
+            "output_tokens": 50,
+            "cache_creation_input_tokens": 1000,
+            "cache_read_input_tokens": 0,
+        },
+    )
+    api.post(
+        f"/frames/{child['id']}/usage",
+        {
+            "input_tokens": 20,
+            "output_tokens": 30,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 8000,
+        },
+    )
+    body = api.get(f"/sessions/{session['id']}").json()
+    assert body["usage_totals"] == {
+        "input_tokens": 120,
+        "output_tokens": 80,
+        "cache_creation_input_tokens": 1000,
+        "cache_read_input_tokens": 8000,
+    }
+    # The child is on top; its latest call fills 8050 of 10000 tokens: high pressure.
+    assert body["pressure"] == {"level": "high", "utilization": 0.805}
+    assert api.get(f"/frames/{child['id']}").json()["budget"]["used"] == 8050
+
+
+def test_it_counts_a_handle_once_and_stores_the_count(api, start_session, push_ok):
+    session = start_session()
+    frame = push_ok(session["id"], 5000)
+    response = api.post(
+        f"/frames/{frame['id']}/handles",
+        {
+            "kind": "tool_result",
+            "priority": "high",
+            "content": "The order 42 shipped on Monday.",
+            "category": "orders",
+        },
+    )
+    assert response.status_code == 201
+    body = response.json()
+    assert body["estimated_tokens"] > 3
+    assert body["state"] == "loaded"
+    bad = api.post(
+        f"/frames/{frame['id']}/handles",
+        {"kind": "tool_result", "priority": "urgent", "content": "x"},
+    )
+    assert bad.status_code == 422
+    assert bad.json()["errors"][0]["loc"][-1] == "priority"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"goal": "x", "budget": {"total": -1}},
+        {"goal": "x", "budget": {"total": "many"}},
+        {"goal": "", "budget": {"total": 10}},
+        {"goal": "x" * 10_001, "budget": {"total": 10}},
+        {"goal": "x", "budget": {"total": 10**12}},
+        {"goal": "x"},
+        {"goal": "nul\u0000byte", "budget": {"total": 10}},
+        [1, 2, 3],
+    ],
+)
+def test_it_answers_malformed_frames_with_field_errors(api, start_session, body):
+    session = start_session()
+    response = api.post(f"/sessions/{session['id']}/frames", body)
+    assert response.status_code == 422, response.content
+    assert response.json()["error"] == "validation_error"
+    assert response.json()["errors"]
+    assert api.get(f"/sessions/{session['id']}/events").json()[-1]["type"] == "session.created"
+
+
+def test_it_answers_a_body_that_is_not_json_or_not_utf8(api, start_session):
+    session = start_session()
+    for raw in (b"{not json", b'{"goal": "\xff\xfe", "budget": {"total": 1}}'):
+        response = api.client.post(
+            f"/api/v1/sessions/{session['id']}/frames",
+            data=raw,
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {api.key}",
+        )
+        assert response.status_code == 422
+        assert response.json()["error"] == "validation_error"
+
+
+def test_it_hides_another_organizations_sessions_and_frames(api, other_api, start_session, push_ok):
+    session = start_session()
+    frame = push_ok(session["id"], 1000)
+    for path in (
+        f"/sessions/{session['id']}",
+        f"/frames/{frame['id']}",
+        f"/sessions/{session['id']}/events",
+    ):
+        response = other_api.get(path)
+        assert response.status_code == 404
+        assert response.json()["error"] == "not_found"
+    assert other_api.post(f"/frames/{frame['id']}/pop", {"status": "completed"}).status_code == 404
+    assert (
+        other_api.post(
+            f"/sessions/{session['id']}/frames", {"goal": "x", "budget": {"total": 1}}
+        ).status_code
+        == 404
+    )
+    assert other_api.get("/sessions").json()["count"] == 0
+    assert api.get(f"/frames/{frame['id']}").json()["status"] == "active"
+
+
+def test_it_refuses_a_parent_from_another_organization(
+    api, other_api, start_session, push_ok, push
+):
+    theirs = push_ok(start_session(client=other_api)["id"], 1000, client=other_api)
+    ours = start_session()
+    response = push(ours["id"], 100, parent=theirs["id"])
+    assert response.status_code == 404
+
+
+def test_it_answers_404_for_ids_that_are_not_ids(api):
+    assert api.get("/sessions/not-a-uuid").status_code == 404
+    assert api.get(f"/frames/{uuid.uuid4()}").status_code == 404
+
+
+def test_identity_is_read_only_and_cannot_claim_more_authority_than_the_key(api, start_session):
+    session = start_session()
+    response = api.put(f"/sessions/{session['id']}/identity", {"authority": "policy"})
+    assert response.status_code == 409
+    assert response.json()["error"] == "identity_read_only"
+    claim = api.post("/sessions", {"identity": {"user_name": "Eve", "authority": "admin"}})
+    assert claim.status_code == 403
+    assert claim.json()["error"] == "authority_too_low"
+
+
+def test_resume_rebuilds_the_stack_and_finds_pending_work(api, start_session, push_ok):
+    session = start_session()
+    root = push_ok(session["id"], 10_000, goal="Plan the trip")
+    child = push_ok(session["id"], 3000, parent=root["id"], goal="Book the hotel")
+    api.post(
+        f"/frames/{child['id']}/handles",
+        {
+            "kind": "tool_call",
+            "content": "search_hotels(paris)",
+            "tool_call_id": "t1",
+            "category": "search_hotels",
+        },
+    )
+    api.post(
+        f"/frames/{child['id']}/handles",
+        {
+            "kind": "tool_call",
+            "content": "weather(paris)",
+            "tool_call_id": "t2",
+            "category": "weather",
+        },
+    )
+    api.post(
+        f"/frames/{child['id']}/handles",
+        {"kind": "tool_result", "content": "sunny", "tool_call_id": "t2"},
+    )
+
+    body = api.get(f"/sessions/{session['id']}/resume").json()
+    assert body["current_frame"]["id"] == child["id"]
+    assert [f["id"] for f in body["frame_stack"]] == [root["id"], child["id"]]
+    assert {(p["frame_id"], p["work_type"]) for p in body["pending_work"]} == {
+        (root["id"], "waiting_for_subcall"),
+        (child["id"], "tool_in_progress"),
+    }
+    assert "search_hotels" in " ".join(p["description"] for p in body["pending_work"])
+    assert body["recovery_summary"]["frames_recovered"] == 2
+
+
+def test_events_come_in_order_and_page_with_after(api, start_session, push_ok):
+    session = start_session()
+    root = push_ok(session["id"], 1000)
+    api.post(f"/frames/{root['id']}/usage", {"input_tokens": 5, "output_tokens": 5})
+    api.post(f"/frames/{root['id']}/pop", {"status": "completed"})
+    events = api.get(f"/sessions/{session['id']}/events").json()
+    assert [e["type"] for e in events] == [
+        "session.created",
+        "frame.pushed",
+        "session.activated",
+        "usage.recorded",
+        "frame.popped",
+    ]
+    assert [e["seq"] for e in events] == [1, 2, 3, 4, 5]
+    later = api.get(f"/sessions/{session['id']}/events", {"after": 3}).json()
+    assert [e["seq"] for e in later] == [4, 5]
+
+
+def test_ending_a_session_cancels_its_open_frames(api, start_session, push_ok):
+    session = start_session()
+    root = push_ok(session["id"], 1000)
+    ended = api.post(f"/sessions/{session['id']}/end")
+    assert ended.json()["lifecycle_state"] == "ended"
+    assert api.get(f"/frames/{root['id']}").json()["status"] == "cancelled"
+    response = api.post(
+        f"/sessions/{session['id']}/frames", {"goal": "more", "budget": {"total": 1}}
+    )
+    assert response.status_code == 409
+    assert response.json()["error"] == "session_ended"
+
+
+def test_sessions_list_newest_first_and_searchable(api, start_session):
+    start_session(title="Quarterly report")
+    start_session(title="Refund for order 42")
+    listing = api.get("/sessions").json()
+    assert [s["title"] for s in listing["items"]] == ["Refund for order 42", "Quarterly report"]
+    assert [s["title"] for s in api.get("/sessions", {"search": "quarter"}).json()["items"]] == [
+        "Quarterly report"
+    ]

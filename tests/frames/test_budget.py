@@ -1,0 +1,50 @@
+"""Budget arithmetic of seed 000 §1, without a database."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contextops.errors import InsufficientTokens
+from frames.budget import Budget, usage_tokens
+
+
+def test_it_reproduces_the_seed_propagation_example():
+    root = Budget(8000).reserve(500).reserve(200)
+    root = root.allocate_for_subcall(3000).record_usage(2000)
+    assert root.available == 2300
+    settled = root.settle_subcall(child_total=3000, child_used=2500)
+    assert (settled.used, settled.subcall_allocation, settled.available) == (4500, 0, 2800)
+
+
+def test_it_refuses_to_reserve_more_than_is_available():
+    with pytest.raises(InsufficientTokens) as raised:
+        Budget(1000, used=600).reserve(500)
+    assert raised.value.extra == {"requested": 500, "available": 400}
+
+
+def test_it_never_reports_negative_availability_after_overspending():
+    assert Budget(100).record_usage(250).available == 0
+
+
+def test_it_counts_every_token_the_call_put_in_the_window():
+    assert (
+        usage_tokens(
+            input_tokens=10,
+            output_tokens=5,
+            cache_creation_input_tokens=100,
+            cache_read_input_tokens=1000,
+        )
+        == 1115
+    )
+
+
+@given(st.integers(0, 10**6), st.lists(st.integers(0, 10**5), max_size=30))
+def test_it_never_allocates_beyond_the_total(total, requests):
+    budget = Budget(total)
+    for amount in requests:
+        try:
+            budget = budget.allocate_for_subcall(amount)
+        except InsufficientTokens:
+            pass
+        assert budget.subcall_allocation <= total
+        assert budget.available == total - budget.subcall_allocation

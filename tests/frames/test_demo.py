@@ -1,0 +1,39 @@
+"""The demo `make run` loads: realistic, replayable, and every page of it opens."""
+
+from django.core.management import call_command
+from django.test import Client
+
+from frames.models import Frame, Session
+
+
+def test_it_builds_a_deep_tree_once_and_its_pages_open(db, capsys, tmp_path, settings):
+    settings.VAR_DIR = tmp_path
+    call_command("seed_demo")
+    out = capsys.readouterr().out
+    assert "Login:    demo / demo-password" in out
+    call_command("seed_demo")
+    assert "already there" in capsys.readouterr().out
+    assert Session.objects.filter(organization__name="Demo").count() == 3
+
+    session = Session.objects.get(title="Security review of the token-binding RFC")
+    frames = Frame.objects.filter(session=session)
+    assert frames.filter(depth=3).exists()
+    assert frames.filter(status="active").exists() and frames.filter(status="completed").exists()
+    call_command("rebuild_projections", "--verify")
+
+    browser = Client()
+    assert browser.login(username="demo", password="demo-password")
+    assert "Security review" in browser.get("/").content.decode()
+    assert browser.get(f"/sessions/{session.pk}/").status_code == 200
+    for frame in frames:
+        assert browser.get(f"/frames/{frame.pk}/").status_code == 200
+
+    # Every section of the dashboard has something to show.
+    page = browser.get(f"/sessions/{session.pk}/").content.decode()
+    assert "state-" in page and "complete" in page  # the RLM state, done
+    assert "Publishing a security summary" in browser.get("/inbox/").content.decode()
+    assert "key_rotation_days_v2" in browser.get("/facts/").content.decode()
+    lineage = browser.get("/facts/key_rotation_days_v2/lineage/").content.decode()
+    assert "key_rotation_days_v1" in lineage and "jwks_overlap_days" in lineage
+    turns = browser.get(f"/sessions/{session.pk}/turns/").content.decode()
+    assert "Draft -07 moved" in turns

@@ -1,0 +1,77 @@
+"""rebuild_projections: frames and budgets from the event log alone."""
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from frames import services
+from frames.models import Frame
+
+
+def _busy_session(api):
+    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
+    root = services.frame_push(session=session, goal="Root", budget_total=50_000)
+    services.frame_reserve(frame=root, purpose="brief_context", amount=500)
+    children = [
+        services.frame_push(session=session, parent=root, goal=f"Child {i}", budget_total=5000)
+        for i in range(4)
+    ]
+    for i, child in enumerate(children):
+        services.usage_record(
+            session=session,
+            frame=child,
+            input_tokens=100 * i,
+            output_tokens=50,
+            cache_read_input_tokens=10,
+        )
+        grandchild = services.frame_push(
+            session=session, parent=child, goal="Grandchild", budget_total=1000
+        )
+        services.usage_record(session=session, frame=grandchild, input_tokens=300, output_tokens=20)
+        services.handle_add(frame=grandchild, kind="document", content="Some evidence.")
+        services.frame_pop(frame=grandchild, status="completed")
+        if i % 2:
+            services.frame_pop(frame=child, status="failed" if i == 3 else "completed")
+    services.usage_record(session=session, frame=None, input_tokens=7, output_tokens=7)
+    return session, root
+
+
+def test_it_finds_no_difference_after_a_busy_scenario(api, capsys):
+    _busy_session(api)
+    call_command("rebuild_projections", "--verify")
+    assert "match the event log" in capsys.readouterr().out
+
+
+def test_it_finds_a_tampered_row_and_rebuilds_it(api, capsys):
+    _session, root = _busy_session(api)
+    expected = Frame.objects.get(pk=root.pk).budget_used
+    Frame.objects.filter(pk=root.pk).update(budget_used=expected + 999)
+    with pytest.raises(CommandError):
+        call_command("rebuild_projections", "--verify")
+    assert (
+        f"budget_used: table has {expected + 999}, events say {expected}" in capsys.readouterr().out
+    )
+
+    call_command("rebuild_projections")
+    assert Frame.objects.get(pk=root.pk).budget_used == expected
+    call_command("rebuild_projections", "--verify")
+
+
+def test_budget_sums_hold_after_a_busy_scenario_and_a_tamper_is_caught(api):
+    from frames.projections import budget_audit
+
+    session, root = _busy_session(api)
+    assert budget_audit(session) == []
+    Frame.objects.filter(pk=root.pk).update(subcall_allocation=1)
+    assert any("subcall_allocation 1" in p for p in budget_audit(session))
+
+
+def test_ending_a_session_closes_every_open_frame_and_keeps_the_sums(api):
+    from frames.projections import budget_audit, projection_diff
+
+    session, root = _busy_session(api)
+    services.session_end(session=session)
+    assert not Frame.objects.filter(session=session, status__in=Frame.OPEN_STATUSES).exists()
+    root.refresh_from_db()
+    assert root.subcall_allocation == 0
+    assert budget_audit(session) == []
+    assert projection_diff(session) == []

@@ -1,0 +1,129 @@
+"""Dashboard pages for sessions and frames."""
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from frames import services
+from frames.models import Frame
+
+
+def _session(api, title="Research session", **kwargs):
+    return services.session_create(
+        organization=api.organization,
+        agent=api.agent,
+        identity={"user_name": "Ada"},
+        title=title,
+        **kwargs,
+    )
+
+
+def _wide_tree(session, width):
+    root = services.frame_push(session=session, goal="Root goal", budget_total=10**8)
+    Frame.objects.bulk_create(
+        Frame(
+            session=session,
+            organization=session.organization,
+            parent=root,
+            depth=1,
+            goal=f"Child {i}",
+            budget_total=10,
+        )
+        for i in range(width)
+    )
+    Frame.objects.filter(pk=root.pk).update(children_count=width)
+    return root
+
+
+def test_it_requires_a_login(client):
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+def test_it_lists_sessions_newest_first_and_searches(api, member_client):
+    _session(api, title="Quarterly report")
+    _session(api, title="Refund for order 42")
+    page = member_client.get("/").content.decode()
+    assert page.index("Refund for order 42") < page.index("Quarterly report")
+    found = member_client.get("/", {"q": "quarter"}, HTTP_HX_REQUEST="true").content.decode()
+    assert "Quarterly report" in found and "Refund" not in found
+    assert "<html" not in found  # htmx gets only the results fragment
+
+
+def test_it_paginates_sessions(api, member_client):
+    for i in range(30):
+        _session(api, title=f"Session number {i:02d}")
+    first = member_client.get("/").content.decode()
+    assert (
+        "Page 1 of 2" in first and "Session number 29" in first and "Session number 04" not in first
+    )
+    second = member_client.get("/", {"page": 2}).content.decode()
+    assert "Session number 00" in second
+
+
+def test_it_never_shows_another_organizations_sessions(make_api, member_client):
+    other = make_api(org="Globex", agent="spy")
+    secret = _session(other, title="Globex merger plans")
+    assert "Globex merger" not in member_client.get("/").content.decode()
+    assert member_client.get(f"/sessions/{secret.pk}/").status_code == 404
+    frame = services.frame_push(session=secret, goal="Secret", budget_total=10)
+    assert member_client.get(f"/frames/{frame.pk}/").status_code == 404
+    assert member_client.get(f"/frames/{frame.pk}/children/").status_code == 404
+
+
+def test_the_session_page_shows_roots_and_expand_loads_children(api, member_client):
+    session = _session(api)
+    root = services.frame_push(session=session, goal="Write the report", budget_total=8000)
+    services.frame_push(session=session, parent=root, goal="Collect the sources", budget_total=3000)
+    page = member_client.get(f"/sessions/{session.pk}/").content.decode()
+    assert "Write the report" in page
+    assert "Collect the sources" not in page  # children load on expand
+    assert f'hx-get="/frames/{root.pk}/children/"' in page
+    fragment = member_client.get(
+        f"/frames/{root.pk}/children/", HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert "Collect the sources" in fragment and "<html" not in fragment
+    assert "Active" in page and 'aria-current="step"' in page
+
+
+def test_the_session_page_costs_the_same_queries_for_ten_or_a_thousand_children(api, member_client):
+    small, large = _session(api, title="small"), _session(api, title="large")
+    small_root, large_root = _wide_tree(small, 10), _wide_tree(large, 1000)
+
+    def count(url):
+        with CaptureQueriesContext(connection) as queries:
+            assert member_client.get(url).status_code == 200
+        return len(queries)
+
+    assert count(f"/sessions/{small.pk}/") == count(f"/sessions/{large.pk}/")
+    assert count(f"/frames/{small_root.pk}/children/") == count(
+        f"/frames/{large_root.pk}/children/"
+    )
+    more = member_client.get(f"/frames/{large_root.pk}/children/").content.decode()
+    assert "Show more children" in more and more.count('class="tree-node"') == 100
+
+
+def test_the_frame_page_shows_the_stacked_budget(api, member_client):
+    session = _session(api)
+    root = services.frame_push(session=session, goal="Root", budget_total=8000)
+    services.frame_reserve(frame=root, purpose="brief_context", amount=700)
+    services.frame_push(session=session, parent=root, goal="Child", budget_total=3000)
+    services.usage_record(session=session, frame=root, input_tokens=1500, output_tokens=500)
+    page = member_client.get(f"/frames/{root.pk}/").content.decode()
+    for label, tokens in (
+        ("Used", 2000),
+        ("Reserved", 700),
+        ("Delegated to children", 3000),
+        ("Available", 2300),
+    ):
+        assert f'{label}</th><td class="num">{tokens}</td>' in page
+    budget = member_client.get(f"/frames/{root.pk}/", HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="budget"' in budget and "<html" not in budget
+
+
+def test_goals_with_html_are_escaped(api, member_client):
+    session = _session(api, title="<b>bold</b>")
+    services.frame_push(session=session, goal="<script>alert(1)</script>", budget_total=10)
+    page = member_client.get(f"/sessions/{session.pk}/").content.decode()
+    assert "<script>alert(1)</script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page

@@ -1,0 +1,313 @@
+"""Faults with real processes: a Celery worker killed in the middle of a job.
+
+The job is redelivered to the next worker and finishes once: nothing lost, nothing
+doubled, nothing half-written in between. Needs PostgreSQL (to hold a row lock the
+worker waits on, so it is provably mid-job when killed) and Redis (whose unacked
+messages come back after the visibility timeout).
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import psycopg
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from frames import services
+from frames.models import ContextHandle, Event
+from frames.projections import budget_audit, projection_diff
+from tests.conftest import IS_POSTGRES, IS_REDIS
+
+pytestmark = [
+    pytest.mark.skipif(
+        not (IS_POSTGRES and IS_REDIS),
+        reason="needs PostgreSQL and Redis (set DATABASE_URL and REDIS_URL)",
+    ),
+    pytest.mark.django_db(transaction=True),
+]
+
+
+def _database_url() -> str:
+    db = connection.settings_dict
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def _worker(queue: str, tmp_path, **extra_env) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "contextops.settings",
+        "DATABASE_URL": _database_url(),
+        "REDIS_URL": settings.CELERY_BROKER_URL,
+        "CONTEXTOPS_BROKER_VISIBILITY_TIMEOUT": "2",
+        "CONTEXTOPS_BROKER_RESTORE_INTERVAL": "1",
+        "CONTEXTOPS_BROKER_RESTORE_THROTTLE": "1",
+        "CONTEXTOPS_VAR_DIR": str(tmp_path),
+        "DEBUG": "1",
+        "CONTEXTOPS_SUMMARIZER": "extractive",
+        **extra_env,
+    }
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "contextops",
+            "worker",
+            "--pool",
+            "solo",
+            "-Q",
+            queue,
+            "--loglevel",
+            "INFO",
+        ],
+        cwd=settings.BASE_DIR,
+        env=env,
+        stdout=open(tmp_path / f"worker-{queue}.log", "a"),  # noqa: SIM115 (kept open for the worker's life)
+        stderr=subprocess.STDOUT,
+    )
+
+
+class RowLock:
+    """Hold a row lock from another connection until released."""
+
+    def __init__(self, table: str, pk):
+        self.release = threading.Event()
+        self.held = threading.Event()
+        self.thread = threading.Thread(target=self._hold, args=(table, pk), daemon=True)
+
+    def _hold(self, table, pk):
+        with psycopg.connect(_database_url()) as conn:
+            conn.execute(f"SELECT 1 FROM {table} WHERE id = %s FOR UPDATE", [pk])
+            self.held.set()
+            self.release.wait(60)
+            conn.rollback()
+
+    def __enter__(self):
+        self.thread.start()
+        assert self.held.wait(10)
+        return self
+
+    def __exit__(self, *exc):
+        self.release.set()
+        self.thread.join(10)
+
+
+def _waiting_on_a_lock() -> bool:
+    with psycopg.connect(_database_url()) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        ).fetchone()
+    return row[0] > 0
+
+
+def _until(predicate, timeout=40.0, interval=0.2) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return False
+
+
+def test_a_page_out_whose_worker_dies_midway_is_redelivered_and_done_once(api, tmp_path):
+    from frames.tasks.paging import handle_page_out
+
+    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
+    frame = services.frame_push(session=session, goal="Read a long document", budget_total=100_000)
+    handle = services.handle_add(
+        frame=frame, kind="document", content="The contract renews every year in March. " * 40
+    )
+    queue = f"faults-{uuid.uuid4().hex[:8]}"
+
+    first = _worker(queue, tmp_path)
+    try:
+        with RowLock("frames_session", session.pk):
+            handle_page_out.apply_async(args=[str(handle.pk), "agent:test"], queue=queue)
+            assert _until(_waiting_on_a_lock), "the worker never reached the job"
+            first.send_signal(signal.SIGKILL)
+            first.wait(10)
+        handle.refresh_from_db()
+        assert handle.state == "loaded"  # nothing half-written by the dead worker
+    finally:
+        if first.poll() is None:
+            first.kill()
+
+    second = _worker(queue, tmp_path)
+    try:
+        assert _until(lambda: ContextHandle.objects.get(pk=handle.pk).state == "indexed"), (
+            "the job was never redelivered"
+        )
+        time.sleep(3)  # a second delivery, if there were one, would land here
+    finally:
+        second.terminate()
+        second.wait(20)
+    handle.refresh_from_db()
+    assert handle.summary and handle.summary_tokens > 0
+    assert Event.objects.filter(session=session, type="handle.paged_out").count() == 1
+
+
+def test_a_compaction_whose_worker_dies_midway_is_redelivered_and_done_once(api, tmp_path):
+    from frames.conversation.models import CompactionRun, Summary, Turn
+    from frames.conversation.tasks import compaction_run
+    from tests.conversation.test_compaction import conversation
+
+    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
+    services.frame_push(session=session, goal="Build the parser", budget_total=10**7)
+    conversation(api, session, 8, anchors={3})
+    response = api.post(f"/sessions/{session.pk}/compactions", {})
+    assert response.status_code == 202
+    run_id = response.json()["id"]
+    queue = f"faults-{uuid.uuid4().hex[:8]}"
+
+    first = _worker(queue, tmp_path)
+    try:
+        with RowLock("frames_session", session.pk):
+            compaction_run.apply_async(args=[str(run_id)], queue=queue)
+            assert _until(_waiting_on_a_lock), "the worker never reached the job"
+            first.send_signal(signal.SIGKILL)
+            first.wait(10)
+        # Claimed by the dead worker, but nothing of its work was written.
+        assert CompactionRun.objects.get(pk=run_id).status == "running"
+        assert not Turn.objects.filter(session=session, summarized=True).exists()
+    finally:
+        if first.poll() is None:
+            first.kill()
+
+    # Redelivered after the visibility timeout; the claim of a dead worker goes stale.
+    second = _worker(queue, tmp_path, CONTEXTOPS_COMPACTION_STALE_SECONDS="1")
+    try:
+        assert _until(lambda: CompactionRun.objects.get(pk=run_id).status == "completed"), (
+            "never redelivered"
+        )
+        time.sleep(3)
+    finally:
+        second.terminate()
+        second.wait(20)
+    assert Summary.objects.filter(session=session).count() == 1
+    assert sorted(
+        Turn.objects.filter(session=session, summarized=True).values_list("index", flat=True)
+    ) == [0, 1, 2]
+
+
+@pytest.fixture
+def private_redis(tmp_path):
+    """A Redis server of this test's own, on a free port, that the test may stop and start."""
+    import socket
+
+    from contextops.celery import app
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    def start():
+        process = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(tmp_path),
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        assert _until(lambda: _answers(port), timeout=10)
+        return process
+
+    def _answers(port):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return True
+        except OSError:
+            return False
+
+    # Point the app's producers at this server, keeping the suite's own pools untouched
+    # (closing them would break later tests in this process) and putting them back after.
+    original = (app.conf.broker_url, app._pool, app.amqp._producer_pool)
+    state = {"process": start()}
+    app.conf.broker_url = f"redis://127.0.0.1:{port}/0"
+    app._pool = None
+    app.amqp._producer_pool = None
+
+    class Handle:
+        def stop(self):
+            state["process"].terminate()
+            state["process"].wait(10)
+
+        def start(self):
+            state["process"] = start()
+
+    yield Handle()
+    state["process"].terminate()
+    state["process"].wait(10)
+    if app._pool is not None:
+        app._pool.force_close_all()
+    app.conf.broker_url, app._pool, app.amqp._producer_pool = original
+
+
+def test_with_redis_down_the_api_keeps_answering_and_queued_jobs_run_after(api, private_redis):
+    from celery.contrib.testing.worker import start_worker
+
+    from contextops.celery import app
+    from frames.conversation.models import CompactionRun
+    from frames.conversation.services import compactions_requeue
+    from tests.conversation.test_compaction import conversation
+
+    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
+    root = services.frame_push(session=session, goal="Keep working", budget_total=10**7)
+    conversation(api, session, 8, anchors={3})
+    handle = services.handle_add(frame=root, kind="document", content="A long contract. " * 50)
+
+    private_redis.stop()
+    statuses, runs = [], []
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        child = api.post(
+            f"/sessions/{session.pk}/frames",
+            {"goal": "step", "parent_frame_id": str(root.pk), "budget": {"total": 100}},
+        )
+        statuses.append(child.status_code)
+        statuses.append(
+            api.post(
+                f"/frames/{child.json()['id']}/usage", {"input_tokens": 5, "output_tokens": 5}
+            ).status_code
+        )
+        statuses.append(
+            api.post(f"/frames/{child.json()['id']}/pop", {"status": "completed"}).status_code
+        )
+        page_out = api.post(f"/handles/{handle.pk}/page-out")
+        assert page_out.status_code == 503 and page_out.json()["error"] == "unavailable"
+        if not runs:
+            compaction = api.post(f"/sessions/{session.pk}/compactions", {})
+            assert compaction.status_code == 202, (
+                compaction.content
+            )  # kept in the database, sent later
+            runs.append(compaction.json()["id"])
+    assert set(statuses) <= {200, 201}, statuses
+    assert CompactionRun.objects.get(pk=runs[0]).status == "queued"
+    handle.refresh_from_db()
+    assert handle.state == "loaded"
+
+    private_redis.start()
+    with start_worker(
+        app, pool="threads", concurrency=1, perform_ping_check=False, shutdown_timeout=30
+    ):
+        assert compactions_requeue(older_than_seconds=0) == 1
+        assert _until(lambda: CompactionRun.objects.get(pk=runs[0]).status == "completed")
+        assert api.post(f"/handles/{handle.pk}/page-out").status_code == 202
+        assert _until(lambda: ContextHandle.objects.get(pk=handle.pk).state == "indexed")
+    assert projection_diff(session) == [] and budget_audit(session) == []

@@ -1,0 +1,81 @@
+"""A real Chromium rolls a state back from its page: htmx POST, CSRF header, hx-confirm dialog."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from frames.rlm import services
+
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+CHROMIUM = os.environ.get("CONTEXTOPS_CHROMIUM", "/usr/bin/chromium")
+PASSWORD = "browser-pass-1"
+
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """Started before any database connection of the test, as tests/browser does."""
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium not found at {CHROMIUM}")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"]
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(chromium, live_server):
+    context = chromium.new_context(
+        base_url=live_server.url, viewport={"width": 1366, "height": 900}
+    )
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.console_errors = errors
+    yield page
+    context.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_rolls_back_from_the_timeline_after_confirmation(page, make_user, org):
+    make_user(username="rollo", admin=True, password=PASSWORD)
+    state = services.state_initialize(organization=org, prompt="Find all TypeScript errors")
+    services.variable_write(state=state, name="risk_count", value=3)
+    checkpoint = services.checkpoint_create(state=state, name="after_scan")
+    services.variable_write(state=state, name="risk_count", value=7)
+    services.variable_write(state=state, name="scratch", value={"tmp": True})
+
+    page.goto("/accounts/login/")
+    page.get_by_label("Username").fill("rollo")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(lambda url: "/accounts/login/" not in url)
+    page.goto(f"/rlm/{state.state_id}/")
+    assert page.locator(".rlm-variables").get_by_text("scratch").count() == 1
+
+    dialogs: list[str] = []
+
+    def accept(dialog):
+        dialogs.append(dialog.message)
+        dialog.accept()
+
+    page.on("dialog", accept)
+    item = page.locator(".rlm-checkpoint", has_text="after_scan")
+    item.get_by_role("button", name="Rollback").click()
+    page.get_by_text(f"Rolled back to {checkpoint.checkpoint_id}.").wait_for()
+    assert dialogs and "after_scan" in dialogs[0]
+    assert page.locator(".rlm-variables").get_by_text("scratch").count() == 0
+    assert not state.variables.filter(name="scratch").exists()
+    assert state.variables.get(name="risk_count").value == 3
+    assert page.console_errors == []
+    page.wait_for_load_state("networkidle")
+    out = Path(os.environ.get("CONTEXTOPS_ARTIFACTS", "artifacts")) / "screenshots"
+    out.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(out / "rlm_state.png"), full_page=True)
