@@ -38,6 +38,7 @@ CONTEXT_FIELDS = (
     "tokens",
     "is_constraint",
     "constraint_type",
+    "memory_type",
     "source",
     "scope",
     "scope_id",
@@ -213,23 +214,43 @@ def _ranked_postgresql(
     return matched
 
 
+# Facts that govern their subject: constraints and organizational policy. A context
+# that holds anything about a subject holds these first.
+_GOVERNS = Q(is_constraint=True) | Q(memory_type=Fact.MemoryType.ORGANIZATIONAL)
+
+
+def _governs(fact: Fact) -> bool:
+    return fact.is_constraint or fact.memory_type == Fact.MemoryType.ORGANIZATIONAL
+
+
 def facts_for_context(
-    *, organization, session, scope_ids: list[str], query: str = "", limit: int = 50
+    *,
+    organization,
+    session,
+    scope_ids: list[str],
+    query: str = "",
+    limit: int = 50,
+    reader_authority: str | None = None,
 ) -> list[Fact]:
     """Valid facts a context for ``session`` may hold, best first: three queries.
 
     Only current facts (never superseded, proposed, outdated, hypothetical or draft),
-    global ones plus those of ``scope_ids``, readable at the session's authority, ranked
+    global ones plus those of ``scope_ids``, readable at the session's authority (and at
+    ``reader_authority``, the calling agent's, when given: the lower of the two wins), ranked
     by relevance to ``query`` (PostgreSQL: full-text rank over a GIN index; elsewhere
-    the number of query words each contains, a LIKE per word). Constraint
-    facts that govern a subject in the result come first, fetched even when their own
+    the number of query words each contains, a LIKE per word). Constraints, then
+    organizational policy, that govern a subject in the result come first, fetched even when their own
     words did not match.
     """
     identity = session.identity or {}
+    readers = [identity.get("authority") or ""]
+    if reader_authority is not None:
+        readers.append(reader_authority)
+    lowest = max(readers, key=organization.authority_rank)
     base = Fact.objects.filter(
         organization=organization,
         is_valid=True,
-        read_authority__in=readable_levels(organization, identity.get("authority") or ""),
+        read_authority__in=readable_levels(organization, lowest),
     ).filter(
         Q(scope=Fact.Scope.GLOBAL)
         | Q(
@@ -261,17 +282,17 @@ def facts_for_context(
     have = {f.pk for f in ranked}
     governing = [
         f
-        for f in base.filter(is_constraint=True, subject__in=subjects)
+        for f in base.filter(_GOVERNS, subject__in=subjects)
         .exclude(pk__in=have)
         .only(*CONTEXT_FIELDS)
-        .order_by("-created_at", "-id")[: max(1, limit)]
+        .order_by("-is_constraint", "-created_at", "-id")[: max(1, limit)]
     ]
     for fact in governing:
         fact.relevance = 0
-    governed = subjects | {f.subject for f in ranked if f.is_constraint and f.relevance}
-    first = [
-        f for f in ranked if f.is_constraint and (f.relevance or f.subject in governed)
-    ] + governing
+    governed = subjects | {f.subject for f in ranked if _governs(f) and f.relevance}
+    first = [f for f in ranked if _governs(f) and (f.relevance or f.subject in governed)]
+    first.sort(key=lambda f: not f.is_constraint)  # stable: constraints, then policy
+    first += governing
     first_ids = {f.pk for f in first}
     rest = [f for f in ranked if f.pk not in first_ids]
     return (first + rest)[: max(1, limit) + len(governing)]

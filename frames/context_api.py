@@ -70,6 +70,7 @@ def context_pack_create(request, session_id: UUID, payload: ContextPackIn):
         include_handles=[str(h) for h in payload.include_handles],
         exclude_handles=[str(h) for h in payload.exclude_handles],
         min_compaction=payload.min_compaction,
+        reader_authority=request.agent.authority,
     )
     return context_pack_body(pack)
 

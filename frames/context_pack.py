@@ -19,21 +19,12 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from django.utils import timezone
 
 from contextops.errors import Invalid, NotFound
+from facts.selectors import facts_for_context, working_set_for_context
 
 from . import packing
 from .models import ContextHandle, ContextPackRecord, Frame, Session
 from .pressure_levels import top_frame
 from .resources import COLD, INDEXED, OFFLINE
-
-try:  # the facts app lands separately; until it does, packs carry no facts
-    from facts.selectors import facts_for_context
-except ImportError:  # pragma: no cover - depends on the facts app being present
-    facts_for_context = None
-
-try:
-    from facts.selectors import working_set_for_context
-except ImportError:  # pragma: no cover
-    working_set_for_context = None
 
 FACTS_LIMIT_MAX = 400
 HANDLE_FIELDS = (
@@ -110,10 +101,8 @@ def frame_ancestry(frame: Frame) -> list[Frame]:
 
 
 def _facts(
-    session: Session, frames: list[Frame], query: str, budget: int
+    session: Session, frames: list[Frame], query: str, budget: int, reader_authority: str | None
 ) -> list[packing.FactItem]:
-    if facts_for_context is None:
-        return []
     limit = max(20, min(FACTS_LIMIT_MAX, budget // 20))
     scope_ids = [str(session.pk), *(str(f.pk) for f in frames)]
     rows = facts_for_context(
@@ -122,6 +111,7 @@ def _facts(
         scope_ids=scope_ids,
         query=query,
         limit=limit,
+        reader_authority=reader_authority,
     )
     items = []
     for fact in rows:
@@ -146,10 +136,6 @@ def _facts(
 
 
 def _working_set(session: Session, query: str) -> list[packing.WorkingItem]:
-    # TODO(context): read through facts.selectors.working_set_for_context once the facts
-    # app provides it; until then packs carry no working-set items.
-    if working_set_for_context is None:
-        return []
     items = []
     for entry in working_set_for_context(session=session, query=query):
         value = _text(entry.value)
@@ -215,8 +201,15 @@ def context_pack_assemble(
     include_handles: list[str] | tuple = (),
     exclude_handles: list[str] | tuple = (),
     min_compaction: str = "none",
+    reader_authority: str | None = None,
+    store: bool = True,
 ) -> ContextPack:
     """Assemble, store and return the context pack of ``session`` (at ``frame`` or its top).
+
+    Facts are those readable at the session's authority and, when ``reader_authority``
+    is given (the calling agent's), at that one too: a pack never shows a reader more
+    than it could read itself. ``store=False`` assembles without keeping a record (the
+    dashboard's preview), so the packs an agent lists are the ones agents asked for.
 
     Raises Invalid(code="budget_too_small") under 500 tokens and NotFound when
     ``frame`` is not one of the session's frames. Without any frame the pack holds the
@@ -249,13 +242,13 @@ def context_pack_assemble(
         brief_context=brief_context_text(session),
         breadcrumbs=[packing.Breadcrumb(str(f.pk), f.goal, f.status, f.depth) for f in ancestry],
         segments=segments,
-        facts=_facts(session, ancestry, query, budget_tokens),
+        facts=_facts(session, ancestry, query, budget_tokens, reader_authority),
         working_set=_working_set(session, query),
         min_compaction=min_compaction,
         skipped=skipped,
     )
     result = packing.pack(data)
-    record = ContextPackRecord.objects.create(
+    record = ContextPackRecord(
         session=session,
         frame=frame,
         budget=budget_tokens,
@@ -279,6 +272,8 @@ def context_pack_assemble(
         ],
         query=query[:2000],
     )
+    if store:
+        record.save(force_insert=True)
     return ContextPack(record=record, result=result, frame=frame, query=query)
 
 

@@ -1,14 +1,16 @@
 """Context-pack assembly at scale, beside the trivial health endpoint.
 
 A session with 1,000 then 10,000 valid facts (and 50,000 superseded ones at the larger
-size) and a frame with 1,000 handles. Prints p50 / p95 and the query count of each
-and writes them to docs/benchmarks-context.md. With the facts app not installed yet,
-facts come from an in-memory stand-in for its selector, and the table says so.
+size, as real supersession chains of five or six old versions behind each head) and a
+frame with 1,000 handles. Facts carry their search text as a write through the API
+stores it, so the relevance ranking (PostgreSQL full text, LIKE elsewhere) does its real
+work. Prints p50 / p95 and the query count of each and writes them to
+docs/benchmarks-context.md.
 """
 
 import statistics
 import time
-from dataclasses import dataclass
+import uuid
 from pathlib import Path
 
 import pytest
@@ -16,57 +18,56 @@ from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from frames import context_pack
+from facts.models import Fact
 from frames.models import ContextHandle, Frame, Session
 
 ROUNDS = 30
 HANDLES = 1_000
 DOC = Path(settings.BASE_DIR) / "docs" / "benchmarks-context.md"
+QUERY = "evidence subject 42"
 
 
-@dataclass
-class StandInFact:
-    pk: int
-    key: str
-    value: str
-    tokens: int
-    is_constraint: bool = False
-    source: str = "user"
-    scope: str = "global"
+def _version(org, i: int, chain, version: int, head: bool, supersedes=None) -> Fact:
+    key = f"bench.fact.{i}" if head else f"bench.fact.{i}.v{version}"
+    subject = f"subject {i}"
+    value = f"value {i} version {version} of the benchmark, evidence for topic {i % 500}"
+    return Fact(
+        organization=org,
+        key=key,
+        subject=subject,
+        value=value,
+        search_text=f"{key} {subject} {value}".lower(),
+        source="user",
+        authority="employee",
+        is_valid=head,
+        status=Fact.Status.ACTIVE if head else Fact.Status.SUPERSEDED,
+        chain=chain,
+        version=version,
+        supersedes=supersedes,
+        supersession_rule=Fact.Rule.EXPLICIT if supersedes else "",
+        is_constraint=head and i % 100 == 0,
+        tokens=18,
+    )
 
 
-def _facts_model():
-    try:
-        from facts.models import Fact
-    except ImportError:
-        return None
-    return Fact if context_pack.facts_for_context is not None else None
-
-
-def _add_facts(org, session, valid: int, superseded: int, start: int) -> None:
-    """Real Fact rows when the facts app is there: ``valid`` valid, ``superseded`` superseded."""
-    Fact = _facts_model()
-    names = {f.name for f in Fact._meta.get_fields()}
-    rows = []
-    for i in range(start, start + valid + superseded):
-        is_valid = i - start < valid
-        fields = {
-            "organization": org,
-            "key": f"bench.fact.{i}",
-            "value": f"value {i} of the benchmark",
-            "source": "user",
-            "tokens": 8,
-        }
-        if "subject" in names:
-            fields["subject"] = f"subject {i % 500}"
-        if "is_valid" in names:
-            fields["is_valid"] = is_valid
-        if "scope" in names:
-            fields["scope"] = "global"
-        if "is_constraint" in names:
-            fields["is_constraint"] = i % 100 == 0
-        rows.append(Fact(**{k: v for k, v in fields.items() if k in names}))
-    Fact.objects.bulk_create(rows, batch_size=2_000)
+def _add_facts(org, first: int, valid: int, superseded: int) -> None:
+    """``valid`` chains from index ``first``, with ``superseded`` old versions spread over
+    them; each version supersedes the one before, as explicit supersession writes them."""
+    chains = [uuid.uuid4() for _ in range(valid)]
+    depth = [superseded // valid + (1 if n < superseded % valid else 0) for n in range(valid)]
+    previous: list[Fact | None] = [None] * valid
+    for version in range(1, max(depth, default=0) + 2):
+        layer = []
+        for n in range(valid):
+            if version > depth[n] + 1:
+                continue
+            head = version == depth[n] + 1
+            layer.append(
+                (n, _version(org, first + n, chains[n], version, head, supersedes=previous[n]))
+            )
+        Fact.objects.bulk_create([fact for _, fact in layer], batch_size=2_000)
+        for n, fact in layer:
+            previous[n] = fact
 
 
 def _measure(api, path, body=None):
@@ -86,7 +87,7 @@ def _measure(api, path, body=None):
 
 
 @pytest.mark.django_db
-def test_bench_context_pack_assembly(api, monkeypatch):
+def test_bench_context_pack_assembly(api):
     org = api.organization
     session = Session.objects.create(
         organization=org,
@@ -113,23 +114,14 @@ def test_bench_context_pack_assembly(api, monkeypatch):
         ],
         batch_size=1_000,
     )
-    real = _facts_model() is not None
-    stand_in: list[StandInFact] = []
-    if not real:
-        monkeypatch.setattr(context_pack, "facts_for_context", lambda **kw: stand_in[: kw["limit"]])
     path = f"/sessions/{session.id}/context-pack"
-    body = {"budget_tokens": 8_000, "query": "evidence subject 42"}
+    body = {"budget_tokens": 8_000, "query": QUERY}
     rows = []
+    added = 0
     for valid, superseded in ((1_000, 0), (10_000, 50_000)):
-        already = len(stand_in) if not real else None
-        if real:
-            previous = rows[-1][0] if rows else 0
-            _add_facts(org, session, valid - previous, superseded, start=previous * 10)
-        else:
-            stand_in.extend(
-                StandInFact(i, f"bench.fact.{i}", f"value {i}", 8, i % 100 == 0)
-                for i in range(already, valid)
-            )
+        _add_facts(org, added, valid - added, superseded)
+        added = valid
+        assert Fact.objects.filter(organization=org, is_valid=True).count() == valid
         p50, p95, queries = _measure(api, path, body)
         h50, h95, hq = _measure(api, "/health")
         rows.append((valid, superseded, p50, p95, queries, h50, h95, hq))
@@ -143,7 +135,8 @@ def test_bench_context_pack_assembly(api, monkeypatch):
         "",
         f"`make bench` (tests/bench/test_bench_context_pack.py), {ROUNDS} rounds after one warm-up, database {engine},",
         f"through the Django test client (full API stack: auth, validation, serialization). Frame with {HANDLES} handles,",
-        f"budget 8,000 tokens. Facts: {'real Fact rows through facts.selectors.facts_for_context' if real else 'an in-memory stand-in for facts_for_context (the facts app was not installed when this ran)'}.",
+        f"budget 8,000 tokens, query {QUERY!r}. Facts: real rows in supersession chains, ranked by",
+        "facts.selectors.facts_for_context (PostgreSQL full text over the stored tsvector; LIKE on SQLite).",
         "",
         "| valid facts | superseded facts | pack p50 ms | pack p95 ms | pack queries | health p50 ms | health p95 ms | health queries |",
         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",

@@ -27,7 +27,7 @@ class StubFact:
 def stub_facts(monkeypatch):
     facts: list[StubFact] = []
 
-    def facts_for_context(*, organization, session=None, scope_ids=(), query="", limit=50):
+    def facts_for_context(*, organization, session=None, scope_ids=(), query="", limit=50, **_):
         return facts[:limit]
 
     monkeypatch.setattr(context_pack, "facts_for_context", facts_for_context)
