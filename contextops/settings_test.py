@@ -23,11 +23,16 @@ MEDIA_ROOT = VAR_DIR / "test-media"
 CONTEXTOPS_RATE_LIMIT_PER_MINUTE = int(os.environ.get("CONTEXTOPS_RATE_LIMIT_PER_MINUTE", "0"))
 CELERY_BEAT_SCHEDULE = {}
 
+# Test databases are named per run (xdist's run id, shared by its workers, or this
+# process's id), so two runs on one machine never open or drop each other's.
+_run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")[:12] or str(os.getpid())
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not the in-memory default: the live server, the in-process worker and the
     # test thread then share one database through SQLite's normal locking, which waits
     # on busy_timeout instead of failing with "database table is locked".
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-contextops.sqlite3")}
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-contextops-{_run}.sqlite3")}
+else:
+    DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{_run}"}
 
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
