@@ -63,6 +63,12 @@ class SessionOut(Schema):
     pressure: SessionPressureOut
     top_frame_id: UUID | None
     usage_totals: UsageTotalsOut
+    effective_tokens: int = Field(
+        ...,
+        description="What the session's model calls cost, in tokens: input and output at full "
+        "price, cache writes at 1.25x, cache reads at a tenth. A cost figure: window "
+        "occupancy and the compaction trigger use the full counts.",
+    )
     api_calls: int
     last_event_seq: int
     created_at: datetime
@@ -229,6 +235,7 @@ def session_out(session: Session, *, pressure, top_frame_id) -> dict[str, Any]:
         "pressure": {"level": pressure.level, "utilization": round(pressure.utilization, 4)},
         "top_frame_id": top_frame_id,
         "usage_totals": session.usage_totals,
+        "effective_tokens": session.effective_tokens,
         "api_calls": session.api_calls_total,
         "last_event_seq": session.last_event_seq,
         "created_at": session.created_at,

@@ -8,6 +8,8 @@ from django.utils import timezone
 
 from contextops.models import Agent, Organization
 
+from ..budget import cost_weighted_tokens
+
 
 class Session(models.Model):
     """One agent's conversation: the seed's scope."""
@@ -81,6 +83,12 @@ class Session(models.Model):
             "cache_creation_input_tokens": self.cache_creation_tokens_total,
             "cache_read_input_tokens": self.cache_read_tokens_total,
         }
+
+    @property
+    def effective_tokens(self) -> int:
+        """What the session's calls cost, in tokens (cache writes at 1.25x, reads at a
+        tenth): a cost, never room in the window (see the design's note)."""
+        return round(cost_weighted_tokens(**self.usage_totals))
 
 
 class Frame(models.Model):

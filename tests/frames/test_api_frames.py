@@ -119,6 +119,9 @@ def test_it_sums_usage_over_every_frame_into_the_session_totals(api, start_sessi
         "cache_creation_input_tokens": 1000,
         "cache_read_input_tokens": 8000,
     }
+    # Cost uses the cache discount: 120 + 80 + 1.25 x 1000 + 0.1 x 8000 = 2250, while the
+    # window and the budget count every token (9,200 spent across the two frames).
+    assert body["effective_tokens"] == 2250
     # The child is on top; its latest call fills 8050 of 10000 tokens: high pressure.
     assert body["pressure"] == {"level": "high", "utilization": 0.805}
     assert api.get(f"/frames/{child['id']}").json()["budget"]["used"] == 8050
