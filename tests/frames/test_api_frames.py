@@ -173,6 +173,18 @@ def test_it_answers_malformed_frames_with_field_errors(api, start_session, body)
     assert api.get(f"/sessions/{session['id']}/events").json()[-1]["type"] == "session.created"
 
 
+def test_it_refuses_an_unknown_time_zone_at_session_start(api):
+    before = api.get("/sessions").json()["count"]
+    response = api.post("/sessions", {"environment": {"timezone": "Mars/Olympus_Mons"}})
+    assert response.status_code == 422, response.content
+    assert response.json()["error"] == "validation_error"
+    assert response.json()["errors"][0]["loc"][-1] == "timezone"
+    assert api.get("/sessions").json()["count"] == before
+    good = api.post("/sessions", {"environment": {"timezone": "Asia/Tokyo"}})
+    assert good.status_code == 201
+    assert api.get(f"/sessions/{good.json()['id']}/environment").json()["timezone"] == "Asia/Tokyo"
+
+
 def test_it_answers_a_body_that_is_not_json_or_not_utf8(api, start_session):
     session = start_session()
     for raw in (b"{not json", b'{"goal": "\xff\xfe", "budget": {"total": 1}}'):
