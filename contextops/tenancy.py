@@ -5,7 +5,8 @@ from django.contrib.auth.models import Permission
 from django.db import transaction
 from django.utils.text import slugify
 
-from .models import Agent, ApiKey, Member, Organization
+from .errors import Conflict, Invalid
+from .models import DEFAULT_AUTHORITY_LADDER, Agent, ApiKey, Member, Organization
 
 
 def organization_get_or_create(*, name: str) -> Organization:
@@ -17,16 +18,43 @@ def organization_get_or_create(*, name: str) -> Organization:
 
 @transaction.atomic
 def api_key_create(
-    *, org_name: str, agent_name: str, authority: str = "employee", department: str = ""
+    *,
+    org_name: str,
+    agent_name: str,
+    authority: str | None = None,
+    department: str = "",
+    update_authority: bool = False,
 ) -> tuple[ApiKey, str]:
-    """Create what does not exist yet (organization, agent) and issue a new key for the agent."""
+    """Create what does not exist yet (organization, agent) and issue a new key for the agent.
+
+    ``authority`` must be on the organization's ladder (422 ``validation_error``). A new
+    agent gets it; when None, ``employee`` (or the ladder's lowest level if it has no
+    employee). An existing agent keeps its own level: None or the same level just issues
+    the key, another level is a 409 ``authority_differs`` unless ``update_authority`` is
+    set, which moves the agent, and with it every key it holds. Nothing is created when
+    it refuses.
+    """
     org = organization_get_or_create(name=org_name)
+    ladder = org.authority_ladder or DEFAULT_AUTHORITY_LADDER
+    if authority is not None and authority not in ladder:
+        raise Invalid(
+            f"Unknown authority {authority!r}; {org.name}'s ladder is {', '.join(ladder)}.",
+            loc=["authority"],
+        )
+    default = "employee" if "employee" in ladder else ladder[-1]
     agent, created = Agent.objects.get_or_create(
         organization=org,
         name=agent_name,
-        defaults={"authority": authority, "department": department},
+        defaults={"authority": authority or default, "department": department},
     )
-    if not created and agent.authority != authority:
+    if not created and authority is not None and agent.authority != authority:
+        if not update_authority:
+            raise Conflict(
+                "authority_differs",
+                f"Agent {agent_name!r} of {org.name} already has authority {agent.authority}, "
+                f"not {authority}; changing it changes what all of its keys may do.",
+                authority=agent.authority,
+            )
         agent.authority = authority
         agent.save(update_fields=["authority"])
     return ApiKey.issue(agent=agent)

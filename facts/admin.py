@@ -6,7 +6,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from contextops.errors import DomainError
+from contextops.errors import AuthorityTooLow, DomainError
 
 from . import services
 from .models import Fact, SourceAuthority, WorkingSetItem
@@ -33,6 +33,17 @@ def admin_authority(user, organization) -> str:
 
 class _DryRun(Exception):
     pass
+
+
+def _form_error(exc: DomainError) -> str:
+    if isinstance(exc, AuthorityTooLow) and "proposal" in exc.extra:
+        # The API keeps such a write as the writer's proposal; a form that refuses saves nothing.
+        return (
+            f"Your authority ranks below {exc.extra['fact_authority']}, which wrote "
+            f"{exc.extra['fact_key']}: a lower authority never supersedes a higher one. "
+            "Nothing was saved."
+        )
+    return exc.detail
 
 
 class FactAdminForm(forms.ModelForm):
@@ -89,7 +100,7 @@ class FactAdminForm(forms.ModelForm):
         except _DryRun:
             pass
         except DomainError as exc:
-            raise ValidationError(exc.detail) from exc
+            raise ValidationError(_form_error(exc)) from exc
         return data
 
 

@@ -69,7 +69,11 @@ def _write_body(result: services.FactWriteResult) -> dict:
         "201 with `outcome` created, superseded (naming `rule`: explicit, implicit, authority or temporal), "
         "proposal (a lower authority wrote on a subject held by a higher one: kept, never current) or "
         "outdated (an older observation than the current fact). 200 `unchanged` when the same key and value "
-        "were written before. 403 `authority_too_low` for an explicit supersession of a higher authority's fact, "
+        "were written before, or when a new key states what the subject's current fact in that scope already "
+        "states (the body is that current fact; nothing is stored and no dependent is flagged) unless it carries "
+        "a higher authority or a later `observed_at`. 403 `authority_too_low` (+ `fact_key`, `fact_authority`, "
+        "`proposal`) for an explicit supersession of a higher authority's fact: the write is still kept, as the "
+        "writer's proposal under the key `proposal` (never current), and the higher fact stays current. "
         "404 when `supersedes` names no fact of this organization, 409 `already_superseded` (+ `superseded_by`), "
         "409 `key_exists`, 422 for bad scope, memory type, constraint or a cycle in `depends_on`."
     ),

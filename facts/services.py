@@ -37,6 +37,9 @@ class FactWriteResult:
     superseded: Fact | None = None
     flagged: int = 0
     depends_on: list[str] | None = None  # set when the fact was just written
+    # An explicit supersession a lower authority asked for: the write is kept as its
+    # proposal, and ``fact_write`` raises this once that is committed.
+    refusal: AuthorityTooLow | None = None
 
 
 def value_text(value: Any) -> str:
@@ -153,6 +156,18 @@ def _version(fact: Fact, organization) -> rules.Version:
         authority_rank=organization.authority_rank(fact.authority),
         observed_at=fact.observed_at,
         is_constraint=fact.is_constraint,
+        constraint=fact.constraint,
+    )
+
+
+def _refusal(*, proposal: Fact, target: Fact, authority: str) -> AuthorityTooLow:
+    return AuthorityTooLow(
+        f"Your authority ({authority}) ranks below {target.authority}, which wrote {target.key}; "
+        f"a lower authority never supersedes a higher one. Your write is kept as the proposal "
+        f"{proposal.key}; {target.key} stays current.",
+        fact_key=target.key,
+        fact_authority=target.authority,
+        proposal=proposal.key,
     )
 
 
@@ -290,11 +305,17 @@ def fact_write(
 
     Same key and same value again: the stored fact, unchanged (``created`` False).
     Same key, other value: 409 ``key_exists``. Explicit ``supersedes``: 404 when the key
-    is not in this organization, 403 ``authority_too_low`` when the writer ranks below
-    it, 409 ``already_superseded`` (naming the winner) when another write got there
-    first. Without ``supersedes`` the current fact of the subject in the same scope is
-    superseded (rule implicit, authority or temporal), or the write is kept as a
-    proposal / as outdated and stays out of every context.
+    is not in this organization, 409 ``already_superseded`` (naming the winner) when
+    another write got there first, and 403 ``authority_too_low`` when the writer ranks
+    below it: that error is raised after the write was committed as the writer's
+    proposal (never current; its key is the error's ``proposal``), so a caller's own
+    enclosing transaction would roll the proposal back with it. Without ``supersedes``
+    the current fact of the subject in the same scope is superseded (rule implicit,
+    authority or temporal), or the write is kept as a proposal / as outdated and stays
+    out of every context. A write under a new key stating what the subject's current
+    fact states is the current fact, unchanged (``created`` False, nothing stored),
+    unless it carries a higher authority or a later observation; dependents are only
+    flagged when the superseding version states something else.
     """
     depends_on = [str(k) for k in (depends_on or [])]
     scope_id = scope_id or ""
@@ -323,7 +344,7 @@ def fact_write(
             _subject_lock(
                 organization=organization, subject=subject, scope=scope, scope_id=scope_id
             )
-            return _fact_write(
+            result = _fact_write(
                 organization=organization,
                 key=key,
                 value=value,
@@ -356,15 +377,36 @@ def fact_write(
             if target is not None:
                 raise _already_superseded(target) from exc
         raise Conflict("write_conflict", "A concurrent write changed this chain; retry.") from exc
+    if result.refusal is not None:
+        raise result.refusal
+    return result
 
 
 def _fact_write(
     *, organization, key, value, subject, depends_on, supersedes, rule, **fields
 ) -> FactWriteResult:
-    existing = Fact.objects.filter(organization=organization, key=key).first()
+    existing = (
+        Fact.objects.select_related("contested").filter(organization=organization, key=key).first()
+    )
     if existing is not None:
         if existing.value == value:
-            return FactWriteResult(fact=existing, created=False, outcome="unchanged")
+            refused = (
+                supersedes
+                and existing.status == Fact.Status.PROPOSAL
+                and existing.contested is not None
+                and existing.contested.key == supersedes
+            )
+            return FactWriteResult(
+                fact=existing,
+                created=False,
+                outcome="unchanged",
+                # The same refused request again: the same answer.
+                refusal=_refusal(
+                    proposal=existing, target=existing.contested, authority=existing.authority
+                )
+                if refused
+                else None,
+            )
         raise Conflict(
             "key_exists",
             f"A fact with key {key} already exists with another value; write a new key that supersedes it.",
@@ -385,6 +427,7 @@ def _fact_write(
         authority_rank=rank,
         observed_at=fields["observed_at"],
         is_constraint=fields["is_constraint"],
+        constraint=fields["constraint"],
     )
     now = timezone.now()
     text = value_text(value)
@@ -423,13 +466,6 @@ def _fact_write(
         if not target.is_valid:
             raise _not_current(target)
         decision = rules.decide_explicit(new=new, target=_version(target, organization))
-        if decision.outcome == rules.FORBIDDEN:
-            raise AuthorityTooLow(
-                f"Your authority ({authority}) ranks below {target.authority}, which wrote {target.key}; "
-                "a lower authority never supersedes a higher one.",
-                fact_key=target.key,
-                fact_authority=target.authority,
-            )
     elif fields["scope"] in Fact.PRIVATE_SCOPES:
         decision = rules.Decision(rules.CREATE)
     else:
@@ -447,6 +483,11 @@ def _fact_write(
         )
         by_key = {f.key: f for f in (head, guard) if f is not None}
         target = by_key.get(decision.against.key) if decision.against else None
+        if decision.outcome == rules.UNCHANGED:
+            assert target is not None
+            return FactWriteResult(
+                fact=target, created=False, outcome="unchanged", notice=decision.reason
+            )
 
     if dependencies:
         chain_ids = [target.chain] if decision.outcome == rules.SUPERSEDE and target else []
@@ -468,14 +509,16 @@ def _fact_write(
             supersedes=target,
             supersession_rule=rule or decision.rule,
         )
-        flagged = _flag_dependents([target.pk])
+        if not rules.same_statement(new, _version(target, organization)):
+            flagged = _flag_dependents([target.pk])
         outcome, notice = "superseded", f"Supersedes {target.key} (rule: {rule or decision.rule})."
-    elif decision.outcome in (rules.PROPOSAL, rules.OUTDATED):
+    elif decision.outcome in (rules.PROPOSAL, rules.OUTDATED, rules.FORBIDDEN):
         status = (
-            Fact.Status.PROPOSAL if decision.outcome == rules.PROPOSAL else Fact.Status.OUTDATED
+            Fact.Status.OUTDATED if decision.outcome == rules.OUTDATED else Fact.Status.PROPOSAL
         )
         fact = Fact.objects.create(**row, is_valid=False, status=status, contested=target)
-        outcome, notice = decision.outcome, decision.reason
+        outcome = rules.OUTDATED if decision.outcome == rules.OUTDATED else rules.PROPOSAL
+        notice = decision.reason
     else:
         fact = Fact.objects.create(**row)
         outcome, notice = "created", ""
@@ -492,6 +535,9 @@ def _fact_write(
         superseded=target if outcome == "superseded" else None,
         flagged=flagged,
         depends_on=[d.key for d in dependencies],
+        refusal=_refusal(proposal=fact, target=target, authority=authority)
+        if decision.outcome == rules.FORBIDDEN and target is not None
+        else None,
     )
 
 
@@ -524,6 +570,7 @@ def fact_promote(*, organization, key: str, authority: str, author: str = "") ->
                 authority_rank=organization.authority_rank(authority),
                 observed_at=fact.observed_at,
                 is_constraint=fact.is_constraint,
+                constraint=fact.constraint,
             )
             current = _current_of_subject(organization, fact.subject, Fact.Scope.GLOBAL, "")
             same_kind = [f for f in current if f.is_constraint == fact.is_constraint] or (
@@ -537,6 +584,7 @@ def fact_promote(*, organization, key: str, authority: str, author: str = "") ->
                 new=new,
                 current=_version(head, organization) if head else None,
                 guard=_version(guard, organization) if guard else None,
+                allow_unchanged=False,
             )
             if decision.outcome == rules.PROPOSAL:
                 raise AuthorityTooLow(
@@ -563,7 +611,8 @@ def fact_promote(*, organization, key: str, authority: str, author: str = "") ->
             if target is not None:
                 _supersede(target, now)
                 fact.chain, fact.version, fact.supersedes = target.chain, target.version + 1, target
-                flagged = _flag_dependents([target.pk])
+                if not rules.same_statement(new, _version(target, organization)):
+                    flagged = _flag_dependents([target.pk])
             fact.save()
     except IntegrityError as exc:
         raise Conflict(

@@ -2,8 +2,9 @@
 
 A write either starts a chain, supersedes the current fact of its subject (naming the
 rule that applied), stays a proposal (a lower authority never supersedes a higher one),
-or is recorded as outdated (for time-sensitive subjects the later observation wins,
-whatever order the writes arrive in).
+is recorded as outdated (for time-sensitive subjects the later observation wins,
+whatever order the writes arrive in), or changes nothing (it states what the current
+fact already states: how often something is said never matters).
 """
 
 import re
@@ -30,6 +31,7 @@ SUPERSEDE = "supersede"
 PROPOSAL = "proposal"
 OUTDATED = "outdated"
 FORBIDDEN = "forbidden"
+UNCHANGED = "unchanged"
 
 
 def memory_type_for_source(source: str) -> str:
@@ -59,11 +61,24 @@ class Version:
     authority_rank: int  # 0 is the highest
     observed_at: datetime | None = None
     is_constraint: bool = False
+    constraint: dict | None = None
+
+
+def same_statement(new: Version, old: Version) -> bool:
+    """True when ``new`` says what ``old`` says: the same value, as a constraint or not alike.
+
+    Facts derived from ``old`` stay right when such a version replaces it.
+    """
+    return (
+        new.value == old.value
+        and new.is_constraint == old.is_constraint
+        and new.constraint == old.constraint
+    )
 
 
 @dataclass(frozen=True)
 class Decision:
-    outcome: str  # create | supersede | proposal | outdated | forbidden
+    outcome: str  # create | supersede | proposal | outdated | forbidden | unchanged
     rule: str = ""
     against: Version | None = None
     reason: str = ""
@@ -82,11 +97,35 @@ def decide_explicit(*, new: Version, target: Version) -> Decision:
 
 
 def decide_implicit(
-    *, new: Version, current: Version | None, guard: Version | None = None
+    *,
+    new: Version,
+    current: Version | None,
+    guard: Version | None = None,
+    allow_unchanged: bool = True,
 ) -> Decision:
     """A write on a subject: ``current`` is the subject's current fact in the same scope,
     ``guard`` a constraint governing the subject that a plain statement cannot replace.
+
+    A write stating what ``current`` states is ``unchanged`` (against ``current``) unless
+    it adds weight: a higher authority, or a later observation of a time-sensitive
+    subject. Then it supersedes like any other write. With ``allow_unchanged`` False (a
+    promotion, asked for explicitly) a restatement is decided like any other write.
     """
+    if allow_unchanged and current is not None and same_statement(new, current):
+        outranks = new.authority_rank < current.authority_rank
+        observed_later = bool(
+            new.authority_rank <= current.authority_rank
+            and new.observed_at
+            and current.observed_at
+            and new.observed_at > current.observed_at
+        )
+        if not (outranks or observed_later):
+            return Decision(
+                UNCHANGED,
+                "",
+                current,
+                f"{current.key} already states this; nothing changed.",
+            )
     if guard is not None and new.authority_rank > guard.authority_rank:
         return Decision(
             PROPOSAL,

@@ -1,6 +1,7 @@
 """Admins edit facts as new versions, and invalidate instead of deleting."""
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.test import Client
 
 from facts.models import Fact
@@ -66,6 +67,24 @@ def test_it_refuses_to_edit_a_superseded_version(admin_client, policy):
     )
     assert response.status_code == 200 and "only the current version" in response.content.decode()
     assert Fact.objects.count() == 2
+
+
+def test_it_refuses_an_edit_over_a_higher_authority_and_saves_nothing(make_user, policy):
+    staff = make_user(username="clerk")
+    staff.is_staff = True
+    staff.save()
+    staff.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_fact", "change_fact"])
+    )
+    client = Client()
+    client.force_login(staff)  # not a superuser: writes with admin authority, below policy
+    response = client.post(
+        f"/admin/facts/fact/{policy.pk}/change/", _form(policy, value='"max 30%"')
+    )
+    html = response.content.decode()
+    assert response.status_code == 200 and "lower authority never supersedes" in html
+    assert "Nothing was saved" in html
+    assert list(Fact.objects.values_list("key", "status")) == [("discount_policy", "active")]
 
 
 def test_it_adds_a_fact_through_the_service(admin_client, api):

@@ -299,3 +299,115 @@ def test_it_documents_every_path_in_the_openapi_schema(api):
         "/api/v1/sessions/{session_id}/environment",
     ):
         assert path in paths, path
+
+
+def test_it_keeps_a_refused_explicit_supersession_as_the_writers_proposal(make_api, write):
+    manager = make_api(agent="m", authority="manager")
+    intern = make_api(agent="i", authority="intern")
+    write(manager, key="discount_policy", value="max 15%")
+    write(manager, key="quote", value="12% for Initech", depends_on=["discount_policy"])
+    body = {"key": "discount_v2", "value": "25%", "source": "user", "supersedes": "discount_policy"}
+
+    denied = intern.post("/facts", body)
+    assert denied.status_code == 403, denied.content
+    error = denied.json()
+    assert error["error"] == "authority_too_low" and error["proposal"] == "discount_v2"
+    assert error["fact_key"] == "discount_policy" and error["fact_authority"] == "manager"
+    assert "kept as the proposal discount_v2" in error["detail"]
+
+    proposal = intern.get("/facts/discount_v2").json()
+    assert proposal["status"] == "proposal" and proposal["is_valid"] is False
+    assert proposal["contested"] == "discount_policy" and proposal["authority"] == "intern"
+    assert proposal["value"] == "25%" and proposal["supersedes"] is None
+    assert intern.get("/facts/discount_v2/current").status_code == 404  # never current
+
+    current = manager.get("/facts/discount_policy/current").json()
+    assert current["key"] == "discount_policy" and current["value"] == "max 15%"
+    assert current["superseded_by"] is None
+    lineage = manager.get("/facts/discount_policy/lineage").json()
+    assert [v["key"] for v in lineage["chain"]] == ["discount_policy"]
+    assert [(c["key"], c["status"]) for c in lineage["contested"]] == [("discount_v2", "proposal")]
+    assert lineage["dependents"][0]["needs_review"] is False
+    listed = manager.get("/facts", {"status": "proposal", "valid": "false"}).json()
+    assert [f["key"] for f in listed["items"]] == ["discount_v2"]
+    assert "discount_v2" not in [f["key"] for f in manager.get("/facts").json()["items"]]
+
+    # The same request again gets the same answer, and stores nothing more.
+    again = intern.post("/facts", body)
+    assert again.status_code == 403 and again.json()["proposal"] == "discount_v2"
+    assert Fact.objects.filter(organization=intern.organization).count() == 3
+
+
+def test_it_treats_a_restatement_under_a_new_key_as_unchanged(api, write):
+    write(api, key="meeting_tuesday", subject="meeting", value="Tuesday at 2pm")
+    write(api, key="agenda", value="budget first", depends_on=["meeting_tuesday"])
+    for key in ("meeting_again", "meeting_once_more", "meeting_v3"):
+        same = write(api, status=200, key=key, subject="meeting", value="Tuesday at 2pm")
+        assert same["outcome"] == "unchanged" and same["flagged_for_review"] == 0
+        assert same["key"] == "meeting_tuesday" and same["is_valid"] is True
+        assert "meeting_tuesday already states this" in same["notice"]
+        assert api.get(f"/facts/{key}").status_code == 404  # nothing stored
+    lineage = api.get("/facts/meeting_tuesday/lineage").json()
+    assert [v["key"] for v in lineage["chain"]] == ["meeting_tuesday"]
+    assert api.get("/facts/agenda").json()["needs_review"] is False
+    assert api.get("/facts", {"subject": "meeting", "valid": "any"}).json()["count"] == 1
+
+    # Another scope is another subject; another value is a change.
+    write(
+        api,
+        key="meeting_task",
+        subject="meeting",
+        value="Tuesday at 2pm",
+        scope="task",
+        scope_id="t1",
+    )
+    moved = write(api, key="meeting_thursday", subject="meeting", value="Thursday at 3pm")
+    assert moved["outcome"] == "superseded" and moved["flagged_for_review"] == 1
+    assert api.get("/facts/agenda").json()["needs_review"] is True
+
+
+def test_it_supersedes_a_restatement_with_more_weight_without_flagging(make_api, write):
+    employee = make_api(agent="e", authority="employee")
+    manager = make_api(agent="m", authority="manager")
+    write(employee, key="office_hours", value="9 to 5")
+    write(employee, key="rota", value="two shifts", depends_on=["office_hours"])
+    backed = write(manager, key="office_hours_v2", subject="office_hours", value="9 to 5")
+    assert (backed["outcome"], backed["rule"]) == ("superseded", "authority")
+    assert backed["flagged_for_review"] == 0 and backed["authority"] == "manager"
+    # An employee can no longer replace what a manager now states.
+    lowered = write(employee, key="office_hours_v3", subject="office_hours", value="8 to 4")
+    assert lowered["outcome"] == "proposal"
+    # A lower authority restating it changes nothing either.
+    same = write(
+        employee, status=200, key="office_hours_v4", subject="office_hours", value="9 to 5"
+    )
+    assert same["outcome"] == "unchanged" and same["key"] == "office_hours_v2"
+
+    write(
+        employee, key="price_jan1", subject="price", value="$95", observed_at="2026-01-01T00:00:00Z"
+    )
+    write(employee, key="forecast", value="flat", depends_on=["price_jan1"])
+    later = write(
+        employee,
+        key="price_jan20",
+        subject="price",
+        value="$95",
+        observed_at="2026-01-20T00:00:00Z",
+    )
+    assert (later["outcome"], later["rule"], later["flagged_for_review"]) == (
+        "superseded",
+        "temporal",
+        0,
+    )
+    # So a value observed in between does not win over the later confirmation.
+    between = write(
+        employee,
+        key="price_jan15",
+        subject="price",
+        value="$100",
+        observed_at="2026-01-15T00:00:00Z",
+    )
+    assert between["outcome"] == "outdated"
+    assert employee.get("/facts/price_jan1/current").json()["value"] == "$95"
+    assert employee.get("/facts/rota").json()["needs_review"] is False
+    assert employee.get("/facts/forecast").json()["needs_review"] is False

@@ -6,9 +6,14 @@ from facts import supersession as rules
 from facts.supersession import Version
 
 
-def v(key, rank=3, observed=None, constraint=False, value="x"):
+def v(key, rank=3, observed=None, constraint=False, value=None):
+    """A version whose value is its key unless given: different keys say different things."""
     return Version(
-        key=key, value=value, authority_rank=rank, observed_at=observed, is_constraint=constraint
+        key=key,
+        value=key if value is None else value,
+        authority_rank=rank,
+        observed_at=observed,
+        is_constraint=constraint,
     )
 
 
@@ -94,3 +99,27 @@ def test_it_finds_cycles_in_a_dependency_graph():
 def test_it_picks_query_terms_without_stop_words():
     assert rules.query_terms("What is the current status?") == ["status"]
     assert rules.query_terms("Can we offer 25%?") == ["offer", "25"]
+
+
+def test_it_changes_nothing_for_a_restatement():
+    def same(key, rank=3, **kwargs):
+        return v(key, rank, value="Tuesday at 2pm", **kwargs)
+
+    unchanged = rules.decide_implicit(new=same("b"), current=same("a"))
+    assert (unchanged.outcome, unchanged.against.key) == (rules.UNCHANGED, "a")
+    assert rules.decide_implicit(new=same("b", 5), current=same("a", 1)).outcome == rules.UNCHANGED
+    assert rules.decide_implicit(new=v("b"), current=same("a")).outcome == rules.SUPERSEDE
+    as_constraint = rules.decide_implicit(new=same("b", constraint=True), current=same("a"))
+    assert as_constraint.outcome == rules.SUPERSEDE
+    # More weight still supersedes: a higher authority, a later observation.
+    assert rules.decide_implicit(new=same("b", 1), current=same("a", 3)).rule == "authority"
+    jan1, jan15 = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 15, tzinfo=UTC)
+    later = rules.decide_implicit(new=same("b", observed=jan15), current=same("a", observed=jan1))
+    assert (later.outcome, later.rule) == (rules.SUPERSEDE, "temporal")
+    older = rules.decide_implicit(new=same("b", observed=jan1), current=same("a", observed=jan15))
+    assert older.outcome == rules.UNCHANGED
+    # A promotion is asked for: it is decided like any other write.
+    promoted = rules.decide_implicit(new=same("b"), current=same("a"), allow_unchanged=False)
+    assert (promoted.outcome, promoted.rule) == (rules.SUPERSEDE, "implicit")
+    assert rules.same_statement(same("b"), same("a"))
+    assert not rules.same_statement(v("b"), same("a"))

@@ -1,22 +1,49 @@
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
+from contextops.errors import DomainError
 from contextops.tenancy import api_key_create
 
 
 class Command(BaseCommand):
-    help = "Create an API key for an agent (creating the organization and agent if needed). Prints the key alone on the last line."
+    help = (
+        "Create an API key for an agent (creating the organization and agent if needed). "
+        "Prints the key alone on the last line."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--org", required=True)
         parser.add_argument("--agent", required=True)
-        parser.add_argument("--authority", default="employee")
-        parser.add_argument("--department", default="")
-
-    def handle(self, *args, org, agent, authority, department, **options):
-        key, raw = api_key_create(
-            org_name=org, agent_name=agent, authority=authority, department=department
+        parser.add_argument(
+            "--authority",
+            default=None,
+            help="a level of the organization's ladder; without it a new agent gets employee "
+            "(or the ladder's lowest level) and an existing agent keeps its own",
         )
+        parser.add_argument("--department", default="")
+        parser.add_argument(
+            "--update-authority",
+            action="store_true",
+            help="move an existing agent (and all its keys) to --authority instead of refusing",
+        )
+
+    def handle(self, *args, org, agent, authority, department, update_authority, **options):
+        try:
+            key, raw = api_key_create(
+                org_name=org,
+                agent_name=agent,
+                authority=authority,
+                department=department,
+                update_authority=update_authority,
+            )
+        except DomainError as exc:
+            hint = (
+                " Pass --update-authority to change it, or leave --authority out to keep it."
+                if exc.code == "authority_differs"
+                else ""
+            )
+            raise CommandError(exc.detail + hint) from exc
         self.stderr.write(
-            f"Created key {key.prefix} for agent {agent!r} in {org!r} (authority {authority}). It is shown once:"
+            f"Created key {key.prefix} for agent {agent!r} in {org!r} "
+            f"(authority {key.agent.authority}). It is shown once:"
         )
         self.stdout.write(raw)
