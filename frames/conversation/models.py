@@ -183,6 +183,12 @@ class CompactionRun(models.Model):
     )
     summarizer = models.CharField(max_length=40, blank=True)
     attempts = models.PositiveIntegerField(default=0)
+    retries = models.PositiveIntegerField(
+        default=0, help_text="Jobs sent again because the summary provider failed every attempt."
+    )
+    retry_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the pending retry is due; the sweep waits for it."
+    )
     error = models.TextField(blank=True)
     occupancy_tokens = models.PositiveIntegerField(
         null=True, blank=True, help_text="Window occupancy that triggered it."

@@ -69,7 +69,9 @@ class MessagesOut(Schema):
 
 
 class CompactionIn(Schema):
-    strategy: Literal["anchor_point", "summarize_oldest", "truncate_at"] = "anchor_point"
+    strategy: Literal["anchor_point", "priority_based", "summarize_oldest", "truncate_at"] = (
+        "anchor_point"
+    )
     target_tokens: int | None = Field(None, ge=1, le=100_000_000)
     keep_turns: int | None = Field(None, ge=0, le=1_000_000)
 
@@ -96,6 +98,8 @@ class CompactionOut(Schema):
     summary_failed: bool
     summarizer: str
     attempts: int
+    retries: int
+    retry_at: Any
     preserved_anchor_index: int | None
     warning: str | None
     error: str

@@ -3,9 +3,10 @@
 ``select_anchor_point`` is seed 002 §1.C (``selectTurnsForCompaction``): the last three
 turns are always kept; among the older turns the most recent anchor and everything after
 it are kept; the rest is summarized. The other strategies are seed 000 §2's
-summarize-oldest (keep the recent N) and truncate-at (keep the recent N, drop the rest
-from the window without a summary). Positions are 0-based over the turns given, oldest
-first.
+priority-based (turns ranked with seed 000's priority levels, the lowest summarized
+first until the window fits), summarize-oldest (keep the recent N) and truncate-at (keep
+the recent N, drop the rest from the window without a summary). Positions are 0-based
+over the turns given, oldest first.
 """
 
 from collections.abc import Sequence
@@ -13,11 +14,13 @@ from dataclasses import dataclass, field
 
 ALWAYS_KEEP_RECENT = 3
 SUMMARIZE_OLDEST_KEEP = 10
+QUALITY_RATIO = 0.6
 
 ANCHOR_POINT = "anchor_point"
+PRIORITY_BASED = "priority_based"
 SUMMARIZE_OLDEST = "summarize_oldest"
 TRUNCATE_AT = "truncate_at"
-STRATEGIES = (ANCHOR_POINT, SUMMARIZE_OLDEST, TRUNCATE_AT)
+STRATEGIES = (ANCHOR_POINT, PRIORITY_BASED, SUMMARIZE_OLDEST, TRUNCATE_AT)
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,71 @@ def select_anchor_point(
             preserved_anchor=anchor,
         )
     return Selection(keep=recent, summarize=list(range(older_count)))
+
+
+# Seed 000 §2's ContextPriority scores. Turns get the first four; "background" is the
+# level of handles the context pack may drop, and no turn is that disposable.
+PRIORITY_SCORES = {"critical": 100, "high": 75, "medium": 50, "low": 25, "background": 10}
+
+
+@dataclass(frozen=True)
+class TurnFacts:
+    """What the priority-based strategy needs to know of one turn."""
+
+    tokens: int
+    anchor: bool = False
+    error: bool = False
+
+
+def turn_priority(turn: TurnFacts, *, recent: bool) -> str:
+    """Seed 000 §2's priority of a turn in the window.
+
+    critical: one of the always-kept recent turns (never summarized); high: an anchor,
+    seed 002's milestone of a fix or a finished task; medium: a turn with a failed tool
+    result, the problem the agent may still be working on; low: any other turn.
+    """
+    if recent:
+        return "critical"
+    if turn.anchor:
+        return "high"
+    if turn.error:
+        return "medium"
+    return "low"
+
+
+def select_priority_based(
+    turns: Sequence[TurnFacts],
+    target_tokens: int | None = None,
+    keep_recent: int = ALWAYS_KEEP_RECENT,
+) -> Selection:
+    """Summarize the lowest-priority turns first, oldest first within a level, until the
+    kept turns fit in ``target_tokens``; critical turns (the newest ``keep_recent``) stay
+    even when they alone exceed it.
+
+    Without ``target_tokens`` the target is the seed's quality bar: the kept turns at
+    most 40 % of the window's turns. ``preserved_anchor`` is the newest anchor kept
+    outside the recent turns, or None.
+    """
+    total = len(turns)
+    recent_from = total - min(keep_recent, total)
+    priorities = [turn_priority(t, recent=i >= recent_from) for i, t in enumerate(turns)]
+    kept_tokens = sum(t.tokens for t in turns)
+    if target_tokens is None:
+        target_tokens = int(kept_tokens * (1 - QUALITY_RATIO))
+    candidates = sorted(range(recent_from), key=lambda i: (PRIORITY_SCORES[priorities[i]], i))
+    summarized: set[int] = set()
+    for i in candidates:
+        if kept_tokens <= target_tokens:
+            break
+        summarized.add(i)
+        kept_tokens -= turns[i].tokens
+    keep = [i for i in range(total) if i not in summarized]
+    anchors_kept = [i for i in keep if i < recent_from and turns[i].anchor]
+    return Selection(
+        keep=keep,
+        summarize=sorted(summarized),
+        preserved_anchor=max(anchors_kept) if anchors_kept else None,
+    )
 
 
 def select_summarize_oldest(
@@ -96,9 +164,6 @@ def compaction_level(original_tokens: int, final_tokens: int) -> str:
     if reduction < 0.9:
         return "aggressive"
     return "critical"
-
-
-QUALITY_RATIO = 0.6
 
 
 def compression_ratio(original_tokens: int, final_tokens: int) -> float:

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max, Q
+from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from contextops.errors import Conflict, Invalid
@@ -467,6 +467,12 @@ def compaction_request(
 
 
 def _select(run: CompactionRun, turns: list[Turn]) -> sel.Selection:
+    if run.strategy == sel.PRIORITY_BASED:
+        return sel.select_priority_based(
+            [sel.TurnFacts(t.tokens, anchor=bool(t.anchor_type), error=t.has_error) for t in turns],
+            target_tokens=run.target_tokens,
+            keep_recent=sel.ALWAYS_KEEP_RECENT if run.keep_turns is None else run.keep_turns,
+        )
     if run.strategy == sel.SUMMARIZE_OLDEST:
         return sel.select_summarize_oldest(
             [t.tokens for t in turns], keep_recent=run.keep_turns, target_tokens=run.target_tokens
@@ -497,6 +503,26 @@ def _turn_text(turn: Turn):
     )
 
 
+class CompactionRetry(Exception):
+    """The summary provider failed every attempt and the run went back to the queue.
+
+    The job that raised it sends itself again after ``countdown`` seconds.
+    """
+
+    def __init__(self, *, run_id, retry: int, countdown: float, error: str) -> None:
+        super().__init__(f"compaction {run_id}: retry {retry} in {countdown:g} s after {error}")
+        self.run_id = run_id
+        self.retry = retry
+        self.countdown = countdown
+        self.error = error
+
+
+def compaction_retry_countdown(retries: int) -> float:
+    """Seconds before retry number ``retries + 1``: the base doubled for each earlier retry."""
+    base = float(getattr(settings, "CONTEXTOPS_COMPACTION_RETRY_COUNTDOWN", 30))
+    return base * 2**retries
+
+
 def compaction_claim(*, run_id) -> bool:
     """Take a queued run (or a running one whose worker vanished); False when someone else has it.
 
@@ -516,17 +542,26 @@ def compaction_claim(*, run_id) -> bool:
     )
 
 
-def compaction_execute(*, run_id, summarizer=None) -> CompactionRun | None:
+def compaction_execute(
+    *, run_id, summarizer=None, retry_provider_errors: bool = False
+) -> CompactionRun | None:
     """Run a queued compaction; None when it is not there or not claimable (a repeated delivery).
 
     Never deletes a turn: summarized turns are marked and linked to the new summary,
     which also goes into the session's top frame as a ``summary`` handle.
+
+    With ``retry_provider_errors`` (the job), a summary provider that fails every attempt
+    puts the run back in the queue with nothing written and raises ``CompactionRetry``,
+    until the run has had ``CONTEXTOPS_COMPACTION_MAX_RETRIES`` retries; then, or
+    without the flag, the generic continuation message is recorded as a failure.
     """
     if not compaction_claim(run_id=run_id):
         return None
     run = CompactionRun.objects.select_related("session").get(pk=run_id)
     try:
-        return _compaction_apply(run, summarizer)
+        return _compaction_apply(run, summarizer, retry_provider_errors)
+    except CompactionRetry:
+        raise
     except Exception as exc:  # the run must not stay "running" forever
         logger.exception("compaction %s failed", run_id)
         CompactionRun.objects.filter(pk=run_id, status=CompactionRun.Status.RUNNING).update(
@@ -538,7 +573,47 @@ def compaction_execute(*, run_id, summarizer=None) -> CompactionRun | None:
         return run
 
 
-def _compaction_apply(run: CompactionRun, summarizer) -> CompactionRun:
+def _compaction_retry_later(run: CompactionRun, outcome) -> CompactionRetry | None:
+    """Hand a run whose summary failed back to the queue; None when someone else holds it.
+
+    The run counts its own retries, so a job sent again by the sweep or redelivered by
+    the broker does not start a fresh count.
+    """
+    countdown = compaction_retry_countdown(run.retries)
+    with transaction.atomic():
+        session = Session.objects.select_for_update().get(pk=run.session_id)
+        handed_back = CompactionRun.objects.filter(
+            pk=run.pk, status=CompactionRun.Status.RUNNING, retries=run.retries
+        ).update(
+            status=CompactionRun.Status.QUEUED,
+            started_at=None,
+            retries=F("retries") + 1,
+            retry_at=timezone.now() + timedelta(seconds=countdown),
+            summarizer=outcome.provider,
+            attempts=outcome.attempts,
+            error=outcome.error,
+        )
+        if handed_back != 1:
+            return None
+        event_append(
+            session=session,
+            type="compaction.retrying",
+            actor="worker",
+            payload={
+                "compaction_id": str(run.pk),
+                "retry": run.retries + 1,
+                "countdown_seconds": countdown,
+                "error": outcome.error[:500],
+            },
+        )
+    return CompactionRetry(
+        run_id=run.pk, retry=run.retries + 1, countdown=countdown, error=outcome.error
+    )
+
+
+def _compaction_apply(
+    run: CompactionRun, summarizer, retry_provider_errors: bool = False
+) -> CompactionRun:
     from contextops.llm import summarizer_default
 
     session = run.session
@@ -573,11 +648,24 @@ def _compaction_apply(run: CompactionRun, summarizer) -> CompactionRun:
                 ),
             )
         outcome = (summarizer or summarizer_default()).summarize(texts)
+    max_retries = getattr(settings, "CONTEXTOPS_COMPACTION_MAX_RETRIES", 3)
+    if (
+        retry_provider_errors
+        and outcome is not None
+        and outcome.failed
+        and run.retries < max_retries
+    ):
+        retry = _compaction_retry_later(run, outcome)
+        if retry is None:  # the run is no longer ours to hand back
+            run.refresh_from_db()
+            return run
+        raise retry
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=session.pk)
         run = CompactionRun.objects.select_for_update().get(pk=run.pk)
         if run.status != CompactionRun.Status.RUNNING:
             return run
+        frame = _compacted_frame(session=session, turns=turns)
         summary = None
         if outcome is not None:
             summary = Summary.objects.create(
@@ -595,7 +683,7 @@ def _compaction_apply(run: CompactionRun, summarizer) -> CompactionRun:
             )
             # The earlier summaries now live inside the new one.
             Turn.objects.filter(session=session, summary__in=previous).update(summary=summary)
-            _summary_handle(session=session, summary=summary)
+            _summary_handle(frame=frame, summary=summary)
         if to_remove:
             Turn.objects.filter(pk__in=[t.pk for t in to_remove], truncated=False).update(
                 truncated=True, compaction_run=run, updated_at=timezone.now()
@@ -621,8 +709,27 @@ def _compaction_apply(run: CompactionRun, summarizer) -> CompactionRun:
         run.summarizer = outcome.provider if outcome else ""
         run.attempts = outcome.attempts if outcome else 0
         run.error = outcome.error if failed else ""
+        run.retry_at = None
         run.finished_at = timezone.now()
         run.save()
+        if frame is not None and (to_summarize or to_remove):
+            event_append(
+                session=session,
+                type="frame.compacted",
+                frame=frame,
+                actor="worker",
+                payload={
+                    "compaction_id": str(run.pk),
+                    "strategy": run.strategy,
+                    "compaction_level": run.level,
+                    "original_tokens": original,
+                    "final_tokens": final,
+                    "items_removed": run.items_removed,
+                    "items_summarized": run.items_summarized,
+                    "summary_id": str(summary.pk) if summary else None,
+                    "handle_id": str(summary.handle_id) if summary and summary.handle_id else None,
+                },
+            )
         event_append(
             session=session,
             type="compaction.completed" if not failed else "compaction.failed",
@@ -640,13 +747,22 @@ def _compaction_apply(run: CompactionRun, summarizer) -> CompactionRun:
     return run
 
 
-def _summary_handle(*, session: Session, summary: Summary) -> None:
-    """Put the summary in the session's top frame as a ``summary`` handle, when there is one."""
+def _compacted_frame(*, session: Session, turns: list[Turn]) -> Frame | None:
+    """The frame whose context a compaction changes: the session's top open frame, where
+    the summary handle goes; when none is open, the frame of the newest turn in the window."""
     from frames.selectors import session_top_frame
-    from frames.services import handle_add
 
     frame = session_top_frame(session)
-    if frame is None:
+    if frame is None and turns and turns[-1].frame_id is not None:
+        frame = Frame.objects.filter(pk=turns[-1].frame_id).first()
+    return frame
+
+
+def _summary_handle(*, frame: Frame | None, summary: Summary) -> None:
+    """Put the summary in ``frame`` as a ``summary`` handle, when the frame is still open."""
+    from frames.services import handle_add
+
+    if frame is None or frame.status not in Frame.OPEN_STATUSES:
         return
     handle = handle_add(
         frame=frame,
@@ -862,9 +978,11 @@ def compactions_requeue(*, older_than_seconds: int = 30) -> int:
     from .tasks import compaction_run
 
     cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    # A run waiting for a retry has its own job due at retry_at; send it only if that is overdue.
+    stuck = Q(retry_at__isnull=True, created_at__lt=cutoff) | Q(retry_at__lt=cutoff)
     sent = 0
     for run_id in CompactionRun.objects.filter(
-        status=CompactionRun.Status.QUEUED, created_at__lt=cutoff
+        stuck, status=CompactionRun.Status.QUEUED
     ).values_list("pk", flat=True)[:500]:
         sent += job_send(compaction_run, str(run_id))
     return sent

@@ -2,15 +2,32 @@
 
 from celery import shared_task
 
-from .services import compaction_execute, compactions_requeue
+from .services import CompactionRetry, compaction_execute, compactions_requeue
 
 __all__ = ["compaction_run", "compactions_requeue_stale"]
 
 
-@shared_task(name="conversation.compaction_run", acks_late=True, ignore_result=True)
-def compaction_run(run_id: str) -> None:
-    """Run a queued compaction; a second delivery of a claimed or finished run does nothing."""
-    compaction_execute(run_id=run_id)
+# max_retries=None: the run counts its own retries (CONTEXTOPS_COMPACTION_MAX_RETRIES), so
+# a job the sweep sends again, or the broker redelivers, keeps the count instead of
+# starting a fresh one.
+@shared_task(
+    bind=True,
+    name="conversation.compaction_run",
+    acks_late=True,
+    ignore_result=True,
+    max_retries=None,
+)
+def compaction_run(self, run_id: str) -> None:
+    """Run a queued compaction; a second delivery of a claimed or finished run does nothing.
+
+    When the summary provider fails every attempt, the run goes back to the queue and the
+    job is retried after CONTEXTOPS_COMPACTION_RETRY_COUNTDOWN seconds, doubled for each
+    earlier retry; after the last retry the failure is recorded in the run.
+    """
+    try:
+        compaction_execute(run_id=run_id, retry_provider_errors=True)
+    except CompactionRetry as retry:
+        raise self.retry(exc=retry, countdown=retry.countdown) from None
 
 
 @shared_task(name="conversation.compactions_requeue", ignore_result=True)

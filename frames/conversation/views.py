@@ -102,6 +102,7 @@ def compaction_start(request: HttpRequest, session_id) -> HttpResponse:
     session = _session(request, session_id)
     strategy = request.POST.get("strategy", selection.ANCHOR_POINT)
     keep = request.POST.get("keep_turns", "").strip()
+    target = request.POST.get("target_tokens", "").strip()
     error = ""
     try:
         keep_turns = int(keep) if keep else None
@@ -109,12 +110,19 @@ def compaction_start(request: HttpRequest, session_id) -> HttpResponse:
             raise ValueError
     except ValueError:
         keep_turns, error = None, "Keep turns must be a whole number, 0 or more."
+    try:
+        target_tokens = int(target) if target else None
+        if target_tokens is not None and target_tokens < 1:
+            raise ValueError
+    except ValueError:
+        target_tokens, error = None, error or "Target tokens must be a whole number above 0."
     if not error:
         try:
             services.compaction_request(
                 session=session,
                 strategy=strategy,
                 keep_turns=keep_turns,
+                target_tokens=target_tokens,
                 actor=request.user.get_username(),
             )
         except DomainError as exc:

@@ -12,12 +12,15 @@ from frames.conversation.anchors import (
     detect_anchor,
 )
 from frames.conversation.selection import (
+    TurnFacts,
     compaction_level,
     compression_ratio,
     quality_warning,
     select_anchor_point,
+    select_priority_based,
     select_summarize_oldest,
     select_truncate_at,
+    turn_priority,
 )
 
 EDIT = ToolCall("t1", "Edit", {"file_path": "src/app.py"})
@@ -127,6 +130,46 @@ def test_summarize_oldest_keeps_the_recent_n_or_what_fits_the_target():
     by_target = select_summarize_oldest([50, 40, 30, 20, 10], target_tokens=35)
     assert by_target.keep == [3, 4]
     assert select_summarize_oldest([500, 400], target_tokens=10).keep == [1]
+
+
+def test_turn_priority_ranks_recent_turns_then_anchors_then_errors():
+    assert turn_priority(TurnFacts(10, anchor=True, error=True), recent=True) == "critical"
+    assert turn_priority(TurnFacts(10, anchor=True, error=True), recent=False) == "high"
+    assert turn_priority(TurnFacts(10, error=True), recent=False) == "medium"
+    assert turn_priority(TurnFacts(10), recent=False) == "low"
+
+
+def test_priority_based_summarizes_the_lowest_priority_oldest_first_until_it_fits():
+    # 8 turns of 100 tokens: an anchor at 2, an error at 4, the last three critical.
+    turns = [TurnFacts(100, anchor=i == 2, error=i == 4) for i in range(8)]
+    # 800 -> 600: the two oldest plain turns go, the third plain one (3) stays.
+    selection = select_priority_based(turns, target_tokens=600)
+    assert selection.summarize == [0, 1]
+    assert selection.keep == [2, 3, 4, 5, 6, 7]
+    assert selection.preserved_anchor == 2
+    # 800 -> 400: every plain turn (0, 1, 3), then the error turn (4); the anchor stays.
+    selection = select_priority_based(turns, target_tokens=400)
+    assert selection.summarize == [0, 1, 3, 4]
+    assert selection.keep == [2, 5, 6, 7]
+    # 800 -> 100: the anchor goes last; the three recent turns stay even above the target.
+    selection = select_priority_based(turns, target_tokens=100)
+    assert selection.summarize == [0, 1, 2, 3, 4]
+    assert selection.keep == [5, 6, 7] and selection.preserved_anchor is None
+
+
+def test_priority_based_aims_at_the_quality_bar_without_a_target():
+    turns = [TurnFacts(100, anchor=i == 2) for i in range(10)]
+    # 40 % of 1,000 tokens: 0, 1, 3, 4, 5, 6 are summarized, the anchor and 7..9 kept.
+    selection = select_priority_based(turns)
+    assert selection.summarize == [0, 1, 3, 4, 5, 6]
+    assert selection.keep == [2, 7, 8, 9]
+
+
+def test_priority_based_summarizes_nothing_when_the_window_fits():
+    turns = [TurnFacts(100) for _ in range(6)]
+    assert select_priority_based(turns, target_tokens=600).summarize == []
+    assert select_priority_based(turns, target_tokens=1, keep_recent=6).summarize == []
+    assert select_priority_based([], target_tokens=1).keep == []
 
 
 def test_truncate_at_removes_without_summarizing():

@@ -6,18 +6,34 @@ from contextops.llm import CONTINUATION_MESSAGE, AnthropicSummarizer, Extractive
 from frames.conversation.models import CompactionRun, Summary, Turn
 from frames.conversation.services import compaction_execute
 from frames.conversation.tasks import compaction_run
-from frames.models import ContextHandle
+from frames.models import ContextHandle, Event
 from tests.fakes.anthropic_server import AnthropicFakeServer, Reply
 
 from .conftest import assistant, text, tool_use, user
 
 
-def conversation(api, session, count, anchors=()):
-    """``count`` turns; the turns at ``anchors`` edit a file and see the tests pass."""
+def conversation(api, session, count, anchors=(), errors=()):
+    """``count`` turns; the turns at ``anchors`` edit a file and see the tests pass, the
+    turns at ``errors`` run a build that fails."""
     for i in range(count):
         messages = [
             user(f"Step {i}: please work on part {i} of the feature " + "with some detail " * 20)
         ]
+        if i in errors:
+            messages += [
+                assistant(tool_use(f"b{i}", "Bash", command="make")),
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": f"b{i}",
+                            "content": f"make: *** [part{i}] Error 2",
+                            "is_error": True,
+                        }
+                    ],
+                },
+            ]
         if i in anchors:
             messages += [
                 assistant(
@@ -165,6 +181,107 @@ def test_summarize_oldest_and_truncate_at(api, session, queued):
     assert run.final_tokens < run.original_tokens
 
 
+def test_priority_based_keeps_anchors_and_errors_and_summarizes_plain_turns_first(
+    api, session, queued
+):
+    # Turn 2 is an anchor, turn 5 has a failed build; 7, 8 and 9 are the recent turns.
+    conversation(api, session, 10, anchors={2}, errors={5})
+    tokens = {t.index: t.tokens for t in Turn.objects.filter(session=session)}
+    plain = [0, 1, 3, 4, 6]
+    target = sum(tokens.values()) - sum(tokens[i] for i in plain)  # room for 2, 5 and 7..9
+    run_id = queued(strategy="priority_based", target_tokens=target)
+    run = compaction_execute(run_id=run_id, summarizer=ExtractiveSummarizer())
+    body = api.get(f"/compactions/{run_id}").json()
+    assert (body["status"], body["strategy"], body["items_summarized"]) == (
+        "completed",
+        "priority_based",
+        5,
+    )
+    assert body["preserved_anchor_index"] == 2
+    listed = api.get(f"/sessions/{session.id}/turns").json()
+    assert [t["index"] for t in listed if t["summarized"]] == plain
+    assert [t["index"] for t in listed if not t["summarized"]] == [2, 5, 7, 8, 9]
+    assert body["summary"].startswith("Summary of turns 0–6 (5 turns)")
+    assert body["final_tokens"] == target + run.summary.tokens
+    assert Turn.objects.filter(session=session).count() == 10  # never deleted
+
+
+def test_priority_based_summarizes_the_error_turn_before_the_anchor(api, session, queued):
+    conversation(api, session, 10, anchors={2}, errors={5})
+    tokens = {t.index: t.tokens for t in Turn.objects.filter(session=session)}
+    # Room for the anchor and the recent turns only: every plain turn and the error go.
+    target = tokens[2] + tokens[7] + tokens[8] + tokens[9]
+    run = compaction_execute(
+        run_id=queued(strategy="priority_based", target_tokens=target),
+        summarizer=ExtractiveSummarizer(),
+    )
+    summarized = Turn.objects.filter(session=session, summarized=True)
+    assert sorted(summarized.values_list("index", flat=True)) == [0, 1, 3, 4, 5, 6]
+    assert run.preserved_anchor_index == 2
+    # Tighter than the recent turns alone: the anchor goes too, the last three never do.
+    conversation(api, session, 1)
+    run = compaction_execute(
+        run_id=queued(strategy="priority_based", target_tokens=1),
+        summarizer=ExtractiveSummarizer(),
+    )
+    assert list(
+        Turn.objects.filter(session=session, summarized=False).values_list("index", flat=True)
+    ) == [8, 9, 10]
+    assert run.preserved_anchor_index is None
+
+
+def test_priority_based_without_a_target_aims_at_the_quality_bar(api, session, queued):
+    conversation(api, session, 12, anchors={2})
+    run = compaction_execute(
+        run_id=queued(strategy="priority_based"), summarizer=ExtractiveSummarizer()
+    )
+    in_window = Turn.objects.filter(session=session, summarized=False)
+    kept = sum(in_window.values_list("tokens", flat=True))
+    assert kept <= 0.4 * run.original_tokens
+    assert 2 in in_window.values_list("index", flat=True)  # the anchor stays
+
+
+def test_a_completed_run_appends_frame_compacted_for_the_top_frame(api, session, queued):
+    conversation(api, session, 6)
+    run = compaction_execute(run_id=queued(), summarizer=ExtractiveSummarizer())
+    frame = session.frames.get()
+    events = list(Event.objects.filter(session=session).order_by("seq"))
+    compacted = [e for e in events if e.type == "frame.compacted"]
+    assert len(compacted) == 1
+    event = compacted[0]
+    assert event.frame_id == frame.pk and event.actor == "worker"
+    handle = ContextHandle.objects.get(session=session, kind="summary")
+    assert event.payload == {
+        "compaction_id": str(run.pk),
+        "strategy": "anchor_point",
+        "compaction_level": run.level,
+        "original_tokens": run.original_tokens,
+        "final_tokens": run.final_tokens,
+        "items_removed": 0,
+        "items_summarized": 3,
+        "summary_id": str(run.summary_id),
+        "handle_id": str(handle.pk),
+    }
+    # Written with the run: the handle, the frame event and the run's own event in a row.
+    tail = [e.type for e in events[-3:]]
+    assert tail == ["frame.handle_added", "frame.compacted", "compaction.completed"]
+    assert compaction_execute(run_id=run.pk, summarizer=ExtractiveSummarizer()) is None
+    assert Event.objects.filter(session=session, type="frame.compacted").count() == 1
+
+
+def test_a_truncation_appends_frame_compacted_and_a_no_op_does_not(api, session, queued):
+    conversation(api, session, 3)
+    compaction_execute(run_id=queued(), summarizer=ExtractiveSummarizer())  # nothing to do
+    assert not Event.objects.filter(session=session, type="frame.compacted").exists()
+    conversation(api, session, 2)
+    run = compaction_execute(
+        run_id=queued(strategy="truncate_at", keep_turns=1), summarizer=ExtractiveSummarizer()
+    )
+    event = Event.objects.get(session=session, type="frame.compacted")
+    assert event.payload["items_removed"] == 4 and event.payload["summary_id"] is None
+    assert event.payload["compaction_id"] == str(run.pk)
+
+
 def test_nothing_to_summarize_completes_with_level_none(api, session, queued):
     conversation(api, session, 3)
     run = compaction_execute(run_id=queued(), summarizer=ExtractiveSummarizer())
@@ -207,6 +324,7 @@ def test_only_one_compaction_at_a_time(api, session, queued):
         ({"target_tokens": 0}, ["body", "target_tokens"]),
         ({"keep_turns": -1}, ["body", "keep_turns"]),
         ({"strategy": "truncate_at"}, ["body", "keep_turns"]),
+        ({"strategy": "priority_based", "target_tokens": -5}, ["body", "target_tokens"]),
     ],
 )
 def test_it_rejects_bad_compaction_requests(api, session, body, loc):

@@ -4,9 +4,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from frames.conversation.selection import (
+    PRIORITY_SCORES,
+    TurnFacts,
     select_anchor_point,
+    select_priority_based,
     select_summarize_oldest,
     select_truncate_at,
+    turn_priority,
 )
 
 totals = st.integers(min_value=0, max_value=300)
@@ -51,3 +55,41 @@ def test_truncate_at_removes_a_prefix(total, keep):
     chosen = select_truncate_at(total, keep)
     assert chosen.remove + chosen.keep == list(range(total))
     assert len(chosen.keep) == min(total, keep) and chosen.summarize == []
+
+
+turn_facts = st.builds(
+    TurnFacts,
+    tokens=st.integers(min_value=0, max_value=5_000),
+    anchor=st.booleans(),
+    error=st.booleans(),
+)
+
+
+@given(
+    turns=st.lists(turn_facts, max_size=200),
+    target=st.integers(min_value=1, max_value=200_000),
+    keep=st.integers(min_value=0, max_value=10),
+)
+def test_priority_based_summarizes_lower_priorities_first_and_stops_when_it_fits(
+    turns, target, keep
+):
+    chosen = select_priority_based(turns, target_tokens=target, keep_recent=keep)
+    assert sorted(chosen.keep + chosen.summarize) == list(range(len(turns)))
+    assert chosen.remove == []
+    recent_from = len(turns) - min(keep, len(turns))
+    assert all(i < recent_from for i in chosen.summarize)  # critical turns always stay
+
+    def rank(i):
+        return (PRIORITY_SCORES[turn_priority(turns[i], recent=i >= recent_from)], i)
+
+    kept_candidates = [i for i in chosen.keep if i < recent_from]
+    if chosen.summarize and kept_candidates:
+        # Everything summarized ranks below everything kept: lowest level, oldest, first.
+        assert max(map(rank, chosen.summarize)) < min(map(rank, kept_candidates))
+    kept = sum(turns[i].tokens for i in chosen.keep)
+    if kept_candidates:
+        assert kept <= target  # it stopped only because the window fits
+    if chosen.summarize:
+        # ...and not one turn later than needed.
+        last = max(chosen.summarize, key=rank)
+        assert kept + turns[last].tokens > target

@@ -2,6 +2,7 @@
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from contextops.llm import ExtractiveSummarizer
 from frames.conversation.models import CompactionRun
@@ -68,6 +69,45 @@ def test_the_button_queues_a_compaction_and_returns_the_runs(
     plain = Client()
     plain.force_login(response.wsgi_request.user)
     assert plain.post(url, {"strategy": "magic"}).status_code == 302
+
+
+def test_the_button_offers_priority_based_with_a_target(
+    api, session, member_client, page, django_capture_on_commit_callbacks
+):
+    html = member_client.get(page).content.decode()
+    assert '<option value="priority_based">' in html and 'name="target_tokens"' in html
+    url = f"/sessions/{session.id}/turns/compactions/start/"
+    bad = member_client.post(
+        url, {"strategy": "priority_based", "target_tokens": "lots"}, HTTP_HX_REQUEST="true"
+    )
+    assert bad.status_code == 422 and "Target tokens must be" in bad.content.decode()
+    conversation(api, session, 8, anchors={2})
+    with django_capture_on_commit_callbacks(execute=False):
+        response = member_client.post(
+            url, {"strategy": "priority_based", "target_tokens": "1"}, HTTP_HX_REQUEST="true"
+        )
+    assert response.status_code == 200 and "priority_based" in response.content.decode()
+    run = CompactionRun.objects.get(session=session)
+    assert (run.strategy, run.target_tokens) == ("priority_based", 1)
+    compaction_execute(run_id=run.pk, summarizer=ExtractiveSummarizer())
+    html = member_client.get(page).content.decode()
+    # Everything but the three recent turns folded under the one summary.
+    assert "<strong>Summary</strong> of turns 0–4" in html and "5 turns folded" in html
+
+
+def test_a_run_waiting_for_a_retry_says_so(
+    api, session, member_client, page, django_capture_on_commit_callbacks
+):
+    conversation(api, session, 5)
+    with django_capture_on_commit_callbacks(execute=False):
+        run_id = api.post(f"/sessions/{session.id}/compactions", {}).json()["id"]
+    CompactionRun.objects.filter(pk=run_id).update(
+        retries=1, retry_at=timezone.now(), error="OverloadedError: fake overloaded_error"
+    )
+    html = member_client.get(
+        f"/sessions/{session.id}/turns/compactions/", HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert "retry 1 at" in html and "OverloadedError" in html and "every 2s" in html
 
 
 def test_the_runs_fragment_polls_only_while_a_run_is_open(session, member_client):

@@ -62,3 +62,31 @@ def test_it_compacts_on_a_real_worker_when_the_threshold_is_crossed(
     assert body["status"] == "completed" and body["summary"].startswith("Parts 0 to 2")
     html = member_client.get(f"/sessions/{session.id}/turns/").content.decode()
     assert "Parts 0 to 2 are built" in html and "3 turns folded" in html and "threshold" in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_worker_retries_a_job_whose_provider_failed(
+    celery_worker, api, make_session, settings
+):
+    session = make_session()
+    conversation(api, session, 5)
+    with AnthropicFakeServer() as server:
+        server.script(
+            Reply.status(529),
+            Reply.status(529),
+            Reply.status(529),  # every attempt of the first job
+            Reply.message("Parts 0 and 1 are built."),
+        )
+        settings.CONTEXTOPS_SUMMARIZER = "anthropic"
+        settings.ANTHROPIC_API_KEY = "test-key"
+        settings.ANTHROPIC_BASE_URL = server.base_url
+        settings.CONTEXTOPS_SUMMARY_RETRY_DELAYS = [0, 0, 0]
+        settings.CONTEXTOPS_COMPACTION_RETRY_COUNTDOWN = 0
+        response = api.post(f"/sessions/{session.id}/compactions", {})
+        assert response.status_code == 202
+        run_id = response.json()["id"]
+        run = wait_for(lambda: CompactionRun.objects.filter(pk=run_id, status="completed").first())
+    assert (run.retries, run.attempts, run.items_summarized) == (1, 1, 2)
+    assert run.summary.content == "Parts 0 and 1 are built."
+    assert len(server.message_requests) == 4
+    assert ContextHandle.objects.filter(session=session, kind="summary").count() == 1
