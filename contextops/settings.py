@@ -272,4 +272,8 @@ CONTEXTOPS_ANCHOR_SUCCESS_MARKERS = [
 ]
 # A running compaction whose worker vanished may be claimed again after this many seconds.
 CONTEXTOPS_COMPACTION_STALE_SECONDS = env_int("CONTEXTOPS_COMPACTION_STALE_SECONDS", 900)
+# A job whose provider failed every attempt is retried this many times, after this many
+# seconds, doubled each time, before the run records the continuation message.
+CONTEXTOPS_COMPACTION_MAX_RETRIES = env_int("CONTEXTOPS_COMPACTION_MAX_RETRIES", 3)
+CONTEXTOPS_COMPACTION_RETRY_COUNTDOWN = env_int("CONTEXTOPS_COMPACTION_RETRY_COUNTDOWN", 30)
 # --- end conversation and compaction --------------------------------------------------
