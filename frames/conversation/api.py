@@ -39,6 +39,7 @@ def messages_append(request, session_id: str, payload: MessagesIn):
         session=session,
         messages=[m.dict() for m in payload.messages],
         usage=payload.usage.dict() if payload.usage else None,
+        frame_id=payload.frame_id,
         actor=_actor(request),
     )
     return {

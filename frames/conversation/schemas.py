@@ -1,4 +1,5 @@
 from typing import Any, Literal
+from uuid import UUID
 
 from ninja import Field, Schema
 
@@ -20,6 +21,11 @@ class MessageIn(Schema):
 class MessagesIn(Schema):
     messages: list[MessageIn] = Field(min_length=1, max_length=500)
     usage: UsageIn | None = None
+    frame_id: UUID | None = Field(
+        None,
+        description="The frame the call belongs to and is charged to; it must be an open "
+        "frame of this session. Default: the top of the session's stack.",
+    )
 
 
 class AnchorOut(Schema):

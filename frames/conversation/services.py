@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import F, Max, Q
 from django.utils import timezone
 
-from contextops.errors import Conflict, Invalid
+from contextops.errors import Conflict, Invalid, NotFound
 from contextops.jobs import job_send, job_send_on_commit
 from contextops.tokens import count_tokens
 from frames.events import event_append
@@ -286,14 +286,32 @@ def _usage_check(usage: dict | UsageFigures | None) -> UsageFigures | None:
     return UsageFigures(**usage)
 
 
+def _frame_of_call(session: Session, frame_id: Any) -> Frame:
+    frame = Frame.objects.filter(pk=frame_id, session=session).first()
+    if frame is None:
+        raise NotFound("No such frame in this session.")
+    if frame.status not in (Frame.Status.ACTIVE, Frame.Status.WAITING):
+        raise Conflict(
+            "frame_not_active",
+            f"Cannot record a call on a {frame.status} frame; only active or waiting frames can.",
+            status=frame.status,
+        )
+    return frame
+
+
 def messages_append(
     *,
     session: Session,
     messages: Sequence[dict],
     usage: dict | UsageFigures | None = None,
+    frame_id: Any = None,
     actor: str = "",
 ) -> AppendResult:
     """Group ``messages`` into the session's turns and record the call's ``usage``.
+
+    The call belongs to, and is charged to, frame ``frame_id`` (an open frame of the
+    session: NotFound otherwise, 409 ``frame_not_active`` when closed) or else the top
+    of the session's stack.
 
     Returns the turns created or extended, oldest first. When the call's window
     occupancy passes ``compaction_threshold`` of the window, no compaction is open and
@@ -311,7 +329,7 @@ def messages_append(
 
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=session.pk)
-        frame = session_top_frame(session)
+        frame = _frame_of_call(session, frame_id) if frame_id else session_top_frame(session)
         state = _ingest_start(session, MAIN_BRANCH, frame)
         for i, message in enumerate(messages):
             _ingest_message(state, message["role"], message["content"], ["body", "messages", i])

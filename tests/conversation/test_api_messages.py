@@ -4,6 +4,7 @@ import pytest
 
 from frames.conversation.models import CompactionRun, Message
 from frames.models import Session, Usage
+from frames.services import frame_pop, frame_push
 
 from .conftest import assistant, text, tool_result, tool_use, user
 
@@ -226,6 +227,43 @@ def test_it_lists_turns_after_an_index(api, session):
     post(api, session, [user(f"q{i}") for i in range(5)])
     assert [t["index"] for t in turns(api, session, after=2)] == [3, 4]
     assert [t["index"] for t in turns(api, session, limit=2)] == [0, 1]
+
+
+def test_a_call_is_charged_to_the_frame_it_names(api, session):
+    root = session.frames.get()
+    child = frame_push(session=session, parent=root, goal="Deeper work", budget_total=100_000)
+    usage = {"input_tokens": 700, "output_tokens": 50}
+    body = {"messages": [user("Hi"), assistant(text("Hello"))], "usage": usage}
+    # The child is the top of the stack; the call names the root, so the root pays.
+    response = api.post(f"/sessions/{session.id}/messages", {**body, "frame_id": str(root.id)})
+    assert response.status_code == 200, response.content
+    root.refresh_from_db()
+    child.refresh_from_db()
+    assert (root.budget_used, child.budget_used) == (750, 0)
+    assert Usage.objects.get(session=session).frame_id == root.id
+    assert turns(api, session)[0]["occupancy_tokens"] == 750
+    # Without frame_id the top of the stack pays, as before.
+    assert api.post(f"/sessions/{session.id}/messages", body).status_code == 200
+    child.refresh_from_db()
+    assert child.budget_used == 750
+
+
+def test_a_call_naming_a_frame_it_cannot_use_changes_nothing(api, make_session, session):
+    elsewhere = make_session().frames.get()
+    root = session.frames.get()
+    closed = frame_push(session=session, parent=root, goal="Done", budget_total=1_000)
+    frame_pop(frame=closed, status="completed")
+    body = {"messages": [user("Hi")], "usage": {"input_tokens": 5, "output_tokens": 5}}
+    for frame_id, status, error in (
+        (elsewhere.id, 404, "not_found"),
+        (closed.id, 409, "frame_not_active"),
+        ("not-a-uuid", 422, "validation_error"),
+    ):
+        response = api.post(f"/sessions/{session.id}/messages", {**body, "frame_id": str(frame_id)})
+        assert response.status_code == status, response.content
+        assert response.json()["error"] == error
+    assert not Usage.objects.filter(session=session).exists()
+    assert turns(api, session) == []
 
 
 def test_another_organization_gets_404(api, other_api, session):
