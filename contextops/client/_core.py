@@ -709,11 +709,16 @@ class Api:
 
     # -- conversation and compaction ---------------------------------------------------
 
-    def messages_append(self, session: Any, messages: list[JSON], *, usage: JSON | None = None):
+    def messages_append(
+        self, session: Any, messages: list[JSON], *, usage: JSON | None = None, frame: Any = None
+    ):
         """``POST /sessions/{id}/messages`` (Anthropic Messages format) → ``{messages, turns,
         occupancy_tokens, compaction_id}``; ``usage`` (the four fields, model, message_id)
-        is charged to the session's top frame."""
-        body = _drop_none(messages=messages, usage=usage)
+        is charged to ``frame`` (an open frame of the session: :class:`NotFound` otherwise,
+        :class:`FrameNotActive` when closed), else to the session's top frame."""
+        body = _drop_none(
+            messages=messages, usage=usage, frame_id=_id(frame) if frame is not None else None
+        )
         return self._call("POST", f"/sessions/{_id(session)}/messages", json=body)
 
     def turns(

@@ -14,13 +14,16 @@
 the SDK's do (everything else passes straight through to the SDK client), and also:
 
 1. **refuse what the frame cannot pay**: before sending, the call is estimated at
-   ``max_tokens + len(json.dumps(messages + system)) // 4`` tokens; when the current
-   frame (the innermost ``ops.frame`` block of the session, else the session's top
-   frame) has fewer available, :class:`InsufficientTokens` is raised and nothing is sent;
-2. **record the call**: the messages new since the last call and the model's reply go
-   to ``POST /sessions/{id}/messages`` with the usage (all four token fields, the model
-   and the message id), which charges the session's top frame; on a server without
-   that endpoint the usage goes to ``POST /frames/{id}/usage`` instead;
+   ``max_tokens + len(json.dumps(messages + system)) // 4`` tokens; when the paying
+   frame (``wrap(..., frame=)`` if given, else the innermost ``ops.frame`` block of the
+   session in this thread or task, else the session's top frame) has fewer available,
+   :class:`InsufficientTokens` is raised (:class:`FrameNotActive` when it is neither
+   active nor waiting) and nothing is sent;
+2. **record the call on that same frame**: the messages new since the last call and the
+   model's reply go to ``POST /sessions/{id}/messages`` with the usage (all four token
+   fields, the model and the message id) and ``frame_id``, the frame that was checked,
+   which pays; on a server without that endpoint the usage goes to
+   ``POST /frames/{id}/usage`` of that frame instead;
 3. **use the compacted history**: when a compaction of the session has finished (the
    one the threshold queued, whose id the messages endpoint returned, or any other
    listed by ``GET /sessions/{id}/compactions``), the next call sends the summary
@@ -39,12 +42,15 @@ from collections.abc import Callable
 from typing import Any
 
 from ._core import Frame, _id, current_frame
-from .errors import ContextopsError, InsufficientTokens, NotFound
+from .errors import ContextopsError, FrameNotActive, InsufficientTokens, NotFound
 
 logger = logging.getLogger("contextops.client")
 
 SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
 FINISHED = frozenset({"completed", "failed", "reverted"})
+# The frame statuses the server charges a call to (``_frame_of_call`` in
+# frames/conversation/services.py).
+CHARGEABLE = frozenset({"active", "waiting"})
 
 
 # -- pure helpers (no I/O) -----------------------------------------------------------------
@@ -214,11 +220,43 @@ class History:
 # -- the wrapper ---------------------------------------------------------------------------
 
 
+def _refuse_unpayable(frame: Frame, session_id: str, estimate: int) -> None:
+    """Raise, before anything is sent, when ``frame`` cannot be charged ``estimate`` tokens
+    for a call of session ``session_id``."""
+    if frame.session_id != session_id:
+        # The server would answer 404, which the recording would take for a server
+        # without the messages endpoint and charge this frame of another session.
+        raise NotFound(
+            f"Frame {frame.id} is not a frame of session {session_id}. Nothing was sent."
+        )
+    if frame.status not in CHARGEABLE:
+        raise FrameNotActive(
+            f"Frame {frame.id} is {frame.status}; only an active or waiting frame can pay "
+            "for a call. Nothing was sent.",
+            status=409,
+            body={"error": FrameNotActive.code, "status": frame.status},
+        )
+    if estimate > frame.available:
+        raise InsufficientTokens(
+            f"This call may use about {estimate} tokens; frame {frame.id} has "
+            f"{frame.available} available. Nothing was sent.",
+            requested=estimate,
+            available=frame.available,
+            status=409,
+        )
+
+
 class Recorder:
     """The contextops side of a wrapped client (sync): budget check, recording, compaction.
 
     One wrapped client follows one conversation of one session; calls of that
     conversation are sequential (each sends the history the previous one extended).
+
+    The frame a call is checked against is the frame it is charged to: ``before`` returns
+    its id and ``after`` names it as ``frame_id`` when it posts the call (messages and
+    usage, one request) to ``POST /sessions/{id}/messages``; without it the server would
+    charge the session's top frame, which need not be the checked one (a pinned
+    ``frame=``, or sibling frames open in concurrent tasks).
     """
 
     def __init__(self, ops: Any, session: Any, frame: Any = None) -> None:
@@ -232,6 +270,8 @@ class Recorder:
 
     # which frame pays
     def frame_id(self) -> str | None:
+        """The pinned frame, else the innermost ``ops.frame`` block of the session in this
+        thread or task, else the session's top frame; None when the session has none."""
         if self.fixed_frame is not None:
             return _id(self.fixed_frame)
         block = current_frame(self.session_id)
@@ -239,20 +279,15 @@ class Recorder:
             return block.id
         return self.ops.session_get(self.session_id).top_frame_id
 
-    def check_budget(self, kwargs: dict[str, Any]) -> None:
+    def check_budget(self, kwargs: dict[str, Any]) -> str | None:
+        """The id of the frame that pays for the call (None when the session has no frame),
+        after making sure it can: :class:`NotFound` when it is not a frame of the session,
+        :class:`FrameNotActive` or :class:`InsufficientTokens` when it cannot pay."""
         self.last_estimate = estimate = estimate_tokens(kwargs)
         frame_id = self.frame_id()
-        if frame_id is None:
-            return
-        frame: Frame = self.ops.frame_get(frame_id)
-        if estimate > frame.available:
-            raise InsufficientTokens(
-                f"This call may use about {estimate} tokens; frame {frame_id} has "
-                f"{frame.available} available. Nothing was sent.",
-                requested=estimate,
-                available=frame.available,
-                status=409,
-            )
+        if frame_id is not None:
+            _refuse_unpayable(self.ops.frame_get(frame_id), self.session_id, estimate)
+        return frame_id
 
     # compaction
     def _finished_compactions(self) -> list[dict[str, Any]]:
@@ -306,25 +341,34 @@ class Recorder:
             self.history.next_turn = max((int(t["index"]) for t in turns), default=-1) + 1
 
     # before and after a call
-    def before(self, kwargs: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    def before(
+        self, kwargs: dict[str, Any]
+    ) -> tuple[dict[str, Any], list[dict[str, Any]], str | None]:
+        """The call's arguments to send, its messages in canonical form and the id of the
+        frame that pays (hand it to :meth:`after`)."""
         messages = list(kwargs.get("messages") or [])
         canon = [canonical(m) for m in messages]
         self.refresh_compaction()
         sent = dict(kwargs)
         sent["messages"] = self.history.compacted(messages, canon)
-        self.check_budget(sent)
-        return sent, canon
+        frame_id = self.check_budget(sent)
+        return sent, canon, frame_id
 
-    def after(self, canon: list[dict[str, Any]], messages: list[Any], message: Any) -> None:
+    def after(
+        self,
+        canon: list[dict[str, Any]],
+        messages: list[Any],
+        message: Any,
+        frame_id: str | None,
+    ) -> None:
         common = self.history.common_prefix(canon)
         reply = reply_message(message)
         new = [jsonable(m) for m in messages[common:]] + [reply]
         usage = usage_of(message)
         self._ensure_turn_base()
         try:
-            answer = self.ops.messages_append(self.session_id, new, usage=usage)
-        except NotFound:
-            frame_id = self.frame_id()
+            answer = self.ops.messages_append(self.session_id, new, usage=usage, frame=frame_id)
+        except NotFound:  # a server from before the conversation endpoints
             if frame_id is None:
                 raise
             self.ops.usage_record(frame_id, **usage)
@@ -346,20 +390,12 @@ class AsyncRecorder(Recorder):
             return block.id
         return (await self.ops.session_get(self.session_id)).top_frame_id
 
-    async def check_budget(self, kwargs: dict[str, Any]) -> None:  # type: ignore[override]
+    async def check_budget(self, kwargs: dict[str, Any]) -> str | None:  # type: ignore[override]
         self.last_estimate = estimate = estimate_tokens(kwargs)
         frame_id = await self.frame_id()
-        if frame_id is None:
-            return
-        frame: Frame = await self.ops.frame_get(frame_id)
-        if estimate > frame.available:
-            raise InsufficientTokens(
-                f"This call may use about {estimate} tokens; frame {frame_id} has "
-                f"{frame.available} available. Nothing was sent.",
-                requested=estimate,
-                available=frame.available,
-                status=409,
-            )
+        if frame_id is not None:
+            _refuse_unpayable(await self.ops.frame_get(frame_id), self.session_id, estimate)
+        return frame_id
 
     async def refresh_compaction(self) -> None:  # type: ignore[override]
         if not self.history.recorded:
@@ -391,10 +427,10 @@ class AsyncRecorder(Recorder):
         await self.refresh_compaction()
         sent = dict(kwargs)
         sent["messages"] = self.history.compacted(messages, canon)
-        await self.check_budget(sent)
-        return sent, canon
+        frame_id = await self.check_budget(sent)
+        return sent, canon, frame_id
 
-    async def after(self, canon, messages, message) -> None:  # type: ignore[override]
+    async def after(self, canon, messages, message, frame_id) -> None:  # type: ignore[override]
         common = self.history.common_prefix(canon)
         reply = reply_message(message)
         new = [jsonable(m) for m in messages[common:]] + [reply]
@@ -403,9 +439,10 @@ class AsyncRecorder(Recorder):
             turns = await self.ops.turns(self.session_id)
             self.history.next_turn = max((int(t["index"]) for t in turns), default=-1) + 1
         try:
-            answer = await self.ops.messages_append(self.session_id, new, usage=usage)
-        except NotFound:
-            frame_id = await self.frame_id()
+            answer = await self.ops.messages_append(
+                self.session_id, new, usage=usage, frame=frame_id
+            )
+        except NotFound:  # a server from before the conversation endpoints
             if frame_id is None:
                 raise
             await self.ops.usage_record(frame_id, **usage)
@@ -509,23 +546,23 @@ class _Messages:
         return getattr(self._inner, name)
 
     def create(self, **kwargs: Any) -> Any:
-        sent, canon = self._recorder.before(kwargs)
+        sent, canon, frame_id = self._recorder.before(kwargs)
         original = list(kwargs.get("messages") or [])
         result = self._inner.create(**sent)
         if kwargs.get("stream"):
             return _observe_stream(
-                result, lambda message: self._recorder.after(canon, original, message)
+                result, lambda message: self._recorder.after(canon, original, message, frame_id)
             )
-        self._recorder.after(canon, original, result)
+        self._recorder.after(canon, original, result, frame_id)
         return result
 
     def stream(self, **kwargs: Any) -> Any:
-        sent, canon = self._recorder.before(kwargs)
+        sent, canon, frame_id = self._recorder.before(kwargs)
         original = list(kwargs.get("messages") or [])
         manager_class, _ = _stream_manager_class()
         return manager_class(
             self._inner.stream(**sent),
-            lambda message: self._recorder.after(canon, original, message),
+            lambda message: self._recorder.after(canon, original, message, frame_id),
         )
 
 
@@ -538,14 +575,14 @@ class _AsyncMessages:
         return getattr(self._inner, name)
 
     async def create(self, **kwargs: Any) -> Any:
-        sent, canon = await self._recorder.before(kwargs)
+        sent, canon, frame_id = await self._recorder.before(kwargs)
         original = list(kwargs.get("messages") or [])
         result = await self._inner.create(**sent)
         if kwargs.get("stream"):
             return _observe_async_stream(
-                result, lambda message: self._recorder.after(canon, original, message)
+                result, lambda message: self._recorder.after(canon, original, message, frame_id)
             )
-        await self._recorder.after(canon, original, result)
+        await self._recorder.after(canon, original, result, frame_id)
         return result
 
     def stream(self, **kwargs: Any) -> Any:
@@ -559,12 +596,13 @@ class _AsyncMessages:
             def __init__(self) -> None:  # noqa: D107
                 super().__init__(None, self._done)
                 self._canon: list[dict[str, Any]] = []
+                self._frame_id: str | None = None
 
             async def _done(self, message: Any) -> None:
-                await recorder.after(self._canon, original, message)
+                await recorder.after(self._canon, original, message, self._frame_id)
 
             async def __aenter__(self):
-                sent, self._canon = await recorder.before(kwargs)
+                sent, self._canon, self._frame_id = await recorder.before(kwargs)
                 self._inner = inner_messages.stream(**sent)
                 return await super().__aenter__()
 

@@ -8,7 +8,7 @@ import pytest
 from anthropic.lib.streaming import MessageStream, MessageStreamManager
 from anthropic.types import Message
 
-from contextops.client import AsyncClient, InsufficientTokens
+from contextops.client import AsyncClient, FrameNotActive, InsufficientTokens, NotFound
 from contextops.client.anthropic import SUMMARY_PREFIX, estimate_tokens, wrap
 from tests.fakes.anthropic_server import AnthropicFakeServer, Reply
 
@@ -144,6 +144,7 @@ def test_it_sends_the_compacted_history_after_the_threshold_compaction(
         assert len(pending) == 1
         run = ops.compaction_wait(pending[0], timeout=30)
         assert run["status"] == "completed", run
+        assert run["trigger"] == "threshold"  # queued by the server, not by the wrapper
         assert run["items_summarized"] == 2
         history.append(_user("Question 5: and now?"))
         fake.script(Reply.message("Answer 5."))
@@ -266,3 +267,96 @@ def test_it_falls_back_to_frame_usage_without_the_messages_endpoint(agent, sdk, 
     finally:
         proxy.close()
     assert proxy.refused == 1
+
+
+def test_it_checks_and_charges_the_pinned_frame_while_a_deeper_frame_is_active(ops, sdk, fake):
+    session = ops.session()
+    with ops.frame(session, goal="Pinned", budget=10_000) as pinned:
+        claude = wrap(sdk, ops, session, frame=pinned)
+        with ops.frame(session, goal="Deeper", budget=2_000) as deeper:
+            assert ops.session_get(session).top_frame_id == deeper.id
+            fake.script(Reply.message("Charged to the pinned frame", usage=FOUR))
+            # more than the deeper frame has, less than the pinned one: checked on the pin
+            claude.messages.create(model="claude-fake", max_tokens=5_000, messages=[_user("hi")])
+            assert pinned.refresh().budget["used"] == sum(FOUR.values())
+            assert deeper.refresh().budget["used"] == 0
+            with pytest.raises(InsufficientTokens) as caught:
+                claude.messages.create(
+                    model="claude-fake", max_tokens=pinned.available + 1, messages=[_user("more")]
+                )
+            assert caught.value.available == pinned.available
+            assert len(fake.message_requests) == 1
+    assert ops.session_get(session).usage_totals == FOUR
+    turns = ops.turns(session)
+    assert [t["assistant_response"] for t in turns] == ["Charged to the pinned frame"]
+    assert turns[0]["occupancy_tokens"] == sum(FOUR.values())  # usage sent with the messages
+
+
+def test_it_refuses_a_call_on_a_closed_pinned_frame_before_sending_it(ops, sdk, fake):
+    session = ops.session()
+    with ops.frame(session, goal="Done already", budget=1_000) as done:
+        pass
+    ops.frame_push(session, goal="Still open", budget=1_000)
+    claude = wrap(sdk, ops, session, frame=done)
+    with pytest.raises(FrameNotActive) as caught:
+        claude.messages.create(model="claude-fake", max_tokens=10, messages=[_user("hi")])
+    assert caught.value.frame_status == "completed"
+    assert fake.requests == []
+
+
+def test_it_refuses_a_call_on_a_pinned_frame_of_another_session_before_sending_it(ops, sdk, fake):
+    session, other = ops.session(), ops.session()
+    with ops.frame(other, goal="Elsewhere", budget=1_000) as elsewhere:
+        claude = wrap(sdk, ops, session, frame=elsewhere)
+        with pytest.raises(NotFound):
+            claude.messages.create(model="claude-fake", max_tokens=10, messages=[_user("hi")])
+        assert elsewhere.refresh().budget["used"] == 0
+    assert fake.requests == []
+    assert ops.turns(session) == []
+
+
+def test_it_charges_each_of_two_concurrent_sibling_frames_for_its_own_call(agent, fake):
+    def charged_models(events):
+        items = events["items"] if isinstance(events, dict) else events
+        return {
+            (e["frame_id"], e["payload"]["model"]) for e in items if e["type"] == "usage.recorded"
+        }
+
+    async def run():
+        async with AsyncClient(agent.url, agent.key) as ops:
+            session = await ops.session()
+            sdk = anthropic.AsyncAnthropic(base_url=fake.base_url, api_key="test", max_retries=0)
+            claude = wrap(sdk, ops, session)
+            # the calls overlap: both frames are open while each waits for its reply
+            fake.script(*[Reply.delay(0.3, Reply.message("Sibling reply", usage=FOUR))] * 2)
+            both_open = asyncio.Barrier(2)
+            frames = {}
+
+            async def sibling(name, budget, stream):
+                async with ops.frame(session, goal=f"Sibling {name}", budget=budget) as frame:
+                    frames[name] = frame
+                    await both_open.wait()
+                    kwargs = dict(
+                        model=f"claude-fake-{name}", max_tokens=100, messages=[_user(name)]
+                    )
+                    if stream:
+                        async with claude.messages.stream(**kwargs) as events:
+                            await events.get_final_message()
+                    else:
+                        await claude.messages.create(**kwargs)
+                    return (await frame.refresh()).budget["used"]
+
+            async with ops.frame(session, goal="Fan out", budget=10_000):
+                used = await asyncio.gather(
+                    sibling("a", 3_000, stream=False), sibling("b", 4_000, stream=True)
+                )
+            events = await ops.events(session)
+            await sdk.close()
+            return frames, used, events
+
+    frames, used, events = asyncio.run(run())
+    assert used == [sum(FOUR.values())] * 2
+    assert charged_models(events) == {
+        (frames["a"].id, "claude-fake-a"),
+        (frames["b"].id, "claude-fake-b"),
+    }
