@@ -6,6 +6,11 @@ app_name = "context"
 urlpatterns = [
     path("sessions/<uuid:session_id>/pressure/", context_views.pressure_fragment, name="pressure"),
     path(
+        "sessions/<uuid:session_id>/context-packs/",
+        context_views.context_packs_fragment,
+        name="packs",
+    ),
+    path(
         "sessions/<uuid:session_id>/context-preview/",
         context_views.context_preview_fragment,
         name="preview",

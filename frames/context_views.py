@@ -1,4 +1,7 @@
-"""Dashboard fragments for the session page: pressure gauge, pack preview, handles table."""
+"""Dashboard fragments for the session page: pressure gauge, the packs agents asked for,
+pack preview, handles table. The gauge, the packs and the handles poll themselves."""
+
+from collections import Counter
 
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
@@ -12,13 +15,17 @@ from contextops.errors import DomainError
 from . import packing
 from .context_pack import context_pack_assemble
 from .eviction import eviction_candidates
-from .models import ContextHandle, Frame, Session
+from .models import ContextHandle, ContextPackRecord, Frame, Session
 from .paging import handle_page_in, handle_page_out_request
 from .pressure_levels import LEVELS, session_pressure, top_frame
 from .resources import ACTIVE_STATES, COLD, INDEXED
 
 DEFAULT_PREVIEW_BUDGET = 4000
 HANDLES_SHOWN = 200
+PACKS_SHOWN = 5
+# How often the fragments poll, in seconds.
+PACKS_POLL_SECONDS = 10
+HANDLES_POLL_SECONDS = 3
 
 
 def _session(request: HttpRequest, session_id) -> Session:
@@ -59,8 +66,13 @@ def context_preview_fragment(request: HttpRequest, session_id) -> HttpResponse:
     pack = None
     if not error:
         try:
+            # Not stored: a slider move is not a pack an agent asked for, and the agents'
+            # list of recent packs (GET /sessions/{id}/context-packs) must stay theirs.
             pack = context_pack_assemble(
-                session=session, budget_tokens=budget, query=request.GET.get("query", "")[:2000]
+                session=session,
+                budget_tokens=budget,
+                query=request.GET.get("query", "")[:2000],
+                store=False,
             )
         except DomainError as exc:
             error = exc.detail
@@ -87,7 +99,45 @@ def context_preview_fragment(request: HttpRequest, session_id) -> HttpResponse:
     return render(request, "context/_preview.html", context)
 
 
-def _handles_context(frame: Frame, error: str = "") -> dict:
+def _pack_summary(record: ContextPackRecord) -> dict:
+    """What the session page shows of one stored pack: figures, sections, drops by level."""
+    return {
+        "record": record,
+        "used_percent": round(100 * record.used / record.budget, 1) if record.budget else 0,
+        "included_by_section": sorted(
+            Counter(i.get("section", "") for i in record.included).items()
+        ),
+        "dropped_by_level": record.dropped_by_level,
+    }
+
+
+@require_GET
+@organization_required
+def context_packs_fragment(request: HttpRequest, session_id) -> HttpResponse:
+    """The last PACKS_SHOWN packs agents asked for in the session, newest first.
+
+    The card polls with ``newest`` set to the newest pack it shows and gets 204 (nothing
+    to swap) while that is still the newest, so what a person expanded stays open.
+    """
+    session = _session(request, session_id)
+    records = ContextPackRecord.objects.filter(session=session).order_by("-created_at", "-id")
+    newest = records.values_list("pk", flat=True).first()
+    marker = str(newest) if newest else "none"
+    if request.htmx and request.GET.get("newest") == marker:
+        return HttpResponse(status=204)
+    packs = (
+        [_pack_summary(r) for r in records.select_related("frame")[:PACKS_SHOWN]] if newest else []
+    )
+    context = {
+        "session": session,
+        "packs": packs,
+        "newest": marker,
+        "poll_seconds": PACKS_POLL_SECONDS,
+    }
+    return render(request, "context/_packs.html", context)
+
+
+def _handles_context(frame: Frame, error: str = "", notice: str = "") -> dict:
     handles = list(
         ContextHandle.objects.filter(frame=frame)
         .only(
@@ -108,9 +158,11 @@ def _handles_context(frame: Frame, error: str = "") -> dict:
         "frame": frame,
         "handles": handles,
         "error": error,
+        "notice": notice,
         "active_states": ACTIVE_STATES,
         "page_in_states": (COLD, INDEXED),
         "shown": HANDLES_SHOWN,
+        "poll_seconds": HANDLES_POLL_SECONDS,
     }
 
 
@@ -121,7 +173,7 @@ def frame_handles_fragment(request: HttpRequest, frame_id) -> HttpResponse:
     return render(request, "context/_handles.html", _handles_context(frame))
 
 
-def _handle_action(request: HttpRequest, handle_id, action) -> HttpResponse:
+def _handle_action(request: HttpRequest, handle_id, action, notice: str = "") -> HttpResponse:
     handle = get_object_or_404(
         ContextHandle.objects.select_related("frame"),
         pk=handle_id,
@@ -135,7 +187,8 @@ def _handle_action(request: HttpRequest, handle_id, action) -> HttpResponse:
         error = exc.detail
     if not request.htmx:
         return redirect(reverse("context:frame_handles", args=[handle.frame_id]))
-    return render(request, "context/_handles.html", _handles_context(handle.frame, error))
+    context = _handles_context(handle.frame, error, "" if error else notice)
+    return render(request, "context/_handles.html", context)
 
 
 @require_POST
@@ -151,5 +204,8 @@ def handle_page_in_action(request: HttpRequest, handle_id) -> HttpResponse:
 @organization_required
 def handle_page_out_action(request: HttpRequest, handle_id) -> HttpResponse:
     return _handle_action(
-        request, handle_id, lambda h, actor: handle_page_out_request(handle=h, actor=actor)
+        request,
+        handle_id,
+        lambda h, actor: handle_page_out_request(handle=h, actor=actor),
+        notice="Page-out queued: the worker summarizes the handle, then it shows as indexed.",
     )

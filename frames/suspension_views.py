@@ -1,10 +1,15 @@
 """The approval inbox: pending suspensions with a preview of what each frame resumes
-with, and the Approve / Reject actions (htmx fragments, plain form posts as fallback)."""
+with, and the Approve / Reject actions (htmx fragments, plain form posts as fallback).
 
+The open inbox polls with a fingerprint of the pending list it shows and is answered
+204 (nothing to swap) until that list changes, so the previews are assembled again only
+when a suspension arrived or left.
+"""
+
+import hashlib
 import logging
 
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -23,6 +28,7 @@ logger = logging.getLogger(__name__)
 
 PREVIEW_BUDGET = 2000
 INBOX_LIMIT = 30
+INBOX_POLL_SECONDS = 10
 PERMISSION = "frames.approve_suspension"
 ROW_TEMPLATE = "frames/partials/_suspension_row.html"
 DECIDED_TEMPLATE = "frames/partials/_suspension_decided.html"
@@ -31,15 +37,16 @@ DECIDED_TEMPLATE = "frames/partials/_suspension_decided.html"
 def context_preview(suspension: Suspension) -> dict:
     """What the frame's context pack would hold if it resumed now, at a modest budget.
 
-    Assembled inside a rolled-back transaction so looking does not store a pack record;
-    any failure becomes ``{"error": text}`` instead of breaking the page.
+    Not stored: looking is not a pack an agent asked for. Any failure becomes
+    ``{"error": text}`` instead of breaking the page.
     """
     try:
-        with transaction.atomic():
-            pack = context_pack_assemble(
-                session=suspension.session, frame=suspension.frame, budget_tokens=PREVIEW_BUDGET
-            )
-            transaction.set_rollback(True)
+        pack = context_pack_assemble(
+            session=suspension.session,
+            frame=suspension.frame,
+            budget_tokens=PREVIEW_BUDGET,
+            store=False,
+        )
     except DomainError as exc:
         return {"error": exc.detail}
     except Exception as exc:  # the inbox must render even when a pack cannot be made
@@ -82,8 +89,22 @@ def _decided_item(suspension: Suspension, *, notice: str = "", error: str = "") 
     return {"s": suspension, "notice": notice, "error": error}
 
 
-def _inbox_context(request: HttpRequest, *, override: dict | None = None) -> dict:
-    pending = services.suspensions_pending(organization=request.organization, limit=INBOX_LIMIT + 1)
+def pending_fingerprint(pending: list[Suspension]) -> str:
+    """A short digest of which suspensions wait, in order; it changes when one arrives or
+    leaves. Made from the tokens' hashes, so it reveals no token."""
+    joined = "|".join(services.token_hash(s.token) for s in pending)
+    return hashlib.sha256(joined.encode()).hexdigest()[:16]
+
+
+def _pending(request: HttpRequest) -> list[Suspension]:
+    return services.suspensions_pending(organization=request.organization, limit=INBOX_LIMIT + 1)
+
+
+def _inbox_context(
+    request: HttpRequest, *, override: dict | None = None, pending: list | None = None
+) -> dict:
+    if pending is None:
+        pending = _pending(request)
     items = []
     for suspension in pending[:INBOX_LIMIT]:
         if override and override["suspension"].pk == suspension.pk:
@@ -95,6 +116,8 @@ def _inbox_context(request: HttpRequest, *, override: dict | None = None) -> dic
         "more_waiting": len(pending) > INBOX_LIMIT,
         "decided": services.suspensions_decided(organization=request.organization),
         "can_decide": request.user.has_perm(PERMISSION),
+        "fingerprint": pending_fingerprint(pending),
+        "poll_seconds": INBOX_POLL_SECONDS,
     }
 
 
@@ -102,8 +125,14 @@ def _inbox_context(request: HttpRequest, *, override: dict | None = None) -> dic
 @organization_required
 @vary_on_headers("HX-Request")
 def inbox(request: HttpRequest) -> HttpResponse:
+    """The inbox; for htmx its pending list (and, out of band, the recent decisions), or
+    204 when ``shown`` is the fingerprint of the list as it still is."""
     request.nav_section = "inbox"
-    return render_page(request, "frames/inbox.html", _inbox_context(request), partial="pending")
+    pending = _pending(request)
+    if request.htmx and request.GET.get("shown") == pending_fingerprint(pending):
+        return HttpResponse(status=204)
+    context = {**_inbox_context(request, pending=pending), "oob": bool(request.htmx)}
+    return render_page(request, "frames/inbox.html", context, partial="pending")
 
 
 def _suspension_or_404(request: HttpRequest, frame_id, hashed: str) -> Suspension:

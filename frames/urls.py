@@ -6,6 +6,7 @@ app_name = "frames"
 urlpatterns = [
     path("", views.session_list, name="session_list"),
     path("sessions/<uuid:session_id>/", views.session_detail, name="session_detail"),
+    path("sessions/<uuid:session_id>/changes/", views.session_changes, name="session_changes"),
     path("frames/<uuid:frame_id>/", views.frame_detail, name="frame_detail"),
     path("frames/<uuid:frame_id>/children/", views.frame_children, name="frame_children"),
 ]

@@ -1,7 +1,17 @@
-"""Dashboard pages for sessions and frames: list, session with its lazy frame tree, frame."""
+"""Dashboard pages for sessions and frames: list, session with its lazy frame tree, frame.
+
+Open pages keep themselves current by polling: the session page asks what changed
+since the last event it has seen (``session_changes``), the frame page re-reads its
+budget card (an htmx request for ``frame_detail``).
+"""
+
+from collections import Counter
+from dataclasses import dataclass, field
 
 from django.core.paginator import Paginator
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
@@ -9,12 +19,21 @@ from contextops.dashboard import organization_required, render_page
 from contextops.errors import NotFound
 
 from . import selectors
-from .models import Frame, Session, Usage
+from .models import Event, Frame, Session, Usage
 from .pressure_levels import session_pressure
 from .rlm.selectors import state_list
 
 SESSIONS_PER_PAGE = 25
 CHILDREN_PER_REQUEST = 100
+RECENT_EVENTS = 15
+USAGE_SHOWN = 20
+RLM_STATES_SHOWN = 20
+# How often open pages poll, in seconds.
+TREE_POLL_SECONDS = 3
+FRAME_POLL_SECONDS = 3
+# Events one poll of the session page turns into updates; a busier session catches up
+# over the next polls.
+EVENTS_PER_POLL = 200
 LIFECYCLE_STEPS = [
     (value, "Active under pressure" if value == "active_pressure" else label)
     for value, label in Session.Lifecycle.choices
@@ -67,6 +86,12 @@ def _tree_nodes(frames: list[Frame]) -> list[dict]:
     return [{"frame": f, "segments": budget_segments(f)} for f in frames]
 
 
+def _recent_events(session: Session) -> list[Event]:
+    return selectors.event_list(
+        session=session, after=max(0, session.last_event_seq - RECENT_EVENTS), limit=RECENT_EVENTS
+    )
+
+
 @require_GET
 @organization_required
 @vary_on_headers("HX-Request")
@@ -85,14 +110,113 @@ def session_detail(request: HttpRequest, session_id) -> HttpResponse:
         "top": top,
         "pressure": session_pressure(session),
         "lifecycle_steps": LIFECYCLE_STEPS,
-        "events": selectors.event_list(
-            session=session, after=max(0, session.last_event_seq - 15), limit=15
-        ),
+        "events": _recent_events(session),
         "rlm_states": state_list(organization=request.organization, session_id=str(session.pk))[
-            :20
+            :RLM_STATES_SHOWN
         ],
+        # Read with the session, before the roots: a frame pushed in between is then both
+        # on the page and in the first update, and the page keeps the node it has.
+        "after": session.last_event_seq,
+        "poll_seconds": TREE_POLL_SECONDS,
     }
     return render_page(request, "frames/session_detail.html", context, partial="tree")
+
+
+@dataclass
+class TreeChanges:
+    """What the events after one sequence number did to a session's frame tree.
+
+    ``appended``: new frames to add at the end of their parent's list (or the roots);
+    ``reshaped``: frames that got their first children, whose node becomes expandable;
+    ``updated``: other frames whose status or budget moved. Each is a list of tree nodes.
+    """
+
+    after: int
+    appended: list[dict] = field(default_factory=list)
+    reshaped: list[dict] = field(default_factory=list)
+    updated: list[dict] = field(default_factory=list)
+
+
+def _tree_changes(session: Session, after: int) -> TreeChanges:
+    """The frames touched by up to EVENTS_PER_POLL events after ``after``, and their parents.
+
+    A constant number of queries, whatever the size of the tree: the events, the frames
+    they name, those frames' parents, and (only when a root was pushed) the root count.
+    A new frame is appended only where its whole list is on the page once loaded (at most
+    CHILDREN_PER_REQUEST siblings); under a longer list it shows up on "Show more".
+    """
+    events = list(
+        Event.objects.filter(session=session, seq__gt=after)
+        .order_by("seq")
+        .values_list("seq", "type", "frame_id")[:EVENTS_PER_POLL]
+    )
+    changes = TreeChanges(after=events[-1][0] if events else session.last_event_seq)
+    touched = {frame_id for _, _, frame_id in events if frame_id is not None}
+    pushed = {frame_id for _, kind, frame_id in events if kind == "frame.pushed"}
+    if not touched:
+        return changes
+    frames = {f.pk: f for f in Frame.objects.filter(session=session, pk__in=touched)}
+    parent_ids = {f.parent_id for f in frames.values() if f.parent_id} - frames.keys()
+    if parent_ids:
+        frames.update({f.pk: f for f in Frame.objects.filter(session=session, pk__in=parent_ids)})
+    new_children = Counter(f.parent_id for f in frames.values() if f.pk in pushed)
+    reshaped = {
+        pk
+        for pk, frame in frames.items()
+        if pk not in pushed
+        and frame.children_count
+        and frame.children_count == new_children.get(pk)
+    }
+    roots_fit = None not in new_children or (
+        Frame.objects.filter(session=session, parent=None).count() <= CHILDREN_PER_REQUEST
+    )
+    for frame in sorted(frames.values(), key=lambda f: (f.created_at, str(f.pk))):
+        node = {"frame": frame, "segments": budget_segments(frame)}
+        if frame.pk in reshaped:
+            changes.reshaped.append(node)
+        elif frame.pk not in pushed:
+            changes.updated.append(node)
+        elif frame.parent_id is None:
+            if roots_fit:
+                changes.appended.append(node)
+        else:
+            parent = frames.get(frame.parent_id)
+            if (
+                parent is not None
+                and parent.pk not in pushed
+                and parent.pk not in reshaped
+                and parent.children_count <= CHILDREN_PER_REQUEST
+            ):
+                changes.appended.append(node)
+    return changes
+
+
+@require_GET
+@organization_required
+def session_changes(request: HttpRequest, session_id) -> HttpResponse:
+    """What the session page polls: 204 when no event came after ``after``, else
+    out-of-band updates of its tree, lifecycle, usage and recent events, and the poller
+    again with the new ``after``."""
+    session = _get_or_404(
+        selectors.session_get, organization=request.organization, session_id=session_id
+    )
+    try:
+        after = max(0, int(request.GET.get("after", "")))
+    except ValueError:
+        after = session.last_event_seq
+    if session.last_event_seq <= after:
+        return HttpResponse(status=204)
+    changes = _tree_changes(session, after)
+    context = {
+        "session": session,
+        "changes": changes,
+        "after": changes.after,
+        "poll_seconds": TREE_POLL_SECONDS,
+        "lifecycle_steps": LIFECYCLE_STEPS,
+        "events": _recent_events(session),
+        "oob": True,
+    }
+    return render(request, "frames/partials/_session_changes.html", context)
 
 
 @require_GET
@@ -116,26 +240,44 @@ def frame_children(request: HttpRequest, frame_id) -> HttpResponse:
     return render_page(request, "frames/partials/_children.html", context)
 
 
+def _frame_usage(frame: Frame) -> list[Usage]:
+    return list(Usage.objects.filter(frame=frame).order_by("-created_at", "-id")[:USAGE_SHOWN])
+
+
 @require_GET
 @organization_required
 @vary_on_headers("HX-Request")
 def frame_detail(request: HttpRequest, frame_id) -> HttpResponse:
+    """The frame page; for htmx only its budget card, with its status line and model
+    calls out of band: what the open page polls every FRAME_POLL_SECONDS."""
     request.nav_section = "sessions"
     frame = _get_or_404(selectors.frame_get, organization=request.organization, frame_id=frame_id)
+    live = {
+        "frame": frame,
+        "session": frame.session,
+        "segments": budget_segments(frame),
+        "usage": _frame_usage(frame),
+        "poll_seconds": FRAME_POLL_SECONDS,
+    }
+    if request.htmx and not request.htmx.boosted:
+        return render(request, "frames/frame_detail.html#budget", {**live, "oob": True})
     ancestry = selectors.frame_ancestry(frame)
     children = selectors.frame_children(
         frame=frame, session=frame.session, limit=CHILDREN_PER_REQUEST + 1
     )
     context = {
-        "frame": frame,
-        "session": frame.session,
+        **live,
         "ancestry": ancestry[:-1],
-        "segments": budget_segments(frame),
         "nodes": _tree_nodes(children[:CHILDREN_PER_REQUEST]),
         "more": len(children) > CHILDREN_PER_REQUEST,
         "next_offset": CHILDREN_PER_REQUEST,
         "parent": frame,
-        "usage": list(Usage.objects.filter(frame=frame).order_by("-created_at", "-id")[:20]),
         "events": selectors.event_list(session=frame.session, frame=frame, limit=50),
+        # States attached to this frame, and those of the task tree rooted at it.
+        "rlm_states": list(
+            state_list(organization=request.organization).filter(
+                Q(frame=frame) | Q(root_frame=frame)
+            )[:RLM_STATES_SHOWN]
+        ),
     }
-    return render_page(request, "frames/frame_detail.html", context, partial="budget")
+    return render(request, "frames/frame_detail.html", context)

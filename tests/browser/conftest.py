@@ -1,8 +1,12 @@
 """A real Chromium, driven by Playwright, against the live server and a real worker.
 
 The browser is Debian's /usr/bin/chromium (``playwright install`` cannot download one
-here). Screenshots of each main page are written to ``$CONTEXTOPS_ARTIFACTS/screenshots``
-(CI keeps that folder) and, with ``CONTEXTOPS_SCREENSHOTS_DIR`` set, there as well.
+here), launched by ``chromium_launch`` with the flags every browser test shares. Every
+``page`` comes with a Celery worker (``celery_worker`` of tests/conftest.py) consuming
+the jobs the live server sends. Agents talk to the live server over HTTP with their own
+API key (``agent``). Screenshots of each main page are written to
+``$CONTEXTOPS_ARTIFACTS/screenshots`` (CI keeps that folder) and, with
+``CONTEXTOPS_SCREENSHOTS_DIR`` set, there as well; each name is written by one test only.
 """
 
 import os
@@ -36,24 +40,27 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.xdist_group("browser"))
 
 
-@pytest.fixture(scope="package")
-def browser() -> Iterator:
-    from playwright.sync_api import sync_playwright
-
+def chromium_launch(playwright):
+    """Debian's Chromium, headless, with the shared flags; fails the test when it is missing."""
     if not Path(CHROMIUM).exists():
         pytest.fail(
             f"Chromium not found at {CHROMIUM}: install it with `apt-get install -y chromium`"
         )
+    return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+
+
+@pytest.fixture(scope="package")
+def browser() -> Iterator:
+    from playwright.sync_api import sync_playwright
+
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
-        )
+        browser = chromium_launch(playwright)
         yield browser
         browser.close()
 
 
 @pytest.fixture
-def page(browser, live_server) -> Iterator:
+def page(browser, live_server, celery_worker) -> Iterator:
     context = browser.new_context(base_url=live_server.url, viewport={"width": 1366, "height": 900})
     page = context.new_page()
     page.set_default_timeout(15_000)
@@ -63,6 +70,18 @@ def page(browser, live_server) -> Iterator:
     page.console_errors = errors
     yield page
     context.close()
+
+
+@pytest.fixture
+def agent(live_server) -> Iterator:
+    """An agent of Acme calling the live server over HTTP with its own API key."""
+    from contextops.client import Client
+    from contextops.tenancy import api_key_create
+
+    _, raw = api_key_create(org_name="Acme", agent_name="browser-agent", authority="employee")
+    client = Client(live_server.url, raw, retries=1, backoff=0.01)
+    yield client
+    client.close()
 
 
 def login(page, username: str) -> None:

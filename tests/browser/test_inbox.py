@@ -29,7 +29,7 @@ def test_a_person_approves_one_frame_and_rejects_another(
     expect(rows).to_have_count(2)
     expect(rows.nth(0)).to_contain_text("Issue a $900 refund")
     expect(rows.nth(0)).to_contain_text("Context on resume")
-    screenshot(page, "inbox")
+    screenshot(page, "inbox-pending")  # "inbox" is the tour's, on the demo data
 
     rows.nth(0).get_by_role("button", name="Approve").click()
     expect(page.locator(f"#frame-{refund['id']}")).to_contain_text("Approved.")
@@ -67,4 +67,29 @@ def test_a_member_without_the_permission_sees_the_inbox_read_only(
     expect(page.locator("#pending-suspensions")).to_contain_text("Delete the staging database")
     expect(page.get_by_role("button", name="Approve")).to_have_count(0)
     expect(page.get_by_role("button", name="Reject")).to_have_count(0)
+    assert page.console_errors == []
+
+
+def test_the_open_inbox_shows_a_new_suspension_and_keeps_a_note_being_typed(
+    page, make_user, start_session, push_ok, suspend_ok
+):
+    make_user(username="grace", approver=True, password=PASSWORD)
+    session = start_session(title="Vendor payments")
+    root = push_ok(session["id"], 20_000, goal="Pay this month's vendors")
+    first = push_ok(session["id"], 2_000, parent=root["id"], goal="Pay the cloud invoice")
+    second = push_ok(session["id"], 2_000, parent=root["id"], goal="Pay the new vendor")
+    suspend_ok(first["id"], reason="Over the monthly limit", requires_approval=True)
+    login(page, "grace")
+    page.goto("/inbox/")
+    rows = page.locator("#pending-suspensions .suspension")
+    expect(rows).to_have_count(1)
+    note = page.locator(f"#frame-{first['id']}").get_by_label("Why reject? (required)")
+    note.fill("Half typed")
+    page.evaluate("window.contextopsTestMark = 'still here'")
+
+    suspend_ok(second["id"], reason="New vendors need a check", requires_approval=True)
+    expect(rows).to_have_count(2, timeout=25_000)  # the list polls every 10 s
+    expect(page.locator(f"#frame-{second['id']}")).to_contain_text("New vendors need a check")
+    expect(note).to_have_value("Half typed")
+    assert page.evaluate("window.contextopsTestMark") == "still here"
     assert page.console_errors == []

@@ -29,7 +29,74 @@ def test_it_previews_a_pack_at_the_budget_of_the_slider(member_client, session, 
     assert 'type="range"' in html and 'hx-trigger="change, submit"' in html
     assert "aggressive" in html and "low_priority" in html
     assert "Segments (handles)" in html
-    assert ContextPackRecord.objects.filter(session=session, budget=800).exists()
+    assert not ContextPackRecord.objects.filter(session=session).exists()  # looking stores nothing
+
+
+def _ask_for_pack(api, session, **body):
+    response = api.post(f"/sessions/{session.id}/context-pack", body)
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def test_it_lists_the_packs_agents_asked_for_and_not_the_previews(
+    api, member_client, session, frame, make_handle
+):
+    make_handle(frame, "x " * 3000, tokens=1500, priority="low")
+    make_handle(frame, "system", tokens=3, priority="critical")
+    empty = member_client.get(f"/sessions/{session.id}/context-packs/", HTTP_HX_REQUEST="true")
+    assert "No agent has asked for a context pack yet" in empty.content.decode()
+    member_client.get(f"/sessions/{session.id}/context-preview/", {"budget": 900})
+    first = _ask_for_pack(api, session, budget_tokens=5000)
+    second = _ask_for_pack(api, session, budget_tokens=800, query="risks")
+    assert [p["id"] for p in api.get(f"/sessions/{session.id}/context-packs").json()] == [
+        second["id"],
+        first["id"],
+    ]
+    html = member_client.get(
+        f"/sessions/{session.id}/context-packs/", HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert html.index(f'id="pack-{second["id"]}"') < html.index(f'id="pack-{first["id"]}"')
+    assert f"{second['token_summary']['used']}</strong> / 800 tokens" in html
+    assert "aggressive" in html and "low_priority" in html and "Query</dt><dd>risks" in html
+    assert f'href="/frames/{frame.id}/"' in html and "hx-preserve" in html
+    assert "/ 900 tokens" not in html  # the preview was not stored
+    assert f'?newest={second["id"]}" hx-trigger="every 10s"' in html
+    assert "<html" not in html
+
+
+def test_the_packs_card_answers_204_until_an_agent_asks_for_another(api, member_client, session):
+    url = f"/sessions/{session.id}/context-packs/"
+    assert member_client.get(url, {"newest": "none"}, HTTP_HX_REQUEST="true").status_code == 204
+    pack = _ask_for_pack(api, session, budget_tokens=1000)
+    assert member_client.get(url, {"newest": "none"}, HTTP_HX_REQUEST="true").status_code == 200
+    assert member_client.get(url, {"newest": pack["id"]}, HTTP_HX_REQUEST="true").status_code == 204
+    for _ in range(8):
+        _ask_for_pack(api, session, budget_tokens=1000)
+    html = member_client.get(url).content.decode()
+    assert html.count('<details id="pack-') == 5
+
+
+def test_the_packs_card_costs_the_same_queries_for_one_or_twenty_packs(
+    api, member_client, make_session
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def count(packs):
+        session = make_session()
+        for _ in range(packs):
+            _ask_for_pack(api, session, budget_tokens=1000)
+        with CaptureQueriesContext(connection) as queries:
+            member_client.get(f"/sessions/{session.id}/context-packs/", HTTP_HX_REQUEST="true")
+        return len(queries)
+
+    assert count(1) == count(20)
+
+
+def test_the_session_page_loads_the_packs_card(member_client, session):
+    page = member_client.get(f"/sessions/{session.id}/").content.decode()
+    assert f'hx-get="/sessions/{session.id}/context-packs/" hx-trigger="load"' in page
+    assert f'href="/sessions/{session.id}/context-packs/"' in page
 
 
 def test_it_explains_a_budget_that_is_too_small(member_client, session):
@@ -49,6 +116,8 @@ def test_it_lists_handles_with_page_buttons_and_pages_them(
     loaded = make_handle(frame, tokens=5)
     indexed = make_handle(frame, tokens=5, state="indexed", summary="s.", summary_tokens=1)
     html = member_client.get(f"/frames/{frame.id}/handles/").content.decode()
+    assert f'hx-get="/frames/{frame.id}/handles/" hx-trigger="every 3s"' in html  # polls
+    assert f'id="page-out-{loaded.id}"' in html  # focus comes back to it after a refresh
     assert f'hx-post="/handles/{loaded.id}/page-out/"' in html
     assert f'hx-post="/handles/{indexed.id}/page-in/"' in html
     assert "csrfmiddlewaretoken" in html
@@ -58,8 +127,9 @@ def test_it_lists_handles_with_page_buttons_and_pages_them(
     assert indexed.state == "loaded"
     assert f'hx-post="/handles/{indexed.id}/page-out/"' in response.content.decode()
     before = queued_jobs()
-    member_client.post(f"/handles/{loaded.id}/page-out/", HTTP_HX_REQUEST="true")
+    response = member_client.post(f"/handles/{loaded.id}/page-out/", HTTP_HX_REQUEST="true")
     assert queued_jobs() == before + 1  # the page-out job reached the broker
+    assert "Page-out queued" in response.content.decode()
     response = member_client.post(f"/handles/{indexed.id}/page-in/", HTTP_HX_REQUEST="true")
     assert "cannot become loaded" in response.content.decode()
 
@@ -72,7 +142,13 @@ def test_it_redirects_a_plain_post_back_to_the_handles(member_client, frame, mak
 
 
 @pytest.mark.parametrize(
-    "path", ["/sessions/{s}/pressure/", "/sessions/{s}/context-preview/", "/frames/{f}/handles/"]
+    "path",
+    [
+        "/sessions/{s}/pressure/",
+        "/sessions/{s}/context-preview/",
+        "/sessions/{s}/context-packs/",
+        "/frames/{f}/handles/",
+    ],
 )
 def test_it_hides_another_organizations_fragments(make_user, session, frame, path):
     client = Client()

@@ -1,5 +1,7 @@
 """Dashboard pages for sessions and frames."""
 
+import re
+
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -127,3 +129,131 @@ def test_goals_with_html_are_escaped(api, member_client):
     page = member_client.get(f"/sessions/{session.pk}/").content.decode()
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def _changes(client, session, after):
+    return client.get(f"/sessions/{session.pk}/changes/", {"after": after}, HTTP_HX_REQUEST="true")
+
+
+def test_the_session_page_polls_for_what_changed(api, member_client):
+    session = _session(api)
+    services.frame_push(session=session, goal="Root", budget_total=1000)
+    session.refresh_from_db()
+    page = member_client.get(f"/sessions/{session.pk}/").content.decode()
+    poller = f'hx-get="/sessions/{session.pk}/changes/?after={session.last_event_seq}"'
+    assert poller in page and 'hx-trigger="every 3s"' in page
+    response = _changes(member_client, session, session.last_event_seq)
+    assert response.status_code == 204  # nothing happened: nothing to swap
+
+
+def test_changes_append_new_frames_reshape_leaves_and_update_the_rest(api, member_client):
+    session = _session(api)
+    parent = services.frame_push(session=session, goal="Parent", budget_total=8000)
+    services.frame_push(session=session, parent=parent, goal="Older child", budget_total=100)
+    leaf = services.frame_push(session=session, goal="Leaf", budget_total=8000)
+    session.refresh_from_db()
+    after = session.last_event_seq
+
+    child = services.frame_push(session=session, parent=parent, goal="New child", budget_total=100)
+    root = services.frame_push(session=session, goal="New root", budget_total=500)
+    services.frame_push(session=session, parent=leaf, goal="Leaf's first child", budget_total=100)
+    services.usage_record(session=session, frame=root, input_tokens=10, output_tokens=5)
+    response = _changes(member_client, session, after)
+    assert response.status_code == 200
+    html = response.content.decode()
+    session.refresh_from_db()
+    assert f"changes/?after={session.last_event_seq}" in html  # the poller, moved on
+    # Each part also lands in the poller, so a part without a place on the page is no error.
+    assert f'hx-swap-oob="beforeend:#children-{parent.pk}, #tree-updates"' in html
+    assert 'hx-swap-oob="beforeend:#frame-tree, #tree-updates"' in html
+    assert html.index("New child") < html.index("New root")
+    assert f'hx-swap-oob="innerHTML:#frame-{leaf.pk}, #tree-updates"' in html  # now expandable
+    assert f'hx-get="/frames/{leaf.pk}/children/"' in html
+    assert "Leaf&#x27;s first child" not in html  # loads on expand, like any child
+    assert f'hx-swap-oob="innerHTML:#frame-{parent.pk}-figures, #tree-updates"' in html
+    assert f'hx-swap-oob="innerHTML:#frame-{parent.pk}, ' not in html  # stays as expanded
+    assert 'id="session-lifecycle" aria-label="Session lifecycle" hx-swap-oob="true"' in html
+    assert 'id="session-usage" hx-swap-oob="true"' in html
+    assert re.search(r'<template>\s*<tbody id="session-events" hx-swap-oob="true">', html)
+    assert html.count(f'id="frame-{child.pk}"') == 1 and "<html" not in html
+
+
+def test_changes_cost_the_same_queries_for_ten_or_a_thousand_children(api, member_client):
+    small, large = _session(api, title="small"), _session(api, title="large")
+    small_root, large_root = _wide_tree(small, 10), _wide_tree(large, 1000)
+
+    def count(session, root):
+        session.refresh_from_db()
+        after = session.last_event_seq
+        services.frame_push(session=session, parent=root, goal="One more", budget_total=5)
+        services.frame_push(session=session, goal="Another root", budget_total=5)
+        services.usage_record(session=session, frame=root, input_tokens=10, output_tokens=5)
+        with CaptureQueriesContext(connection) as queries:
+            assert _changes(member_client, session, after).status_code == 200
+        return len(queries)
+
+    assert count(small, small_root) == count(large, large_root)
+
+
+def test_an_ended_session_page_does_not_poll(api, member_client):
+    session = _session(api)
+    services.session_end(session=session)
+    page = member_client.get(f"/sessions/{session.pk}/").content.decode()
+    assert 'id="tree-updates" hidden>' in page and "The session has ended." in page
+
+
+def test_the_frame_page_polls_its_budget_and_htmx_gets_only_the_live_parts(api, member_client):
+    session = _session(api)
+    root = services.frame_push(session=session, goal="Root", budget_total=8000)
+    services.frame_push(session=session, parent=root, goal="A child", budget_total=100)
+    page = member_client.get(f"/frames/{root.pk}/").content.decode()
+    assert f'hx-get="/frames/{root.pk}/" hx-trigger="every 3s"' in page
+    services.usage_record(
+        session=session, frame=root, input_tokens=1500, output_tokens=500, model="claude-x"
+    )
+    html = member_client.get(f"/frames/{root.pk}/", HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="budget"' in html and 'Used</th><td class="num">2000</td>' in html
+    assert '<p id="frame-status" hx-swap-oob="true">' in html
+    assert 'id="frame-calls" hx-swap-oob="true"' in html and "claude-x" in html
+    assert "A child" not in html and "<html" not in html
+
+
+def test_the_frame_pages_poll_costs_the_same_queries_for_ten_or_a_thousand_children(
+    api, member_client
+):
+    small, large = _session(api, title="small"), _session(api, title="large")
+    small_root, large_root = _wide_tree(small, 10), _wide_tree(large, 1000)
+
+    def count(root):
+        with CaptureQueriesContext(connection) as queries:
+            response = member_client.get(f"/frames/{root.pk}/", HTTP_HX_REQUEST="true")
+        assert response.status_code == 200
+        return len(queries)
+
+    assert count(small_root) == count(large_root)
+
+
+def test_a_closed_frame_page_stops_polling(api, member_client):
+    session = _session(api)
+    root = services.frame_push(session=session, goal="Root", budget_total=8000)
+    services.frame_pop(frame=root, status="completed")
+    page = member_client.get(f"/frames/{root.pk}/").content.decode()
+    assert f'hx-get="/frames/{root.pk}/" hx-trigger' not in page
+    assert "its budget no longer changes" in page
+
+
+def test_the_frame_page_lists_its_rlm_states(api, member_client):
+    from frames.rlm.services import state_initialize
+
+    session = _session(api)
+    root = services.frame_push(session=session, goal="Root", budget_total=8000)
+    child = services.frame_push(session=session, parent=root, goal="Child", budget_total=100)
+    page = member_client.get(f"/frames/{child.pk}/").content.decode()
+    assert "No RLM state is attached to this frame" in page
+    attached = state_initialize(organization=api.organization, prompt="Count", frame=child)
+    other = state_initialize(organization=api.organization, prompt="Elsewhere", session=session)
+    page = member_client.get(f"/frames/{child.pk}/").content.decode()
+    assert f'<a href="/rlm/{attached.state_id}/"><code>{attached.state_id}</code></a>' in page
+    assert "attached to this frame" in page and other.state_id not in page
+    root_page = member_client.get(f"/frames/{root.pk}/").content.decode()
+    assert f"/rlm/{attached.state_id}/" in root_page and "rooted here" in root_page

@@ -1,30 +1,22 @@
 """A real Chromium rolls a state back from its page: htmx POST, CSRF header, hx-confirm dialog."""
 
-import os
-from pathlib import Path
-
 import pytest
 
 from frames.rlm import services
 
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-CHROMIUM = os.environ.get("CONTEXTOPS_CHROMIUM", "/usr/bin/chromium")
-PASSWORD = "browser-pass-1"
+# Importing the browser tests' conftest also sets DJANGO_ALLOW_ASYNC_UNSAFE, as they need.
+from tests.browser.conftest import PASSWORD, chromium_launch, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
 
 @pytest.fixture(scope="module")
 def chromium():
-    """Started before any database connection of the test, as tests/browser does."""
+    """Started before any database connection of the test, with the browser tests' launch settings."""
     from playwright.sync_api import sync_playwright
 
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium not found at {CHROMIUM}")
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"]
-        )
+        browser = chromium_launch(playwright)
         yield browser
         browser.close()
 
@@ -76,6 +68,4 @@ def test_it_rolls_back_from_the_timeline_after_confirmation(page, make_user, org
     assert state.variables.get(name="risk_count").value == 3
     assert page.console_errors == []
     page.wait_for_load_state("networkidle")
-    out = Path(os.environ.get("CONTEXTOPS_ARTIFACTS", "artifacts")) / "screenshots"
-    out.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(out / "rlm_state.png"), full_page=True)
+    screenshot(page, "rlm_state")

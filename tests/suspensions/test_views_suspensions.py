@@ -1,9 +1,12 @@
 """The approval inbox: listing, htmx Approve / Reject, permissions, CSRF, escaping."""
 
+import re
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from frames.models import Event, Frame, Suspension
@@ -52,6 +55,36 @@ def test_it_says_what_to_do_when_nothing_waits(member_client):
     assert "<html" not in fragment and 'id="pending-suspensions"' in fragment
 
 
+def _shown(html):
+    return re.search(r'hx-get="/inbox/\?shown=(\w+)" hx-trigger="every 10s"', html).group(1)
+
+
+def test_the_open_inbox_refreshes_only_when_the_pending_list_changes(
+    tree, suspend_ok, push_ok, approver_client
+):
+    suspend_ok(tree["child"]["id"], reason="First reason", requires_approval=True)
+    page = approver_client.get("/inbox/").content.decode()
+    shown = _shown(page)
+    assert "hx-preserve" in page  # a note being typed survives a refresh
+
+    def unchanged_poll(shown):
+        with CaptureQueriesContext(connection) as queries:
+            response = approver_client.get("/inbox/", {"shown": shown}, HTTP_HX_REQUEST="true")
+        assert response.status_code == 204  # nothing to swap, no previews assembled
+        return len(queries)
+
+    one_waiting = unchanged_poll(shown)
+    for i in range(4):
+        sibling = push_ok(tree["session"]["id"], 100, parent=tree["root"]["id"], goal=f"S{i}")
+        suspend_ok(sibling["id"], reason=f"Reason {i}", requires_approval=True)
+    changed = approver_client.get("/inbox/", {"shown": shown}, HTTP_HX_REQUEST="true")
+    assert changed.status_code == 200
+    html = changed.content.decode()
+    assert "First reason" in html and "Reason 3" in html and "<html" not in html
+    assert _shown(html) != shown
+    assert unchanged_poll(_shown(html)) == one_waiting
+
+
 def test_it_shows_the_inbox_read_only_without_the_permission(waiting, member_client):
     page = member_client.get("/inbox/").content.decode()
     assert "Refund of $900" in page
@@ -73,10 +106,10 @@ def test_it_approves_with_htmx_and_returns_only_the_row(api, waiting, approver_c
     assert "approved" in fragment and "grace" in fragment
     assert api.get(f"/suspensions/{waiting['token']}").json()["status"] == "approved"
     assert Event.objects.get(type="suspension.approved").actor == "user:grace"
-    assert (
-        "Refund of $900"
-        not in approver_client.get("/inbox/", HTTP_HX_REQUEST="true").content.decode()
-    )
+    refreshed = approver_client.get("/inbox/", HTTP_HX_REQUEST="true").content.decode()
+    pending, decided = refreshed.split('id="decided-suspensions"')
+    assert "Refund of $900" not in pending
+    assert 'hx-swap-oob="true"' in decided and "Refund of $900" in decided
     again = approver_client.post(_url("approve", waiting), HTTP_HX_REQUEST="true")
     assert again.status_code == 409
     assert "already approved" in again.content.decode()

@@ -1,0 +1,142 @@
+"""Open pages update themselves while an agent works: the gauge, the frame tree, a frame's
+budget and handles. The agent calls the live server over HTTP with its API key; the
+page-out is finished by the real worker. Nothing here reloads the page."""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from frames.models import ContextHandle
+from tests.browser.conftest import screenshot
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# Polls run every 3 s; give each expected change a few of them.
+UPDATE_TIMEOUT = 12_000
+IDENTITY = {"user_name": "Ada", "user_id": "u-1", "authority": "employee"}
+
+
+def mark_page(page) -> None:
+    """Leave a flag on the window: a reload or a navigation would lose it."""
+    page.evaluate("window.contextopsTestMark = 'still here'")
+
+
+def assert_not_reloaded(page) -> None:
+    assert page.evaluate("window.contextopsTestMark") == "still here"
+
+
+def test_the_gauge_changes_while_an_agent_records_usage(logged_in, agent):
+    page = logged_in
+    session = agent.session_create(
+        identity=IDENTITY, context_window_tokens=10_000, title="Watch the window fill"
+    )
+    root = agent.frame_push(session, goal="Answer the support ticket", budget=100_000)
+    pack = agent.context_pack(session, budget_tokens=2_000, query="refund policy")
+    page.goto(f"/sessions/{session.id}/")
+    # The pack the agent asked for is listed; its details open from the keyboard.
+    packs = page.locator("#context-packs")
+    packs.locator(f"#pack-{pack['id']} summary").press("Enter")
+    expect(packs).to_contain_text("refund policy")
+    expect(packs.locator(f"#pack-{pack['id']}")).to_have_attribute("open", "")
+    expect(page.locator("#context-preview")).to_contain_text("compaction level")
+    # The page's own preview is not among the packs agents read back.
+    assert [p["id"] for p in agent.context_packs(session)] == [pack["id"]]
+    gauge = page.locator("#pressure-gauge")
+    expect(gauge.locator(".badge")).to_have_text("LOW")
+    expect(gauge.locator(".gauge-value")).to_have_text("0.0%")
+    mark_page(page)
+
+    agent.usage_record(root, input_tokens=6_000, output_tokens=1_000)  # 70 %: high
+    expect(gauge.locator(".badge")).to_have_text("HIGH", timeout=UPDATE_TIMEOUT)
+    expect(gauge.locator(".gauge-value")).to_have_text("70.0%")
+    expect(gauge.locator(".gauge-fill")).to_have_class(re.compile(r"\bhigh\b"))
+    expect(page.locator(f"#frame-{root.id}-figures")).to_contain_text(
+        "93000 / 100000", timeout=UPDATE_TIMEOUT
+    )
+
+    agent.usage_record(root, input_tokens=8_500, output_tokens=500)  # 90 %: critical
+    expect(gauge.locator(".badge")).to_have_text("CRITICAL", timeout=UPDATE_TIMEOUT)
+    expect(gauge.locator(".gauge-value")).to_have_text("90.0%")
+    expect(page.locator("#session-lifecycle [aria-current=step]")).to_have_text(
+        "Active under pressure", timeout=UPDATE_TIMEOUT
+    )
+    expect(page.locator("#session-usage")).to_contain_text("Model calls2")
+    assert_not_reloaded(page)
+    screenshot(page, "session-critical")
+    assert page.console_errors == []
+
+
+def test_frames_an_agent_pushes_appear_on_the_open_session_page(logged_in, agent):
+    page = logged_in
+    session = agent.session_create(identity=IDENTITY, title="A growing tree")
+    root = agent.frame_push(session, goal="Plan the migration", budget=50_000)
+    first = agent.frame_push(session, goal="List the tables", budget=5_000, parent=root)
+    page.goto(f"/sessions/{session.id}/")
+    tree = page.locator("#frame-tree")
+    tree.locator("summary", has_text="Plan the migration").press("Enter")  # by keyboard
+    expect(tree.get_by_role("link", name="List the tables")).to_be_visible()
+    mark_page(page)
+
+    second_root = agent.frame_push(session, goal="Write the rollback plan", budget=8_000)
+    expect(tree.get_by_role("link", name="Write the rollback plan")).to_be_visible(
+        timeout=UPDATE_TIMEOUT
+    )
+
+    copy = agent.frame_push(session, goal="Copy the data", budget=5_000, parent=root)
+    expect(tree.get_by_role("link", name="Copy the data")).to_be_visible(timeout=UPDATE_TIMEOUT)
+    expect(tree.locator(f"#frame-{root.id} > details")).to_have_attribute("open", "")
+    expect(page.locator(f"#frame-{root.id}-figures")).to_contain_text("2 children")
+
+    # Work inside a branch nobody expanded changes nothing visible, and is no error.
+    hidden = agent.frame_push(session, goal="Copy table A", budget=500, parent=copy)
+    expect(tree.locator("summary", has_text="Copy the data")).to_be_visible(timeout=UPDATE_TIMEOUT)
+    agent.usage_record(hidden, input_tokens=100, output_tokens=10)
+    expect(page.locator("#session-events")).to_contain_text(
+        "usage.recorded", timeout=UPDATE_TIMEOUT
+    )
+    expect(tree.get_by_role("link", name="Copy table A")).to_have_count(0)
+
+    # A leaf that gets a child becomes expandable, and its child loads on expand.
+    agent.frame_push(session, goal="Ask the DBA", budget=1_000, parent=second_root)
+    second = tree.locator("summary", has_text="Write the rollback plan")
+    expect(second).to_be_visible(timeout=UPDATE_TIMEOUT)
+    second.press("Enter")
+    expect(tree.get_by_role("link", name="Ask the DBA")).to_be_visible()
+
+    agent.frame_pop(first, status="completed")
+    expect(page.locator(f"#frame-{first.id}-status")).to_have_text(
+        "completed", timeout=UPDATE_TIMEOUT
+    )
+    expect(tree.locator(f"#frame-{root.id} > details")).to_have_attribute("open", "")
+    assert tree.locator(f"#frame-{first.id}").count() == 1
+    assert_not_reloaded(page)
+    screenshot(page, "session-live-tree")
+    assert page.console_errors == []
+
+
+def test_a_page_out_from_the_frame_page_is_finished_by_the_worker(logged_in, agent):
+    page = logged_in
+    session = agent.session_create(identity=IDENTITY, title="Paging")
+    frame = agent.frame_push(session, goal="Read the incident report", budget=40_000)
+    text = "The outage began at 09:12 when the cache cluster lost quorum. " * 40
+    handle = agent.handle_add(frame, kind="document", content=text, priority="low")
+    page.goto(f"/frames/{frame.id}/")
+    row = page.locator(".frame-handles tbody tr").first
+    expect(row).to_contain_text("loaded")
+    mark_page(page)
+
+    agent.usage_record(frame, input_tokens=1_200, output_tokens=300)
+    budget = page.locator("#budget")
+    expect(budget).to_contain_text("1500", timeout=UPDATE_TIMEOUT)
+    expect(page.locator("#frame-calls")).not_to_contain_text("None recorded.")
+
+    row.get_by_role("button", name="Page out").click()
+    expect(page.locator(".frame-handles")).to_contain_text("Page-out queued")
+    # The worker writes the summary and moves the handle; the table's poll shows it.
+    expect(row).to_contain_text("indexed", timeout=UPDATE_TIMEOUT)
+    expect(row.get_by_role("button", name="Page in")).to_be_visible()
+    stored = ContextHandle.objects.get(pk=handle["id"])
+    assert stored.state == "indexed" and stored.summary.startswith("The outage began")
+    assert_not_reloaded(page)
+    assert page.console_errors == []
