@@ -257,3 +257,22 @@ def test_the_frame_page_lists_its_rlm_states(api, member_client):
     assert "attached to this frame" in page and other.state_id not in page
     root_page = member_client.get(f"/frames/{root.pk}/").content.decode()
     assert f"/rlm/{attached.state_id}/" in root_page and "rooted here" in root_page
+
+
+def test_the_session_page_shows_what_the_calls_cost_beside_what_they_filled(api, member_client):
+    session = _session(api)
+    root = services.frame_push(session=session, goal="Root goal", budget_total=10**6)
+    services.usage_record(
+        session=session,
+        frame=root,
+        input_tokens=100,
+        output_tokens=100,
+        cache_creation_input_tokens=400,
+        cache_read_input_tokens=10_000,
+    )
+    page = member_client.get(f"/sessions/{session.pk}/").content.decode()
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
+    # 100 + 100 + 1.25 x 400 + 0.1 x 10,000 = 1,700 effective tokens of cost,
+    # while the window held 10,600 tokens.
+    assert "Cost (effective) 1700 tokens" in text
+    assert "Cache reads 10000" in text
