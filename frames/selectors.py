@@ -6,6 +6,7 @@ the API never says 403 for objects a caller may not know exist.
 
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +14,7 @@ from django.db.models import Q, QuerySet
 
 from contextops.errors import NotFound
 
-from .models import ContextHandle, Event, Frame, Session
+from .models import ContextHandle, Event, Frame, Session, Usage
 from .pressure_levels import top_frame
 
 
@@ -177,3 +178,76 @@ def event_list(
     if frame is not None:
         events = events.filter(frame_id=frame.pk)
     return list(events.order_by("seq")[:limit])
+
+
+@dataclass
+class TreeChanges:
+    """What the events after one sequence number did to a session's frame tree.
+
+    ``appended``: new frames to add at the end of their parent's list (or the roots);
+    ``reshaped``: frames that got their first children, whose node becomes expandable;
+    ``updated``: other frames whose status or budget moved. Each is a list of frames.
+    """
+
+    after: int
+    appended: list[Frame] = field(default_factory=list)
+    reshaped: list[Frame] = field(default_factory=list)
+    updated: list[Frame] = field(default_factory=list)
+
+
+def tree_changes(*, session: Session, after: int, limit: int, page_size: int) -> TreeChanges:
+    """The frames touched by up to ``limit`` events after ``after``, and their parents.
+
+    A constant number of queries, whatever the size of the tree: the events, the frames
+    they name, those frames' parents, and (only when a root was pushed) the root count.
+    A new frame is appended only where its whole list is on the page once loaded (at most
+    ``page_size`` siblings); under a longer list it shows up on "Show more".
+    """
+    events = list(
+        Event.objects.filter(session=session, seq__gt=after)
+        .order_by("seq")
+        .values_list("seq", "type", "frame_id")[:limit]
+    )
+    changes = TreeChanges(after=events[-1][0] if events else session.last_event_seq)
+    touched = {frame_id for _, _, frame_id in events if frame_id is not None}
+    pushed = {frame_id for _, kind, frame_id in events if kind == "frame.pushed"}
+    if not touched:
+        return changes
+    frames = {f.pk: f for f in Frame.objects.filter(session=session, pk__in=touched)}
+    parent_ids = {f.parent_id for f in frames.values() if f.parent_id} - frames.keys()
+    if parent_ids:
+        frames.update({f.pk: f for f in Frame.objects.filter(session=session, pk__in=parent_ids)})
+    new_children = Counter(f.parent_id for f in frames.values() if f.pk in pushed)
+    reshaped = {
+        pk
+        for pk, frame in frames.items()
+        if pk not in pushed
+        and frame.children_count
+        and frame.children_count == new_children.get(pk)
+    }
+    roots_fit = None not in new_children or (
+        Frame.objects.filter(session=session, parent=None).count() <= page_size
+    )
+    for frame in sorted(frames.values(), key=lambda f: (f.created_at, str(f.pk))):
+        if frame.pk in reshaped:
+            changes.reshaped.append(frame)
+        elif frame.pk not in pushed:
+            changes.updated.append(frame)
+        elif frame.parent_id is None:
+            if roots_fit:
+                changes.appended.append(frame)
+        else:
+            parent = frames.get(frame.parent_id)
+            if (
+                parent is not None
+                and parent.pk not in pushed
+                and parent.pk not in reshaped
+                and parent.children_count <= page_size
+            ):
+                changes.appended.append(frame)
+    return changes
+
+
+def frame_usage_recent(*, frame: Frame, limit: int) -> list[Usage]:
+    """The frame's latest model calls, newest first."""
+    return list(Usage.objects.filter(frame=frame).order_by("-created_at", "-id")[:limit])

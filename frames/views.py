@@ -5,9 +5,6 @@ since the last event it has seen (``session_changes``), the frame page re-reads 
 budget card (an htmx request for ``frame_detail``).
 """
 
-from collections import Counter
-from dataclasses import dataclass, field
-
 from django.core.paginator import Paginator
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
@@ -19,7 +16,7 @@ from contextops.dashboard import organization_required, render_page
 from contextops.errors import NotFound
 
 from . import selectors
-from .models import Event, Frame, Session, Usage
+from .models import Event, Frame, Session
 from .pressure_levels import session_pressure
 from .rlm.selectors import state_list
 
@@ -122,75 +119,6 @@ def session_detail(request: HttpRequest, session_id) -> HttpResponse:
     return render_page(request, "frames/session_detail.html", context, partial="tree")
 
 
-@dataclass
-class TreeChanges:
-    """What the events after one sequence number did to a session's frame tree.
-
-    ``appended``: new frames to add at the end of their parent's list (or the roots);
-    ``reshaped``: frames that got their first children, whose node becomes expandable;
-    ``updated``: other frames whose status or budget moved. Each is a list of tree nodes.
-    """
-
-    after: int
-    appended: list[dict] = field(default_factory=list)
-    reshaped: list[dict] = field(default_factory=list)
-    updated: list[dict] = field(default_factory=list)
-
-
-def _tree_changes(session: Session, after: int) -> TreeChanges:
-    """The frames touched by up to EVENTS_PER_POLL events after ``after``, and their parents.
-
-    A constant number of queries, whatever the size of the tree: the events, the frames
-    they name, those frames' parents, and (only when a root was pushed) the root count.
-    A new frame is appended only where its whole list is on the page once loaded (at most
-    CHILDREN_PER_REQUEST siblings); under a longer list it shows up on "Show more".
-    """
-    events = list(
-        Event.objects.filter(session=session, seq__gt=after)
-        .order_by("seq")
-        .values_list("seq", "type", "frame_id")[:EVENTS_PER_POLL]
-    )
-    changes = TreeChanges(after=events[-1][0] if events else session.last_event_seq)
-    touched = {frame_id for _, _, frame_id in events if frame_id is not None}
-    pushed = {frame_id for _, kind, frame_id in events if kind == "frame.pushed"}
-    if not touched:
-        return changes
-    frames = {f.pk: f for f in Frame.objects.filter(session=session, pk__in=touched)}
-    parent_ids = {f.parent_id for f in frames.values() if f.parent_id} - frames.keys()
-    if parent_ids:
-        frames.update({f.pk: f for f in Frame.objects.filter(session=session, pk__in=parent_ids)})
-    new_children = Counter(f.parent_id for f in frames.values() if f.pk in pushed)
-    reshaped = {
-        pk
-        for pk, frame in frames.items()
-        if pk not in pushed
-        and frame.children_count
-        and frame.children_count == new_children.get(pk)
-    }
-    roots_fit = None not in new_children or (
-        Frame.objects.filter(session=session, parent=None).count() <= CHILDREN_PER_REQUEST
-    )
-    for frame in sorted(frames.values(), key=lambda f: (f.created_at, str(f.pk))):
-        node = {"frame": frame, "segments": budget_segments(frame)}
-        if frame.pk in reshaped:
-            changes.reshaped.append(node)
-        elif frame.pk not in pushed:
-            changes.updated.append(node)
-        elif frame.parent_id is None:
-            if roots_fit:
-                changes.appended.append(node)
-        else:
-            parent = frames.get(frame.parent_id)
-            if (
-                parent is not None
-                and parent.pk not in pushed
-                and parent.pk not in reshaped
-                and parent.children_count <= CHILDREN_PER_REQUEST
-            ):
-                changes.appended.append(node)
-    return changes
-
-
 @require_GET
 @organization_required
 def session_changes(request: HttpRequest, session_id) -> HttpResponse:
@@ -206,11 +134,19 @@ def session_changes(request: HttpRequest, session_id) -> HttpResponse:
         after = session.last_event_seq
     if session.last_event_seq <= after:
         return HttpResponse(status=204)
-    changes = _tree_changes(session, after)
+    found = selectors.tree_changes(
+        session=session, after=after, limit=EVENTS_PER_POLL, page_size=CHILDREN_PER_REQUEST
+    )
+    changes = {
+        "after": found.after,
+        "appended": _tree_nodes(found.appended),
+        "reshaped": _tree_nodes(found.reshaped),
+        "updated": _tree_nodes(found.updated),
+    }
     context = {
         "session": session,
         "changes": changes,
-        "after": changes.after,
+        "after": found.after,
         "poll_seconds": TREE_POLL_SECONDS,
         "lifecycle_steps": LIFECYCLE_STEPS,
         "events": _recent_events(session),
@@ -240,10 +176,6 @@ def frame_children(request: HttpRequest, frame_id) -> HttpResponse:
     return render_page(request, "frames/partials/_children.html", context)
 
 
-def _frame_usage(frame: Frame) -> list[Usage]:
-    return list(Usage.objects.filter(frame=frame).order_by("-created_at", "-id")[:USAGE_SHOWN])
-
-
 @require_GET
 @organization_required
 @vary_on_headers("HX-Request")
@@ -256,7 +188,7 @@ def frame_detail(request: HttpRequest, frame_id) -> HttpResponse:
         "frame": frame,
         "session": frame.session,
         "segments": budget_segments(frame),
-        "usage": _frame_usage(frame),
+        "usage": selectors.frame_usage_recent(frame=frame, limit=USAGE_SHOWN),
         "poll_seconds": FRAME_POLL_SECONDS,
     }
     if request.htmx and not request.htmx.boosted:
