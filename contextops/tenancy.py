@@ -61,18 +61,32 @@ def api_key_create(
 
 
 @transaction.atomic
+@transaction.atomic
 def user_create(
     *, org_name: str, username: str, password: str, approver: bool = False, admin: bool = False
 ):
-    """Create or update a dashboard user in ``org_name``; approvers may decide suspensions."""
+    """Create a dashboard user in ``org_name``, or set an existing member's password.
+
+    Rights are only ever granted here (approver: may decide suspensions; admin: the
+    Django admin); taking one away is done in the admin, on purpose. A user of another
+    organization is refused, never moved: that would hand them this one's data.
+    """
     org = organization_get_or_create(name=org_name)
     User = get_user_model()
     user, _ = User.objects.get_or_create(username=username)
+    member = Member.objects.filter(user=user).select_related("organization").first()
+    if member is not None and member.organization_id != org.pk:
+        raise Conflict(
+            "user_in_another_organization",
+            f"{username} belongs to {member.organization.name}; a user is never moved "
+            "between organizations.",
+        )
     user.set_password(password)
-    user.is_staff = admin
-    user.is_superuser = admin
+    if admin:
+        user.is_staff = user.is_superuser = True
     user.save()
-    Member.objects.update_or_create(user=user, defaults={"organization": org})
+    if member is None:
+        Member.objects.create(user=user, organization=org)
     if approver:
         user.user_permissions.add(
             Permission.objects.get(codename="approve_suspension", content_type__app_label="frames")

@@ -122,3 +122,24 @@ def test_it_gives_an_admin_the_django_admin(db, monkeypatch):
     assert client.login(username="root", password=PASSWORD)
     assert client.get("/admin/").status_code == 200
     assert client.get("/admin/contextops/agent/").status_code == 200
+
+
+def test_running_it_again_grants_rights_but_never_takes_them_away(db, monkeypatch):
+    monkeypatch.setenv("CONTEXTOPS_PASSWORD", PASSWORD)
+    _create_user("--org", "Acme", "--username", "root", "--admin", "--approver")
+    monkeypatch.setenv("CONTEXTOPS_PASSWORD", PASSWORD + "-new")
+    _create_user("--org", "Acme", "--username", "root")  # a new password, nothing else
+    user = get_user_model().objects.get(username="root")
+    assert user.is_superuser and user.has_perm("frames.approve_suspension")
+    assert Client().login(username="root", password=PASSWORD + "-new")
+
+
+def test_it_never_moves_a_user_to_another_organization(db, monkeypatch):
+    monkeypatch.setenv("CONTEXTOPS_PASSWORD", PASSWORD)
+    _create_user("--org", "Acme", "--username", "ada")
+    monkeypatch.setenv("CONTEXTOPS_PASSWORD", PASSWORD + "-other")
+    with pytest.raises(CommandError, match="belongs to Acme"):
+        _create_user("--org", "Globex", "--username", "ada")
+    user = get_user_model().objects.get(username="ada")
+    assert user.member.organization.name == "Acme"
+    assert Client().login(username="ada", password=PASSWORD)  # the password did not change

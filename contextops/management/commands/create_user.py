@@ -3,11 +3,16 @@ import os
 
 from django.core.management.base import BaseCommand, CommandError
 
+from contextops.errors import Conflict
 from contextops.tenancy import user_create
 
 
 class Command(BaseCommand):
-    help = "Create or update a dashboard user in an organization. Password from CONTEXTOPS_PASSWORD or a prompt."
+    help = (
+        "Create a dashboard user in an organization, or set an existing member's password. "
+        "--approver and --admin grant rights; none is ever taken away here. "
+        "Password from CONTEXTOPS_PASSWORD or a prompt."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--org", required=True)
@@ -25,9 +30,12 @@ class Command(BaseCommand):
         )
         if not password:
             raise CommandError("A password is required (CONTEXTOPS_PASSWORD or the prompt).")
-        user_create(
-            org_name=org, username=username, password=password, approver=approver, admin=admin
-        )
+        try:
+            user_create(
+                org_name=org, username=username, password=password, approver=approver, admin=admin
+            )
+        except Conflict as exc:
+            raise CommandError(str(exc)) from exc
         self.stdout.write(
             f"User {username} ready in {org}{' (approver)' if approver else ''}{' (admin)' if admin else ''}."
         )
