@@ -317,10 +317,14 @@ def _extras(session: Session) -> None:
         constraint={"max": 3600, "unit": "s"},
     )
 
+    # The reading frame's state, so it belongs to the session's task tree. That frame is
+    # already completed, so Final below leaves the tree's open frames as they are.
+    reading = Frame.objects.get(session=session, goal="Read the RFC section by section")
     state = state_initialize(
         organization=org,
         prompt="List the RFC's security risks with a severity each.",
         session=session,
+        frame=reading,
         actor=author,
     )
     variable_write(state=state, name="sections_read", value=4, actor=author)

@@ -22,6 +22,7 @@ from .schemas import (
     StateOut,
     VariableIn,
     VariableOut,
+    VariableReadOut,
     checkpoint_detail_out,
     checkpoint_out,
     mutation_out,
@@ -126,12 +127,24 @@ def state_completion(request, state_id: str):
 
 @router.get(
     "/states/{state_id}/variables/{name}",
-    response=VariableOut,
-    summary="Read a variable (counts as an access)",
+    response=VariableReadOut,
+    summary="Read a variable (counts as an access), resolving through scopes",
 )
 def variable_get(request, state_id: str, name: str):
+    """The state's own variable ``name`` when it has one (a temporary one until its TTL runs out).
+
+    Otherwise the name resolves through the scopes of the organization's other states,
+    narrowest first: a ``tree`` variable of a state of the same task tree, then a
+    ``session`` variable of a state of the same session, then a ``global`` variable of any
+    state of the organization; within one scope the most recently written wins. States of
+    other organizations are never looked at, ``temporary`` variables are never shared, and
+    ``Final`` and ``prompt`` always belong to the state read. ``state_id`` in the answer
+    names the state that holds the variable; that variable's access count goes up. 404 when
+    no variable of that name is visible. Writes and deletes act on the state named in the
+    path only.
+    """
     variable, value = services.variable_read(state=_state(request, state_id), name=name)
-    return variable_out(variable, value)
+    return {**variable_out(variable, value), "state_id": variable.state.state_id}
 
 
 @router.put(

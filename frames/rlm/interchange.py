@@ -36,6 +36,14 @@ variables: {name: Variable}}``, allowed by the schema, whose StateCheckpoint is 
 an import restores those checkpoints as restorable ones. Values above the inline limit are written to files
 on import like any write; exports inline every value, file-backed ones included.
 
+History folded out of a full log (``max_history_entries``) is not dropped from an export
+either: the schema's ``history.mutations`` is the log as it stands, so a checkpoint
+holding folded entries lists them as seed StateMutations (rollbacks written as in 4)
+under an extra ``folded_mutations`` property, in every export. An import checks each
+entry against the seed's ``StateMutation``, rewrites bad ids as in 2, keeps them on the
+checkpoint (a ``history_fold`` one), and counts them in the mutation ids it continues
+from, so later writes never reuse a folded id.
+
 Every variable of a document is also checked against the seed's ``Variable`` definition
 on its own, because the seed's ``VariableStore`` only constrains Final and prompt.
 """
@@ -50,7 +58,7 @@ from django.utils import timezone
 from contextops.errors import Conflict, Invalid
 
 from .models import RlmCheckpoint, RlmMutation, RlmState, RlmVariable, Scope, VariableType
-from .schema import schema_errors, variable_validator
+from .schema import mutation_validator, schema_errors, variable_validator
 from .services import (
     CHECKPOINT_ID_PATTERN,
     FINAL,
@@ -62,6 +70,7 @@ from .services import (
     MUTATION_ID_PATTERN,
     PROMPT,
     check_type,
+    mutation_from_folded,
     stored_value,
     variable_from_snapshot,
 )
@@ -152,6 +161,10 @@ def checkpoint_export(
             "completion_status": snapshot["completion_status"],
             "variables": {v.name: variable_export(v) for v in rows},
         }
+    if checkpoint.folded_mutations:
+        out["folded_mutations"] = [
+            mutation_export(mutation_from_folded(row)) for row in checkpoint.folded_mutations
+        ]
     return out
 
 
@@ -159,9 +172,11 @@ def state_export(state: RlmState, *, with_snapshots: bool = False) -> dict[str, 
     """The state as a seed document; it validates against the seed schema.
 
     Expired temporary variables are left out; values are inlined (loaded from files).
-    ``with_snapshots`` adds each checkpoint's full snapshot as ``snapshot`` (a property
-    the seed's StateCheckpoint leaves open): ``{completion_status, variables: {name:
-    Variable}}``, so that checkpoints stay restorable through an import.
+    A checkpoint that holds mutations folded out of the full log lists them, oldest
+    first, as seed StateMutations under ``folded_mutations``, always. ``with_snapshots``
+    adds each checkpoint's full snapshot as ``snapshot``: ``{completion_status,
+    variables: {name: Variable}}``, so that checkpoints stay restorable through an
+    import. Both are properties the seed's StateCheckpoint leaves open.
     """
     now = timezone.now()
     variables = [v for v in state.variables.order_by("name") if not v.is_expired(now)]
@@ -274,33 +289,35 @@ def normalize(document: Any) -> dict[str, Any]:
     if isinstance(history, dict):
         history = dict(history)
         if isinstance(history.get("checkpoints"), list):
-            history["checkpoints"] = [
-                {
-                    **c,
-                    "checkpoint_id": _hashed_id("ckpt-", c.get("checkpoint_id")),
-                    "original_checkpoint_id": c.get("checkpoint_id"),
-                }
-                if isinstance(c, dict)
-                and not (
-                    isinstance(c.get("checkpoint_id"), str)
-                    and CHECKPOINT_ID_PATTERN.fullmatch(c["checkpoint_id"])
-                )
-                else c
-                for c in history["checkpoints"]
-            ]
+            history["checkpoints"] = [_normalized_checkpoint(c) for c in history["checkpoints"]]
         if isinstance(history.get("mutations"), list):
-            history["mutations"] = [
-                {**m, "mutation_id": _hashed_id("mut-", m.get("mutation_id"))}
-                if isinstance(m, dict)
-                and not (
-                    isinstance(m.get("mutation_id"), str)
-                    and MUTATION_ID_PATTERN.fullmatch(m["mutation_id"])
-                )
-                else m
-                for m in history["mutations"]
-            ]
+            history["mutations"] = [_normalized_mutation(m) for m in history["mutations"]]
         doc["history"] = history
     return doc
+
+
+def _normalized_checkpoint(checkpoint: Any) -> Any:
+    if not isinstance(checkpoint, dict):
+        return checkpoint
+    checkpoint = dict(checkpoint)
+    original = checkpoint.get("checkpoint_id")
+    if not (isinstance(original, str) and CHECKPOINT_ID_PATTERN.fullmatch(original)):
+        checkpoint["checkpoint_id"] = _hashed_id("ckpt-", original)
+        checkpoint["original_checkpoint_id"] = original
+    if isinstance(checkpoint.get("folded_mutations"), list):
+        checkpoint["folded_mutations"] = [
+            _normalized_mutation(m) for m in checkpoint["folded_mutations"]
+        ]
+    return checkpoint
+
+
+def _normalized_mutation(mutation: Any) -> Any:
+    original = mutation.get("mutation_id") if isinstance(mutation, dict) else None
+    if not isinstance(mutation, dict) or (
+        isinstance(original, str) and MUTATION_ID_PATTERN.fullmatch(original)
+    ):
+        return mutation
+    return {**mutation, "mutation_id": _hashed_id("mut-", original)}
 
 
 def _variable_row(name: str, variable: dict[str, Any], loc: list) -> dict[str, Any]:
@@ -379,6 +396,22 @@ def _mutation_row(mutation: dict[str, Any], loc: list) -> dict[str, Any]:
     }
 
 
+def _folded_rows(folded: Any, loc: list) -> list[dict[str, Any]]:
+    """A checkpoint's ``folded_mutations``, each checked against the seed's StateMutation."""
+    if folded is None:
+        return []
+    if not isinstance(folded, list):
+        raise Invalid("folded_mutations is a list of StateMutation objects.", loc=loc)
+    errors = [
+        {"loc": [*loc, i, *e.absolute_path], "msg": e.message}
+        for i, mutation in enumerate(folded)
+        for e in mutation_validator().iter_errors(mutation)
+    ]
+    if errors:
+        raise Invalid(errors[0]["msg"], errors=errors)
+    return [_mutation_row(m, [*loc, i]) for i, m in enumerate(folded)]
+
+
 def _snapshot_rows(snapshot: Any, loc: list) -> dict[str, Any] | None:
     """An exported checkpoint snapshot as variable rows, or None when the checkpoint has none."""
     if snapshot is None:
@@ -443,7 +476,28 @@ def import_plan(document: Any) -> ImportPlan:
             f"A state's log holds at most {MAX_HISTORY_ENTRIES} mutations.",
             limit=MAX_HISTORY_ENTRIES,
         )
-    ids = [m["mutation_id"] for m in mutations]
+    checkpoint_rows = [
+        {
+            "checkpoint_id": c["checkpoint_id"],
+            "original_checkpoint_id": str(c.get("original_checkpoint_id") or "")[:200],
+            "name": _bounded(c["name"], 200, ["body", "history", "checkpoints", i, "name"]),
+            "description": c.get("description", ""),
+            "timestamp": _parse_time(
+                c["timestamp"], ["body", "history", "checkpoints", i, "timestamp"]
+            ),
+            "snapshot": _snapshot_rows(
+                c.get("snapshot"), ["body", "history", "checkpoints", i, "snapshot"]
+            ),
+            "folded_mutations": _folded_rows(
+                c.get("folded_mutations"),
+                ["body", "history", "checkpoints", i, "folded_mutations"],
+            ),
+        }
+        for i, c in enumerate(checkpoints)
+    ]
+    ids = [m["mutation_id"] for m in mutations] + [
+        m["mutation_id"] for c in checkpoint_rows for m in c["folded_mutations"]
+    ]
     if len(set(ids)) != len(ids):
         raise Invalid("Mutation ids must be unique.", loc=["body", "history", "mutations"])
     rows = [_variable_row(name, v, ["body", "variables", name]) for name, v in variables.items()]
@@ -462,21 +516,7 @@ def import_plan(document: Any) -> ImportPlan:
         mutations=[
             _mutation_row(m, ["body", "history", "mutations", i]) for i, m in enumerate(mutations)
         ],
-        checkpoints=[
-            {
-                "checkpoint_id": c["checkpoint_id"],
-                "original_checkpoint_id": str(c.get("original_checkpoint_id") or "")[:200],
-                "name": _bounded(c["name"], 200, ["body", "history", "checkpoints", i, "name"]),
-                "description": c.get("description", ""),
-                "timestamp": _parse_time(
-                    c["timestamp"], ["body", "history", "checkpoints", i, "timestamp"]
-                ),
-                "snapshot": _snapshot_rows(
-                    c.get("snapshot"), ["body", "history", "checkpoints", i, "snapshot"]
-                ),
-            }
-            for i, c in enumerate(checkpoints)
-        ],
+        checkpoints=checkpoint_rows,
         mutation_count=_bounded(
             metadata.get("mutation_count", 0),
             MAX_MUTATION_SEQ,

@@ -26,6 +26,13 @@ class VariableType(models.TextChoices):
 
 
 class Scope(models.TextChoices):
+    """Which other states of the organization see a variable their own state does not define.
+
+    ``global``: every state; ``session``: the states of the same session; ``tree``: the
+    states of the same task tree; ``temporary``: none, and it expires after its TTL.
+    The order a read looks in is ``selectors.variable_resolve``'s.
+    """
+
     GLOBAL = "global"
     SESSION = "session"
     TREE = "tree"
@@ -118,6 +125,10 @@ class RlmVariable(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["state", "name"], name="rlm_variable_unique_name"),
         ]
+        indexes = [
+            # A read of a name its state does not define looks for it in other states.
+            models.Index(fields=["name", "scope"], name="rlm_variable_shared"),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -168,7 +179,8 @@ class RlmCheckpoint(models.Model):
     class Kind(models.TextChoices):
         INITIAL = "initial"
         MANUAL = "manual"
-        # The oldest mutations folded out of a full log, kept here with a snapshot.
+        # The oldest mutations folded out of a full log, kept here with a snapshot (a fold
+        # that came in with an import has one only if the document carried it).
         HISTORY_FOLD = "history_fold"
         # Came in with an imported document without a snapshot: listed, not restorable.
         IMPORTED = "imported"

@@ -76,3 +76,14 @@ def variable_validator() -> Draft202012Validator:
         {"$defs": schema["$defs"], "$ref": "#/$defs/Variable"},
         format_checker=Draft202012Validator.FORMAT_CHECKER,
     )
+
+
+@lru_cache(maxsize=1)
+def mutation_validator() -> Draft202012Validator:
+    """The seed's ``StateMutation`` definition on its own, for the entries folded into a
+    checkpoint: the document schema does not reach them (see ``interchange``)."""
+    schema = seed_schema()
+    return Draft202012Validator(
+        {"$defs": schema["$defs"], "$ref": "#/$defs/StateMutation"},
+        format_checker=Draft202012Validator.FORMAT_CHECKER,
+    )

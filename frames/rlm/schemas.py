@@ -28,7 +28,13 @@ class VariableIn(Schema):
     description: str | None = Field(None, max_length=MAX_TEXT)
     source: str = Field("", max_length=200)
     read_only: bool | None = None
-    scope: str | None = Field(None, max_length=20)
+    scope: str | None = Field(
+        None,
+        max_length=20,
+        description="Which other states read it when they do not define the name: global "
+        "(the organization), session (the default: the same session), tree (the same task "
+        "tree) or temporary (none; needs ttl_seconds)",
+    )
     ttl_seconds: int | None = Field(None, ge=0, le=MAX_TTL)
 
 
@@ -69,6 +75,14 @@ class VariableOut(Schema):
     in_file: bool
     created_at: datetime
     updated_at: datetime
+
+
+class VariableReadOut(VariableOut):
+    state_id: str = Field(
+        ...,
+        description="The state that holds the variable: the one read, or the state sharing "
+        "the name through its scope when the one read does not define it",
+    )
 
 
 class CheckpointOut(Schema):

@@ -6,15 +6,16 @@ Listing and detail reads never count as variable reads: only ``services.variable
 """
 
 import uuid
+from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
+from django.db.models import Case, Count, Exists, OuterRef, Q, QuerySet, Sum, Value, When
 from django.utils import timezone
 
 from contextops.errors import NotFound
 
-from .models import RlmCheckpoint, RlmMutation, RlmState, RlmVariable
-from .services import STATE_ID_PATTERN, stored_value
+from .models import RlmCheckpoint, RlmMutation, RlmState, RlmVariable, Scope
+from .services import FINAL, PROMPT, STATE_ID_PATTERN, stored_value
 
 
 def state_get(*, organization, state_id: Any) -> RlmState:
@@ -58,6 +59,56 @@ def state_variables(state: RlmState) -> list[RlmVariable]:
     """Live variables by name (temporary ones past their TTL are left out)."""
     now = timezone.now()
     return [v for v in state.variables.order_by("name") if not v.is_expired(now)]
+
+
+def variable_resolve(
+    *, state: RlmState, name: str, now: datetime | None = None
+) -> RlmVariable | None:
+    """The variable a read of ``name`` on ``state`` sees, or None when no state shares one.
+
+    The state's own variable comes first. A name the state does not define (or whose
+    temporary variable has expired) resolves to a variable of another state of the same
+    organization whose scope reaches this one, narrowest scope first:
+
+    1. ``tree``: a tree-scoped variable of a state of the same task tree;
+    2. ``session``: a session-scoped variable of a state of the same session;
+    3. ``global``: a global variable of any state of the organization.
+
+    Within one scope the most recently written variable wins. ``temporary`` variables
+    are seen by their own state only, and ``Final`` and ``prompt`` never resolve to
+    another state's: each state has its own. A tree variable of a state outside any tree,
+    or a session variable of a state outside any session, is its own state's only. The
+    returned variable's ``state`` is the state that holds it.
+    """
+    now = now or timezone.now()
+    own = state.variables.filter(name=name).first()
+    if own is not None and not own.is_expired(now):
+        return own
+    if name in (FINAL, PROMPT):
+        return None
+    levels = []
+    if state.tree_id:
+        levels.append(When(scope=Scope.TREE, state__tree_id=state.tree_id, then=Value(1)))
+    if state.session_id:
+        levels.append(When(scope=Scope.SESSION, state__session_id=state.session_id, then=Value(2)))
+    elif state.session_ref:
+        levels.append(
+            When(scope=Scope.SESSION, state__session_ref=state.session_ref, then=Value(2))
+        )
+    levels.append(When(scope=Scope.GLOBAL, then=Value(3)))
+    return (
+        RlmVariable.objects.filter(
+            name=name,
+            scope__in=[Scope.TREE, Scope.SESSION, Scope.GLOBAL],
+            state__organization_id=state.organization_id,
+        )
+        .exclude(state_id=state.pk)
+        .annotate(resolution=Case(*levels, default=None))
+        .filter(resolution__isnull=False)
+        .select_related("state")
+        .order_by("resolution", "-updated_at", "-id")
+        .first()
+    )
 
 
 def state_totals(state: RlmState) -> dict[str, int]:

@@ -13,9 +13,16 @@ frame is popped as completed, a leaf's Final is returned to the parent frame's s
 A state attached to a frame with open children cannot set Final (the seed: "Parent can
 set Final when all children complete"). Final is read-only once set.
 
-Temporary variables expire ``ttl_seconds`` after their last write: readers no longer
-see them, and the next write to the state deletes them with a logged ``delete``
-mutation (source ``ttl_expired``).
+Scopes (the seed's ``scopes``) decide which other states read a variable: writes and
+deletes always act on the caller's state, but a read of a name the state does not define
+resolves, narrowest first, to a ``tree`` variable of a state of the same task tree, a
+``session`` variable of a state of the same session, then a ``global`` variable of any
+state of the organization (``selectors.variable_resolve``). A variable of the state
+itself shadows them all.
+
+Temporary variables are their own state's only and expire ``ttl_seconds`` after their
+last write: readers no longer see them, and the next write to the state deletes them
+with a logged ``delete`` mutation (source ``ttl_expired``).
 
 When the log already holds ``max_history_entries`` mutations, the oldest tenth is
 folded into a ``history_fold`` checkpoint (which keeps those entries and a full snapshot)
@@ -233,6 +240,11 @@ def _mutation_dict(mutation: RlmMutation) -> dict[str, Any]:
         "metadata": mutation.metadata,
         "timestamp": mutation.timestamp.isoformat(),
     }
+
+
+def mutation_from_folded(row: dict[str, Any]) -> RlmMutation:
+    """An entry of a checkpoint's ``folded_mutations`` as the (unsaved) mutation it was."""
+    return RlmMutation(**{**row, "timestamp": datetime.fromisoformat(row["timestamp"])})
 
 
 def _make_room_in_history(state: RlmState, actor: str) -> None:
@@ -477,11 +489,16 @@ def state_initialize(
 def variable_read(*, state: RlmState, name: str) -> tuple[RlmVariable, Any]:
     """``(variable, value)``: the access count goes up by one, the value comes from its file if needed.
 
-    NotFound for a name that does not exist or a temporary variable past its TTL.
+    A name the state does not define resolves through the scopes of other states of the
+    organization (``selectors.variable_resolve``); the variable returned then belongs to
+    that state (``variable.state``), and its access count is the one that goes up.
+    NotFound when no variable of that name is visible to this state.
     """
-    variable = state.variables.filter(name=name).first()
-    if variable is None or variable.is_expired():
-        raise NotFound(f"No variable {name!r} in this state.")
+    from .selectors import variable_resolve
+
+    variable = variable_resolve(state=state, name=name)
+    if variable is None:
+        raise NotFound(f"No variable {name!r} in this state or any state sharing it.")
     RlmVariable.objects.filter(pk=variable.pk).update(access_count=F("access_count") + 1)
     variable.access_count += 1
     return variable, stored_value(variable.value, variable.file_name)
@@ -911,6 +928,12 @@ def state_import(*, organization, document: Any, actor: str = "") -> RlmState:
         id_seqs = [int(m.mutation_id[4:], 16) for m in mutations]
         state.mutation_total = max([plan.mutation_count, len(mutations), *id_seqs])
         state.history_length = len(mutations)
+        folded_ids = [m["mutation_id"] for c in plan.checkpoints for m in c["folded_mutations"]]
+        state.mutation_total = max(
+            state.mutation_total,
+            len(mutations) + len(folded_ids),
+            *(int(mutation_id[4:], 16) for mutation_id in folded_ids),
+        )
         taken: set[str] = set()
         checkpoints = []
         for row in plan.checkpoints:
@@ -920,6 +943,10 @@ def state_import(*, organization, document: Any, actor: str = "") -> RlmState:
                 while checkpoint_id in taken:
                     checkpoint_id = _new_checkpoint_id(state)
             taken.add(checkpoint_id)
+            folded = [
+                _mutation_dict(RlmMutation(seq=int(m["mutation_id"][4:], 16), **m))
+                for m in row["folded_mutations"]
+            ]
             checkpoints.append(
                 RlmCheckpoint(
                     state=state,
@@ -927,8 +954,10 @@ def state_import(*, organization, document: Any, actor: str = "") -> RlmState:
                     original_checkpoint_id=row["original_checkpoint_id"],
                     name=row["name"],
                     description=row["description"],
-                    kind=RlmCheckpoint.Kind.IMPORTED,
+                    kind=RlmCheckpoint.Kind.HISTORY_FOLD if folded else RlmCheckpoint.Kind.IMPORTED,
                     snapshot=_imported_snapshot(state, row["snapshot"]),
+                    mutation_seq=max((m["seq"] for m in folded), default=0),
+                    folded_mutations=folded,
                     timestamp=row["timestamp"],
                 )
             )

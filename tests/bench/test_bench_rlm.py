@@ -149,8 +149,10 @@ def _write_section(engine: str, lines: list[str]) -> None:
         "",
         "`make bench` (tests/bench/test_bench_rlm.py); one section per database it last ran on.",
         "",
-        "Not measured: the comparison with LangGraph's PostgreSQL checkpointer asked for in issue 6; it",
-        "needs `langgraph-checkpoint-postgres`, which is not in requirements.lock.",
+        "Beside LangGraph's PostgreSQL checkpointer (`langgraph-checkpoint-postgres`, saving and loading",
+        "a state of the same size on the same database, as a ratio): tests/bench/test_bench_rlm_langgraph.py,",
+        "figures in docs/benchmarks-rlm-langgraph.md, the section “RLM checkpoints beside LangGraph's",
+        "PostgreSQL checkpointer” of docs/benchmarks.md.",
         "",
     ]
     body = [f"<!-- section: {name} -->\n{text}" for name, text in sorted(sections.items())]

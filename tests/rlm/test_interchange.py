@@ -5,7 +5,10 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from jsonschema import Draft202012Validator
 
+from frames.rlm import services
+from frames.rlm.models import RlmState
 from frames.rlm.schema import SEED_PATH, seed_document
 
 from .conftest import FIXTURE
@@ -359,4 +362,88 @@ def test_it_refuses_a_malformed_checkpoint_snapshot(api):
         "checkpoints",
         0,
         "snapshot",
+    ]
+
+
+def test_it_keeps_history_folded_out_of_a_full_log_through_export_and_import(
+    api, make_api, org, monkeypatch, seed_validator, assert_valid_export
+):
+    monkeypatch.setattr(services, "MAX_HISTORY_ENTRIES", 20)
+    monkeypatch.setattr(services, "MAX_CHECKPOINTS", 4)
+    state = services.state_initialize(organization=org, prompt="p")
+    initial = state.checkpoints.get().checkpoint_id
+    services.variable_write(state=state, name="big", value="b" * 11_000)
+    services.variable_delete(state=state, name="big")
+    services.state_rollback(state=state, checkpoint_id=initial)
+    for i in range(60):
+        services.variable_write(state=state, name=f"n{i % 7}", value=i)
+    state.refresh_from_db()
+    folded_in_db = [m for c in state.checkpoints.all() for m in c.folded_mutations]
+    assert len(folded_in_db) + state.history_length == state.mutation_total == 64
+
+    path = f"/rlm/states/{state.state_id}/export"
+    document = assert_valid_export(api.get(path, {"snapshots": "true"}).json())
+    assert api.get(path).json()["history"]["checkpoints"] == [
+        {k: v for k, v in c.items() if k != "snapshot"} for c in document["history"]["checkpoints"]
+    ]
+    mutation_schema = Draft202012Validator(
+        {"$defs": seed_validator.schema["$defs"], "$ref": "#/$defs/StateMutation"}
+    )
+    folded = [m for c in document["history"]["checkpoints"] for m in c.get("folded_mutations", [])]
+    assert len(folded) == len(folded_in_db)
+    for mutation in folded:
+        assert list(mutation_schema.iter_errors(mutation)) == []
+    everything = folded + document["history"]["mutations"]
+    assert sorted(int(m["mutation_id"][4:], 16) for m in everything) == list(range(1, 65))
+    by_id = {m["mutation_id"]: m for m in folded}
+    assert by_id["mut-00000002"]["new_value"] == "b" * 11_000  # loaded from its file
+    assert by_id["mut-00000003"]["operation"] == "delete"
+    assert by_id["mut-00000004"]["variable_name"] == "*"
+    assert by_id["mut-00000004"]["metadata"]["reason"] == f"rollback to {initial}"
+
+    other = make_api(org="Initech", agent="copy")
+    assert other.post("/rlm/states/import", document).status_code == 201
+    assert other.get(path, {"snapshots": "true"}).json() == document
+    imported = RlmState.objects.get(organization=other.organization, state_id=state.state_id)
+    assert sorted(
+        m["mutation_id"] for c in imported.checkpoints.all() for m in c.folded_mutations
+    ) == sorted(m["mutation_id"] for m in folded)
+    assert {c.kind for c in imported.checkpoints.all() if c.folded_mutations} == {"history_fold"}
+    rollback = next(
+        m for c in imported.checkpoints.all() for m in c.folded_mutations if m["seq"] == 4
+    )
+    assert rollback["operation"] == "rollback" and rollback["new_value"]["checkpoint_id"] == initial
+    written = other.put(f"/rlm/states/{state.state_id}/variables/after", {"value": 1})
+    assert written.status_code == 200, written.content
+    log = other.get(f"/rlm/states/{state.state_id}/mutations", {"limit": 500}).json()
+    assert log[-1]["mutation_id"] == "mut-00000041"  # continues after every folded id
+
+
+def test_it_refuses_a_folded_mutation_the_seed_refuses(api):
+    document = {
+        "version": "1.0.0",
+        "state_id": "state-0000d00d",
+        "variables": {},
+        "history": {
+            "checkpoints": [
+                {
+                    "checkpoint_id": "ckpt-00000001",
+                    "name": "history_fold",
+                    "timestamp": "2026-01-01T00:00:00Z",
+                    "folded_mutations": [
+                        {"mutation_id": "mut-00000001", "operation": "create", "variable_name": "x"}
+                    ],
+                }
+            ]
+        },
+    }
+    response = api.post("/rlm/states/import", document)
+    assert response.status_code == 422, response.content
+    assert response.json()["errors"][0]["loc"] == [
+        "body",
+        "history",
+        "checkpoints",
+        0,
+        "folded_mutations",
+        0,
     ]
