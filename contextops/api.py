@@ -5,6 +5,7 @@ Every error leaves here as ``{"error": code, "detail": sentence, ...}``.
 
 import json
 import logging
+import math
 import re
 
 from django.db import DataError, InterfaceError, OperationalError
@@ -42,6 +43,23 @@ def _check_text(value, loc: list, depth: int = 0) -> None:
             _check_text(item, [*loc, index], depth + 1)
 
 
+class _NotJsonNumber(ValueError):
+    pass
+
+
+def _refuse_constant(name: str):
+    # Python's parser reads NaN and Infinity, which JSON has no room for: storing one
+    # breaks the database's JSON and answering it breaks every client's parser.
+    raise _NotJsonNumber(f"{name} is not a JSON number.")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _NotJsonNumber(f"{text} is too large for a JSON number.")
+    return value
+
+
 class StrictJsonParser(Parser):
     """JSON bodies: valid UTF-8, well formed, storable; anything else is a 422, never a 500."""
 
@@ -50,9 +68,13 @@ class StrictJsonParser(Parser):
         if not raw:
             return {}
         try:
-            data = json.loads(raw.decode("utf-8"))
+            data = json.loads(
+                raw.decode("utf-8"), parse_constant=_refuse_constant, parse_float=_finite_float
+            )
         except UnicodeDecodeError:
             raise Invalid("The body is not valid UTF-8.", loc=["body"]) from None
+        except _NotJsonNumber as exc:
+            raise Invalid(str(exc), loc=["body"]) from None
         except (ValueError, RecursionError):
             raise Invalid("The body is not valid JSON.", loc=["body"]) from None
         _check_text(data, ["body"])

@@ -16,10 +16,10 @@ from .context_schemas import (
     ContextPackOut,
     ContextPackRecordOut,
     HandleOut,
+    HandleStateIn,
     PageInOut,
     PageOutOut,
     PressureOut,
-    StateIn,
 )
 from .eviction import eviction_candidates
 from .models import ContextHandle, ContextPackRecord, Frame, Session
@@ -172,7 +172,7 @@ def handle_attention_create(request, handle_id: UUID, payload: AttentionIn):
     response={200: HandleOut, 202: PageOutOut},
     summary="An explicit lifecycle transition",
 )
-def handle_state_create(request, handle_id: UUID, payload: StateIn):
+def handle_state_create(request, handle_id: UUID, payload: HandleStateIn):
     handle = _handle(request, handle_id)
     with transaction.atomic():
         handle = handle_state_set(handle=handle, to=payload.to, actor=_actor(request))

@@ -153,5 +153,5 @@ class AttentionIn(Schema):
     weight: float = Field(..., ge=0, le=100)
 
 
-class StateIn(Schema):
+class HandleStateIn(Schema):
     to: HandleState

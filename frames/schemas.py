@@ -22,7 +22,7 @@ class IdentityIn(Schema):
     permissions: list[str] = Field(default_factory=list, max_length=200)
 
 
-class EnvironmentIn(Schema):
+class SessionEnvironmentIn(Schema):
     timezone: str = Field("", max_length=64, description="An IANA name, e.g. Europe/Paris")
     location: str = Field("", max_length=200)
     external_data: dict[str, Any] = Field(default_factory=dict)
@@ -42,7 +42,7 @@ class EnvironmentIn(Schema):
 
 class SessionIn(Schema):
     identity: IdentityIn = Field(default_factory=IdentityIn)
-    environment: EnvironmentIn = Field(default_factory=EnvironmentIn)
+    environment: SessionEnvironmentIn = Field(default_factory=SessionEnvironmentIn)
     context_window_tokens: int = Field(200_000, ge=1_000, le=10_000_000)
     model: str = Field("", max_length=120)
     title: str = Field("", max_length=300)

@@ -4,7 +4,7 @@ from uuid import UUID
 from ninja import Field, Schema
 
 
-class UsageIn(Schema):
+class CallUsageIn(Schema):
     input_tokens: int = Field(ge=0, le=100_000_000)
     output_tokens: int = Field(ge=0, le=100_000_000)
     cache_creation_input_tokens: int = Field(0, ge=0, le=100_000_000)
@@ -20,7 +20,7 @@ class MessageIn(Schema):
 
 class MessagesIn(Schema):
     messages: list[MessageIn] = Field(min_length=1, max_length=500)
-    usage: UsageIn | None = None
+    usage: CallUsageIn | None = None
     frame_id: UUID | None = Field(
         None,
         description="The frame the call belongs to and is charged to; it must be an open "
