@@ -1,37 +1,184 @@
 """The authorization matrix: every API operation and dashboard page x every kind of caller.
 
 Operations come from the OpenAPI schema itself, so a new endpoint is covered the day it
-is added. Path parameters are real ids of Acme's objects. Callers: no key, a revoked
-key, another organization's admin key, Acme's guest, an approver and an admin of the
-dashboard. Besides the status, nothing of Acme may show in what another organization
-gets back: not an id, not a key, not a count.
+is added. Path parameters are real ids of Acme's objects, and every write carries a body
+that is valid for it (Acme's own agent sends the same request and gets its documented
+answer), so another organization's 404 comes from the organization check, not from
+validation. Callers: no key, a revoked key, another organization's admin key, Acme's
+guest; on the dashboard anonymous, another organization's admin, a member, an approver
+and an admin. Besides the status, nothing of Acme may show in what another organization
+gets back (not an id, a key, a count or a search hit) and nothing of Acme may change.
 """
 
 import json
 import re
+from dataclasses import dataclass, field
 
 import pytest
 from django.test import Client
 
 from contextops.api import api as ninja_api
 from contextops.models import ApiKey
+from facts.models import Fact
 from frames import services
+from frames.conversation.models import CompactionRun
+from frames.models import ContextHandle, Suspension
+from frames.rlm.models import RlmVariable
+from frames.suspensions import token_hash
+from tests.hardening.snapshots import organization_rows
 
 PUBLIC = {("GET", "/health")}
-SEARCHABLE_PARAMS = {"search", "q", "subject", "key"}
+# Query parameters that select by text or by id: an outsider naming Acme's values in
+# them must find nothing. ``key`` is not a filter of any list (the API ignores it); it is
+# here so that a future ``?key=`` filter is covered the day it appears.
+SEARCHABLE_PARAMS = {"search", "q", "subject", "key", "scope_id", "session_id", "tree_id"}
+NO_ID = "00000000-0000-0000-0000-000000000000"
+SCHEMA = ninja_api.get_openapi_schema()
 
 
 def _operations() -> list[tuple[str, str]]:
-    schema = ninja_api.get_openapi_schema()
     found = []
-    for path, item in schema["paths"].items():
+    for path, item in SCHEMA["paths"].items():
         for method in item:
             if method in {"get", "post", "put", "delete", "patch"}:
                 found.append((method.upper(), path.removeprefix("/api/v1")))
     return sorted(found)
 
 
+def _query_params() -> dict[tuple[str, str], list[str]]:
+    return {
+        (method.upper(), path.removeprefix("/api/v1")): [
+            p["name"] for p in op.get("parameters", []) if p["in"] == "query"
+        ]
+        for path, item in SCHEMA["paths"].items()
+        for method, op in item.items()
+        if method in {"get", "post", "put", "delete", "patch"}
+    }
+
+
 OPERATIONS = _operations()
+QUERY_PARAMS = _query_params()
+LISTS = [op for op in OPERATIONS if op[0] == "GET" and "{" not in op[1] and op not in PUBLIC]
+
+
+@dataclass(frozen=True)
+class Write:
+    """A valid request for one write operation and what Acme's own callers get for it.
+
+    ``body`` strings may name fixture ids as ``{frame_id}``; ``ids`` overrides the path
+    ids (a draft fact for promote/discard). ``own`` is the status of Acme's agent (an
+    employee), ``guest`` of Acme's guest when it differs, ``other`` of another
+    organization's admin.
+    """
+
+    body: dict | None = None
+    query: str = ""
+    own: int = 200
+    guest: int | None = None
+    other: int = 404
+    ids: dict = field(default_factory=dict)
+
+
+# Every operation that writes to an object named in its path. A write missing from here
+# and from CREATES fails test_every_write_has_a_valid_request.
+WRITES = {
+    ("DELETE", "/rlm/states/{state_id}/variables/{name}"): Write(),
+    ("DELETE", "/sessions/{session_id}/working-set/{key}"): Write(own=204),
+    ("POST", "/compactions/{compaction_id}/revert"): Write(own=409),  # still queued
+    ("POST", "/facts/{key}/discard"): Write(own=200, guest=403, ids={"key": "acme_draft_fact"}),
+    ("POST", "/facts/{key}/invalidate"): Write(own=200, guest=403),
+    # No global fact holds the draft's subject, so any authority may promote it (docs/api.md).
+    ("POST", "/facts/{key}/promote"): Write(own=200, ids={"key": "acme_draft_fact"}),
+    ("POST", "/facts/{key}/review"): Write(own=200),
+    ("POST", "/frames/{frame_id}/handles"): Write(
+        {"kind": "document", "content": "intruder content", "priority": "high"}, own=201
+    ),
+    ("POST", "/frames/{frame_id}/pop"): Write({"status": "completed", "result_refs": ["x"]}),
+    ("POST", "/frames/{frame_id}/reserve"): Write({"purpose": "intruder", "amount": 10}),
+    ("POST", "/frames/{frame_id}/suspend"): Write(
+        {"reason": "intruder", "requires_approval": True, "expires_in_seconds": 60}, own=201
+    ),
+    ("POST", "/frames/{frame_id}/usage"): Write(
+        {"input_tokens": 5, "output_tokens": 7, "model": "intruder-model"}
+    ),
+    ("POST", "/handles/{handle_id}/attention"): Write({"weight": 2.0}),
+    ("POST", "/handles/{handle_id}/page-in"): Write(query="?mode=full", own=409),  # loaded
+    ("POST", "/handles/{handle_id}/page-out"): Write(own=202),
+    ("POST", "/handles/{handle_id}/state"): Write({"to": "hot"}),
+    ("POST", "/rlm/states/{state_id}/checkpoints"): Write({"name": "intruder"}, own=201),
+    ("POST", "/rlm/states/{state_id}/rollback"): Write({"checkpoint_id": "{checkpoint_id}"}),
+    ("POST", "/sessions/{session_id}/compactions"): Write(
+        {"strategy": "summarize_oldest"},
+        own=409,  # one is queued already
+    ),
+    ("POST", "/sessions/{session_id}/context-pack"): Write(
+        {"budget_tokens": 2000, "frame_id": "{frame_id}", "include_handles": ["{handle_id}"]}
+    ),
+    ("POST", "/sessions/{session_id}/end"): Write(),
+    ("POST", "/sessions/{session_id}/frames"): Write(
+        {"goal": "intruder goal", "parent_frame_id": "{frame_id}", "budget": {"total": 100}},
+        own=201,
+    ),
+    ("POST", "/sessions/{session_id}/messages"): Write(
+        {
+            "messages": [
+                {"role": "user", "content": "intruder asks"},
+                {"role": "assistant", "content": [{"type": "text", "text": "intruder answers"}]},
+            ],
+            "usage": {"input_tokens": 3, "output_tokens": 4},
+        }
+    ),
+    ("POST", "/suspensions/{token}/resume"): Write(own=409),  # waits for an approver
+    ("PUT", "/rlm/states/{state_id}/variables/{name}"): Write(
+        {"value": "intruder value", "description": "intruder"}
+    ),
+    ("PUT", "/sessions/{session_id}/environment"): Write(
+        {"timezone": "Europe/Paris", "location": "intruder"}
+    ),
+    ("PUT", "/sessions/{session_id}/identity"): Write({"user_name": "Mallory"}, own=409),
+    ("PUT", "/sessions/{session_id}/working-set/{key}"): Write(
+        {"value": "intruder value", "ttl_seconds": 60}
+    ),
+}
+
+# A document as GET /rlm/states/{id}/export writes it, naming Acme's state.
+RLM_DOCUMENT = {
+    "version": "1.0.0",
+    "state_id": "{state_id}",
+    "variables": {"prompt": {"name": "prompt", "value": "imported prompt", "type": "text"}},
+    "history": {"mutations": [], "checkpoints": []},
+    "metadata": {},
+}
+# The writes that create: valid bodies naming Acme's values; another organization gets
+# its own object (``other``), Acme's stay as they were.
+CREATES = {
+    ("POST", "/constraints/check"): Write(
+        {"subject": "acme-secret-budget", "value": 1000}, own=200, other=200
+    ),
+    ("POST", "/facts"): Write(
+        {"key": "acme_secret_fact", "value": "another value", "source": "user"},
+        own=409,  # key_exists: the key is taken, with another value
+        other=201,
+    ),
+    ("POST", "/rlm/states"): Write({"prompt": "intruder prompt"}, own=201, other=201),
+    ("POST", "/rlm/states/import"): Write(RLM_DOCUMENT, own=409, other=201),  # state_exists
+    ("POST", "/sessions"): Write({"title": "acme-secret-title"}, own=201, other=201),
+}
+REQUESTS = {**WRITES, **CREATES}
+
+
+@pytest.fixture(autouse=True)
+def jobs_sent(monkeypatch) -> list:
+    """Record jobs instead of publishing them: a page-out then needs no broker or worker."""
+    sent: list = []
+
+    def record(task, *args):
+        sent.append((task.name, args))
+        return True
+
+    monkeypatch.setattr("frames.paging.job_send", record)
+    monkeypatch.setattr("frames.conversation.services.job_send", record)
+    return sent
 
 
 @pytest.fixture
@@ -41,16 +188,25 @@ def acme(api):
         organization=api.organization,
         agent=api.agent,
         identity={"user_name": "Acme person"},
-        title="acme-secret-title",
+        title="acme-secret-title shared-project",
+        model="acme-secret-model",
     )
     root = services.frame_push(session=session, goal="acme-secret-goal", budget_total=100_000)
     frame = services.frame_push(
         session=session, parent=root, goal="acme-child-goal", budget_total=10_000
     )
+    waiting = services.frame_push(
+        session=session, parent=root, goal="acme-waiting-goal", budget_total=1_000
+    )
     handle = services.handle_add(frame=frame, kind="document", content="acme-secret-content")
     ids = {"session_id": str(session.pk), "frame_id": str(frame.pk), "handle_id": str(handle.pk)}
     secrets = {str(session.pk), str(frame.pk), str(root.pk), str(handle.pk), "acme-secret"}
-    if (
+
+    def created(response, status=201):
+        assert response.status_code == status, response.content
+        return response.json()
+
+    created(
         api.post(
             "/facts",
             {
@@ -59,45 +215,121 @@ def acme(api):
                 "value": "acme-secret-value",
                 "source": "user",
             },
-        ).status_code
-        == 201
-    ):
-        ids["key"] = "acme_secret_fact"
-        secrets.add("acme_secret_fact")
-    state = api.post("/rlm/states", {"prompt": "acme-secret-prompt", "session_id": str(session.pk)})
-    if state.status_code == 201:
-        ids["state_id"] = state.json().get("id") or state.json().get("state_id")
-        api.put(f"/rlm/states/{ids['state_id']}/variables/acme_var", {"value": "acme-secret-var"})
-        ids["name"] = "acme_var"
-        secrets.add(ids["state_id"])
-    suspension = api.post(
-        f"/frames/{frame.pk}/suspend", {"reason": "acme-secret-reason", "requires_approval": True}
+        )
     )
-    if suspension.status_code == 201:
-        ids["token"] = suspension.json()["token"]
-        secrets.add(ids["token"])
-    compaction = api.post(f"/sessions/{session.pk}/compactions", {})
-    if compaction.status_code == 202:
-        ids["compaction_id"] = str(compaction.json()["id"])
+    created(
+        api.post(
+            "/facts",
+            {
+                "key": "acme_draft_fact",
+                "subject": "acme-secret-draft",
+                "value": "acme-secret-draft-value",
+                "source": "user",
+                "scope": "draft",
+                "scope_id": "acme-secret-scope",
+            },
+        )
+    )
+    created(
+        api.post(
+            "/facts",
+            {
+                "key": "acme_budget_cap",
+                "subject": "acme-secret-budget",
+                "value": 10,
+                "source": "policy",
+                "is_constraint": True,
+                "constraint_type": "budget",
+                "constraint": {"max": 10},
+            },
+        )
+    )
+    ids["key"] = "acme_secret_fact"
+    secrets |= {"acme_secret_fact", "acme_draft_fact", "acme_budget_cap"}
+    created(
+        api.put(
+            f"/sessions/{session.pk}/working-set/acme_secret_fact", {"value": "acme-secret-ws"}
+        ),
+        200,
+    )
+    created(
+        api.post(
+            f"/sessions/{session.pk}/messages",
+            {"messages": [{"role": "user", "content": "acme-secret-message"}]},
+        ),
+        200,
+    )
+    state = created(
+        api.post("/rlm/states", {"prompt": "acme-secret-prompt", "session_id": str(session.pk)})
+    )
+    ids["state_id"] = state["state_id"]
+    ids["checkpoint_id"] = state["checkpoints"][0]["checkpoint_id"]
+    created(
+        api.put(f"/rlm/states/{ids['state_id']}/variables/acme_var", {"value": "acme-secret-var"}),
+        200,
+    )
+    ids["name"] = "acme_var"
+    secrets |= {ids["state_id"], ids["checkpoint_id"]}
+    suspension = created(
+        api.post(
+            f"/frames/{waiting.pk}/suspend",
+            {"reason": "acme-secret-reason", "requires_approval": True},
+        )
+    )
+    ids["token"] = suspension["token"]
+    ids["waiting_frame_id"] = str(waiting.pk)
+    secrets |= {ids["token"], str(waiting.pk), token_hash(ids["token"])}
+    compaction = created(api.post(f"/sessions/{session.pk}/compactions", {}), 202)
+    ids["compaction_id"] = compaction["id"]
+    secrets.add(compaction["id"])
     return {"ids": ids, "secrets": secrets, "session": session, "frame": frame}
 
 
+@pytest.fixture
+def globex(other_api):
+    """Globex's own session, whose title shares a word with Acme's."""
+    response = other_api.post(
+        "/sessions", {"title": "globex shared-project", "identity": {"user_name": "Eve"}}
+    )
+    assert response.status_code == 201
+    return response.json()
+
+
+def _acme_rows() -> dict:
+    """Every stored row of Acme: what must not move when an outsider calls."""
+    return organization_rows("Acme")
+
+
+def _fill(value, ids: dict):
+    """``value`` with every ``{name}`` string replaced by the fixture's id of that name."""
+    if isinstance(value, str):
+        return re.sub(r"\{(\w+)\}", lambda m: ids.get(m.group(1), NO_ID), value)
+    if isinstance(value, dict):
+        return {k: _fill(v, ids) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill(v, ids) for v in value]
+    return value
+
+
 def _path(template: str, ids: dict) -> str:
-    def fill(match):
-        name = match.group(1)
-        return ids.get(name, "00000000-0000-0000-0000-000000000000")
-
-    return re.sub(r"\{(\w+)\}", fill, template)
+    return _fill(template, ids)
 
 
-def _call(client: Client, method: str, path: str, key: str | None):
+def _call(client: Client, method: str, path: str, key: str | None, body: dict | None = None):
     headers = {"HTTP_AUTHORIZATION": f"Bearer {key}"} if key else {}
     url = "/api/v1" + path
     if method in {"POST", "PUT", "PATCH"}:
         return getattr(client, method.lower())(
-            url, data="{}", content_type="application/json", **headers
+            url, data=json.dumps(body or {}), content_type="application/json", **headers
         )
     return getattr(client, method.lower())(url, **headers)
+
+
+def _request(method: str, path: str, ids: dict) -> tuple[str, dict | None]:
+    """The address and the valid body of ``method path`` against ``ids``."""
+    write = REQUESTS.get((method, path), Write())
+    ids = {**ids, **write.ids}
+    return _path(path, ids) + write.query, _fill(write.body, ids)
 
 
 def _leaks(response, secrets: set[str], sent: str = "") -> list[str]:
@@ -123,70 +355,220 @@ def test_every_operation_refuses_a_missing_or_revoked_key(method, path, api, acm
     assert revoked.json()["error"] == "unauthenticated"
 
 
+def test_every_write_has_a_valid_request():
+    writes = {(m, p) for m, p in OPERATIONS if m != "GET"}
+    assert writes == set(REQUESTS), (
+        "add the missing operations to WRITES or CREATES",
+        sorted(writes - set(REQUESTS)),
+        sorted(set(REQUESTS) - writes),
+    )
+
+
 @pytest.mark.parametrize("method,path", OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
-def test_another_organization_sees_nothing_of_acme(method, path, acme, other_api):
-    target = _path(path, acme["ids"])
-    response = _call(Client(), method, target, other_api.key)
-    has_id = "{" in path
-    if has_id:
-        assert response.status_code in (404, 422), (response.status_code, response.content)
-        if response.status_code == 404:
-            assert response.json()["error"] == "not_found"
-    else:
-        assert response.status_code < 500
-    assert _leaks(response, acme["secrets"], sent=target) == []
+def test_another_organization_sees_nothing_of_acme_and_changes_nothing(
+    method, path, api, acme, other_api, jobs_sent
+):
+    target, body = _request(method, path, acme["ids"])
+    before = _acme_rows()
+    response = _call(Client(), method, target, other_api.key, body)
+    expected = REQUESTS[method, path].other if method != "GET" else 404 if "{" in path else 200
+    assert response.status_code == expected, (response.status_code, response.content)
+    if expected == 404:
+        assert response.json()["error"] == "not_found"
+    assert _leaks(response, acme["secrets"], sent=target + json.dumps(body)) == []
+    assert _acme_rows() == before
+    assert jobs_sent == []
+    if method != "GET":
+        # The control: the same request from Acme's own agent is valid and reaches its object.
+        own = _call(Client(), method, target, api.key, body)
+        assert own.status_code == REQUESTS[method, path].own, own.content
 
 
-@pytest.mark.parametrize(
-    "method,path", [op for op in OPERATIONS if op[0] == "GET" and "{" not in op[1]]
-)
+@pytest.mark.parametrize("method,path", LISTS, ids=[f"{m} {p}" for m, p in LISTS])
 def test_list_endpoints_count_only_the_callers_own_objects(method, path, acme, other_api):
     response = _call(Client(), method, path, other_api.key)
     assert response.status_code == 200, response.content
     body = response.json()
     if isinstance(body, dict) and "count" in body:
         assert body["count"] == 0
+        assert body["items"] == []
     if isinstance(body, list):
         assert body == []
     assert _leaks(response, acme["secrets"]) == []
 
 
-@pytest.mark.parametrize("method,path", OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
-def test_a_guest_of_the_same_organization_gets_an_answer_never_an_error_page(
-    method, path, acme, make_api
-):
-    guest = make_api(agent="visitor", authority="guest")
-    response = _call(Client(), method, _path(path, acme["ids"]), guest.key)
-    assert response.status_code < 500
-    assert response.status_code != 401
-    body = json.loads(response.content)
-    if response.status_code >= 400:
-        assert set(body) >= {"error", "detail"}
-
-
-def _dashboard_urls(ids: dict) -> list[str]:
-    urls = [
-        "/",
-        f"/sessions/{ids['session_id']}/",
-        f"/frames/{ids['frame_id']}/",
-        f"/frames/{ids['frame_id']}/children/",
-        f"/frames/{ids['frame_id']}/handles/",
-        f"/sessions/{ids['session_id']}/pressure/",
-        f"/sessions/{ids['session_id']}/context-preview/",
-        f"/sessions/{ids['session_id']}/turns/",
-        "/inbox/",
-        "/facts/",
-        "/rlm/",
+def _search_terms(acme) -> list[str]:
+    ids = acme["ids"]
+    return [
+        "acme",
+        "acme-secret-title",
+        "acme-secret-model",
+        "researcher",  # Acme's agent
+        ids["session_id"],
+        ids["session_id"][:8],
+        "acme-secret-subject",
+        "acme_secret_fact",
+        "acme-secret-scope",
+        ids["state_id"],
     ]
-    if "key" in ids:
-        urls.append(f"/facts/{ids['key']}/lineage/")
-    if "state_id" in ids:
-        urls.append(f"/rlm/{ids['state_id']}/")
+
+
+@pytest.mark.parametrize("method,path", LISTS, ids=[f"{m} {p}" for m, p in LISTS])
+def test_searching_for_acme_by_any_parameter_finds_nothing(method, path, acme, other_api, globex):
+    params = [p for p in QUERY_PARAMS[method, path] if p in SEARCHABLE_PARAMS]
+    if (method, path) in {("GET", "/sessions"), ("GET", "/facts")}:
+        assert params, "the search parameters of this list are gone from the schema"
+    for param in params:
+        for term in _search_terms(acme):
+            response = _call(Client(), method, f"{path}?{param}={term}", other_api.key)
+            assert response.status_code == 200, (param, term, response.content)
+            body = response.json()
+            assert body["count"] == 0 and body["items"] == [], (param, term, body)
+            assert _leaks(response, acme["secrets"], sent=term) == [], (param, term)
+
+
+def test_a_search_both_organizations_match_counts_only_the_callers_sessions(
+    acme, api, other_api, globex
+):
+    theirs = other_api.get("/sessions", {"search": "shared-project"}).json()
+    assert theirs["count"] == 1
+    assert [s["id"] for s in theirs["items"]] == [globex["id"]]
+    ours = api.get("/sessions", {"search": "shared-project"}).json()
+    assert ours["count"] == 1 and ours["items"][0]["id"] == acme["ids"]["session_id"]
+
+
+def test_fact_filters_and_ignored_parameters_show_only_the_callers_facts(acme, api, other_api):
+    own = other_api.post("/facts", {"key": "globex_fact", "value": "g", "source": "user"})
+    assert own.status_code == 201
+    assert api.get("/facts", {"subject": "acme-secret-subject"}).json()["count"] == 1  # control
+    for params in (
+        {"subject": "acme-secret-subject", "valid": "any"},
+        {"scope_id": "acme-secret-scope", "valid": "any"},
+        {"scope": "draft", "valid": "any"},
+        {"needs_review": "false", "valid": "any", "subject": "acme-secret-draft"},
+    ):
+        response = other_api.get("/facts", params)
+        assert response.status_code == 200
+        assert response.json()["count"] == 0, params
+    for ignored in ({"key": "acme_secret_fact"}, {"search": "acme"}):
+        body = other_api.get("/facts", {**ignored, "valid": "any"}).json()
+        assert body["count"] == 1 and [f["key"] for f in body["items"]] == ["globex_fact"]
+
+
+def test_acme_ids_inside_another_organizations_requests_are_not_found(acme, other_api, globex):
+    """Foreign ids in bodies and query strings, not only in paths."""
+    ids = acme["ids"]
+    answers = {
+        "child of Acme's frame": other_api.post(
+            f"/sessions/{globex['id']}/frames",
+            {"goal": "g", "parent_frame_id": ids["frame_id"], "budget": {"total": 10}},
+        ),
+        "events filtered by Acme's frame": other_api.get(
+            f"/sessions/{globex['id']}/events", {"frame_id": ids["frame_id"]}
+        ),
+        "pack of Acme's frame": other_api.post(
+            f"/sessions/{globex['id']}/context-pack",
+            {"budget_tokens": 2000, "frame_id": ids["frame_id"]},
+        ),
+        "RLM state in Acme's session": other_api.post(
+            "/rlm/states", {"prompt": "p", "session_id": ids["session_id"]}
+        ),
+        "RLM state on Acme's frame": other_api.post(
+            "/rlm/states", {"prompt": "p", "frame_id": ids["frame_id"]}
+        ),
+    }
+    for what, response in answers.items():
+        assert response.status_code == 404, (what, response.status_code, response.content)
+        assert response.json()["error"] == "not_found"
+
+
+def test_acme_handles_facts_and_constraints_never_reach_another_organizations_answers(
+    acme, api, other_api, globex
+):
+    before = _acme_rows()
+    frame = other_api.post(
+        f"/sessions/{globex['id']}/frames", {"goal": "g", "budget": {"total": 10_000}}
+    ).json()
+    pack = other_api.post(
+        f"/sessions/{globex['id']}/context-pack",
+        {
+            "budget_tokens": 5000,
+            "frame_id": frame["id"],
+            "query": "acme-secret-subject acme-secret-value",
+            "include_handles": [acme["ids"]["handle_id"]],
+        },
+    )
+    assert pack.status_code == 200, pack.content
+    answer = pack.json()
+    assert answer.pop("query") == "acme-secret-subject acme-secret-value"  # echoed, as sent
+    text = json.dumps(answer)
+    assert [s for s in acme["secrets"] if s in text and s != acme["ids"]["handle_id"]] == []
+    assert "acme-secret-content" not in text and "acme-secret-value" not in text
+    # Acme's budget cap binds Acme, and nobody else.
+    check = {"subject": "acme-secret-budget", "value": 1000}
+    assert api.post("/constraints/check", check).json()["allowed"] is False  # control
+    theirs = other_api.post("/constraints/check", check).json()
+    assert theirs["allowed"] is True and theirs["checked"] == [] and theirs["violations"] == []
+    # The same key in another organization is another fact; superseding Acme's is impossible.
+    same_key = other_api.post(
+        "/facts", {"key": "acme_secret_fact", "value": "globex value", "source": "user"}
+    )
+    assert same_key.status_code == 201 and same_key.json()["value"] == "globex value"
+    supersede = other_api.post(
+        "/facts",
+        {"key": "globex_v2", "value": "v", "source": "policy", "supersedes": "acme_budget_cap"},
+    )
+    assert supersede.status_code == 404 and supersede.json()["error"] == "not_found"
+    depend = other_api.post(
+        "/facts",
+        {"key": "globex_v3", "value": "v", "source": "user", "depends_on": ["acme_draft_fact"]},
+    )
+    assert depend.status_code == 422 and depend.json()["error"] == "validation_error"
+    for response, sent in ((supersede, "acme_budget_cap"), (depend, "acme_draft_fact")):
+        assert _leaks(response, acme["secrets"], sent=sent) == []
+    assert _acme_rows() == before
+
+
+@pytest.mark.parametrize("method,path", OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
+def test_a_guest_of_the_same_organization_gets_its_documented_answer(method, path, acme, make_api):
+    guest = make_api(agent="visitor", authority="guest")
+    target, body = _request(method, path, acme["ids"])
+    response = _call(Client(), method, target, guest.key, body)
+    if method == "GET":
+        expected = 200  # the guest reads everything of its organization
+    else:  # the employee's answer, unless authority decides it
+        write = REQUESTS[method, path]
+        expected = write.guest if write.guest is not None else write.own
+    assert response.status_code == expected, (response.status_code, response.content)
+    if response.status_code >= 400:
+        body = json.loads(response.content)
+        assert set(body) >= {"error", "detail"}
+    if response.status_code == 403:
+        assert response.json()["error"] == "authority_too_low"
+
+
+def _dashboard_urls(ids: dict) -> dict[str, bool]:
+    """Dashboard pages, each with whether it names one of Acme's objects."""
+    urls = {
+        "/": False,
+        "/inbox/": False,
+        "/facts/": False,
+        "/rlm/": False,
+        f"/sessions/{ids['session_id']}/": True,
+        f"/frames/{ids['frame_id']}/": True,
+        f"/frames/{ids['frame_id']}/children/": True,
+        f"/frames/{ids['frame_id']}/handles/": True,
+        f"/sessions/{ids['session_id']}/pressure/": True,
+        f"/sessions/{ids['session_id']}/context-preview/": True,
+        f"/sessions/{ids['session_id']}/turns/": True,
+        f"/sessions/{ids['session_id']}/turns/compactions/": True,
+        f"/facts/{ids['key']}/lineage/": True,
+        f"/rlm/{ids['state_id']}/": True,
+    }
     return urls
 
 
-@pytest.mark.parametrize("role", ["anonymous", "other_org", "member", "approver", "admin"])
-def test_every_dashboard_page_by_role(role, acme, make_user):
+def _login(role: str, make_user) -> Client:
     client = Client()
     if role == "other_org":
         client.force_login(make_user(username="eve", org="Globex", admin=True, approver=True))
@@ -194,17 +576,212 @@ def test_every_dashboard_page_by_role(role, acme, make_user):
         client.force_login(
             make_user(username=role, approver=role in ("approver", "admin"), admin=role == "admin")
         )
-    for url in _dashboard_urls(acme["ids"]):
+    return client
+
+
+@pytest.mark.parametrize("role", ["anonymous", "other_org", "member", "approver", "admin"])
+def test_every_dashboard_page_by_role(role, acme, make_user):
+    client = _login(role, make_user)
+    for url, names_an_object in _dashboard_urls(acme["ids"]).items():
         response = client.get(url)
         if role == "anonymous":
             assert response.status_code == 302 and response["Location"].startswith(
                 "/accounts/login/"
             ), url
         elif role == "other_org":
-            assert response.status_code in (200, 404), url
+            assert response.status_code == (404 if names_an_object else 200), url
             assert _leaks(response, acme["secrets"], sent=url) == [], url
         else:
             assert response.status_code == 200, (url, response.status_code)
     if role in ("member", "approver", "admin"):
         inbox = client.get("/inbox/").content.decode()
         assert ("Approve" in inbox) == (role != "member")
+
+
+def test_dashboard_searches_and_filters_show_another_organization_nothing(acme, make_user, globex):
+    Fact.objects.filter(key="acme_secret_fact").update(needs_review=True)
+    client = _login("other_org", make_user)
+    for term in _search_terms(acme):
+        page = client.get("/", {"q": term})
+        assert page.status_code == 200
+        assert "No session matches" in page.content.decode(), term
+        assert _leaks(page, acme["secrets"], sent=term) == [], term
+    shared = client.get("/", {"q": "shared-project"}).content.decode()
+    assert "· 1 session<" in shared and "globex shared-project" in shared
+    for params in (
+        {"subject": "acme-secret-subject", "validity": "all"},
+        {"subject": "acme-secret-draft", "validity": "all", "scope": "draft"},
+        {"validity": "all", "needs_review": "1"},
+        {"validity": "all", "memory_type": "user"},
+    ):
+        page = client.get("/facts/", params)
+        html = page.content.decode()
+        assert page.status_code == 200
+        assert "No facts match these filters." in html, params
+        assert "need review" not in html and "needs review" not in html  # Acme's count
+        assert _leaks(page, acme["secrets"], sent=json.dumps(params)) == [], params
+    for status in ("", "incomplete", "complete"):
+        page = client.get("/rlm/", {"status": status})
+        assert _leaks(page, acme["secrets"]) == [], status
+    # The control: Acme's member finds what Globex cannot.
+    member = _login("member", make_user)
+    assert "acme-secret-title" in member.get("/", {"q": "acme"}).content.decode()
+    assert "1 needs review" in member.get("/facts/").content.decode()
+
+
+@dataclass(frozen=True)
+class Action:
+    """A dashboard POST: its address, form, the permission it needs, and how to see it done."""
+
+    url: str
+    data: dict
+    needs: str  # "" (any member), "approver" or "admin"
+    done: object  # callable(acme, jobs_sent) -> bool
+    goes_to: str  # where a plain form post is redirected after it
+
+
+def _suspension(acme) -> Suspension:
+    return Suspension.objects.get(token=acme["ids"]["token"])
+
+
+ACTIONS = {
+    "inbox approve": Action(
+        "/inbox/{waiting_frame_id}/{hashed}/approve/",
+        {"note": "fine"},
+        "approver",
+        lambda acme, jobs: _suspension(acme).status == "approved",
+        "/inbox/",
+    ),
+    "inbox reject": Action(
+        "/inbox/{waiting_frame_id}/{hashed}/reject/",
+        {"note": "not now"},
+        "approver",
+        lambda acme, jobs: _suspension(acme).status == "rejected",
+        "/inbox/",
+    ),
+    "fact review": Action(
+        "/facts/{key}/review/",
+        {},
+        "",
+        lambda acme, jobs: not Fact.objects.get(key="acme_secret_fact").needs_review,
+        "/facts/{key}/lineage/",
+    ),
+    "RLM rollback": Action(
+        "/rlm/{state_id}/rollback/",
+        {"checkpoint_id": "{checkpoint_id}"},
+        "admin",
+        lambda acme, jobs: not RlmVariable.objects.filter(name="acme_var").exists(),
+        "/rlm/{state_id}/",
+    ),
+    "handle page-in": Action(
+        "/handles/{cold_handle_id}/page-in/",
+        {"mode": "full"},
+        "",
+        lambda acme, jobs: (
+            ContextHandle.objects.get(pk=acme["ids"]["cold_handle_id"]).state == "loaded"
+        ),
+        "/frames/{frame_id}/handles/",
+    ),
+    "handle page-out": Action(
+        "/handles/{handle_id}/page-out/",
+        {},
+        "",
+        lambda acme, jobs: [name for name, _ in jobs] == ["frames.handle_page_out"],
+        "/frames/{frame_id}/handles/",
+    ),
+    "compaction start": Action(
+        "/sessions/{session_id}/turns/compactions/start/",
+        {"strategy": "summarize_oldest"},
+        "",
+        lambda acme, jobs: CompactionRun.objects.filter(strategy="summarize_oldest").exists(),
+        "/sessions/{session_id}/turns/",
+    ),
+}
+ROLES = {
+    # role: the permissions it holds
+    "anonymous": set(),
+    "other_org": {"approver", "admin"},
+    "member": set(),
+    "approver": {"approver"},
+    "admin": {"approver", "admin"},
+}
+
+
+@pytest.mark.parametrize("role", list(ROLES))
+@pytest.mark.parametrize("action", list(ACTIONS))
+def test_every_dashboard_action_by_role(action, role, acme, make_user, jobs_sent):
+    ids = dict(acme["ids"])
+    ids["hashed"] = token_hash(ids["token"])
+    cold = services.handle_add(frame=acme["frame"], kind="document", content="acme-secret-cold")
+    ContextHandle.objects.filter(pk=cold.pk).update(state="cold")
+    ids["cold_handle_id"] = str(cold.pk)
+    acme["ids"]["cold_handle_id"] = ids["cold_handle_id"]
+    Fact.objects.filter(key="acme_secret_fact").update(needs_review=True)
+    CompactionRun.objects.filter(pk=ids["compaction_id"]).update(status="failed")
+    spec = ACTIONS[action]
+    client = _login(role, make_user)
+    before = _acme_rows()
+
+    response = client.post(_fill(spec.url, ids), _fill(spec.data, ids))
+
+    allowed = role not in ("anonymous", "other_org") and (
+        not spec.needs or spec.needs in ROLES[role]
+    )
+    if role == "anonymous":
+        assert response.status_code == 302
+        assert response["Location"].startswith("/accounts/login/")
+    elif role == "other_org":
+        assert response.status_code == 404
+        assert _leaks(response, acme["secrets"], sent=_fill(spec.url, ids)) == []
+    elif not allowed:
+        assert response.status_code == 403
+    else:
+        assert response.status_code == 302, response.content
+        assert response["Location"] == _fill(spec.goes_to, ids)
+    if allowed:
+        assert spec.done(acme, jobs_sent), "the action did not happen"
+    else:
+        assert _acme_rows() == before
+        assert jobs_sent == []
+        assert not spec.done(acme, jobs_sent)
+
+
+def test_an_htmx_rollback_without_permission_is_refused_inside_the_fragment(acme, make_user):
+    """htmx swaps only 2xx answers, so the refusal is a 200 fragment; nothing changes."""
+    client = _login("approver", make_user)  # an approver of suspensions, not of rollbacks
+    before = _acme_rows()
+    response = client.post(
+        f"/rlm/{acme['ids']['state_id']}/rollback/",
+        {"checkpoint_id": acme["ids"]["checkpoint_id"]},
+        HTTP_HX_REQUEST="true",
+    )
+    assert response.status_code == 200
+    assert "You do not have permission to roll states back." in response.content.decode()
+    assert _acme_rows() == before
+
+
+def _documented_body(method: str, path: str) -> dict | None:
+    operation = SCHEMA["paths"]["/api/v1" + path][method.lower()]
+    body = operation.get("requestBody", {}).get("content", {}).get("application/json", {})
+    return body.get("schema")
+
+
+WITH_BODIES = sorted(
+    op for op, write in REQUESTS.items() if write.body is not None and _documented_body(*op)
+)
+
+
+@pytest.mark.parametrize("method,path", WITH_BODIES, ids=[f"{m} {p}" for m, p in WITH_BODIES])
+def test_every_valid_body_here_is_valid_by_the_documented_schema(method, path):
+    """The bodies above are what the server accepts; the OpenAPI document must agree."""
+    from jsonschema import Draft202012Validator
+
+    components = SCHEMA["components"]
+    documented = _documented_body(method, path)
+    ids = {"frame_id": NO_ID, "handle_id": NO_ID, "state_id": "state-0123abcd"}
+    body = _fill(REQUESTS[method, path].body, {**ids, "checkpoint_id": "ckpt-0123abcd"})
+    validator = Draft202012Validator({**documented, "components": components})
+    errors = [
+        f"{'.'.join(map(str, e.path)) or 'body'}: {e.message}" for e in validator.iter_errors(body)
+    ]
+    assert errors == [], f"{method} {path} documents {documented}"

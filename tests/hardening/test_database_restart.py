@@ -17,11 +17,14 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import httpx
 import pytest
 from django.conf import settings
+
+from tests.hardening.figures import figures_record
 
 BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
 pytestmark = [
@@ -172,7 +175,9 @@ def test_a_database_restart_fails_requests_cleanly_and_later_ones_succeed(cluste
         for t in threads:
             t.start()
         time.sleep(1)
+        restart_started = time.monotonic()
         cluster["restart"]()
+        restart_took = time.monotonic() - restart_started
         time.sleep(2)
         stop.set()
         for t in threads:
@@ -205,6 +210,19 @@ def test_a_database_restart_fails_requests_cleanly_and_later_ones_succeed(cluste
             timeout=120,
         )
         assert verify.returncode == 0, verify.stdout + verify.stderr
+        figures_record(
+            "faults-database-restart",
+            {
+                "client_threads": len(threads),
+                "gunicorn": "2 workers x 2 threads, CONN_MAX_AGE=600",
+                "pg_ctl_restart_s": round(restart_took, 1),
+                "answers_during_traffic": dict(Counter(status for status, _ in answers)),
+                "later_requests": dict(Counter(later)),
+                "tokens_used": frame["budget"]["used"],
+                "tokens_expected": 5 * successes,
+                "rebuild_projections_verify": "clean",
+            },
+        )
     finally:
         api.close()
         web.terminate()

@@ -143,3 +143,41 @@ def test_chained_calls_along_the_schemas_links_never_fail_the_server(api, real_i
             derandomize=True,
         )
     )
+
+
+def test_the_schema_names_each_request_body_after_one_class_only():
+    """Two body classes with the same name share one OpenAPI component, and one of them
+    is then documented for both operations: the fuzzer, and every generated client,
+    would send the other operation a body it refuses."""
+    import inspect
+    import typing
+
+    from ninja import Schema
+
+    from contextops.api import api
+
+    owners: dict[str, dict[type, set[str]]] = {}
+
+    def walk(kind, label: str, seen: set) -> None:
+        if isinstance(kind, type) and issubclass(kind, Schema):
+            if kind in seen:
+                return
+            seen.add(kind)
+            owners.setdefault(kind.__name__, {}).setdefault(kind, set()).add(label)
+            for field in kind.model_fields.values():
+                walk(field.annotation, label, seen)
+        for argument in typing.get_args(kind):  # Optional[...], list[...], unions
+            walk(argument, label, seen)
+
+    for prefix, router in api._routers:
+        for path, path_view in router.path_operations.items():
+            for operation in path_view.operations:
+                label = f"{'/'.join(operation.methods)} {prefix}{path}"
+                for parameter in inspect.signature(operation.view_func).parameters.values():
+                    walk(parameter.annotation, label, set())
+    shared = {
+        name: {f"{cls.__module__}.{cls.__qualname__}": sorted(ops) for cls, ops in classes.items()}
+        for name, classes in owners.items()
+        if len(classes) > 1
+    }
+    assert shared == {}
