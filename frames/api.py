@@ -222,10 +222,18 @@ def handle_add(request, frame_id: str, payload: HandleIn):
     "/sessions/{session_id}/resume",
     response=ResumeOut,
     summary="Rebuild the frame stack and pending work (seed 000 §5.3)",
+    description="Also appends `actor.resumed` to the session's event log: who resumed, when, "
+    "at which frame, with how much pending work.",
 )
 def session_resume(request, session_id: str):
     session = selectors.session_get(organization=request.organization, session_id=session_id)
     state = selectors.session_resume_state(session)
+    services.actor_resumed_record(
+        session=session,
+        current_frame=state.current_frame,
+        pending=len(state.pending_work),
+        actor=actor_of(request),
+    )
     return {
         "current_frame": frame_out(state.current_frame) if state.current_frame else None,
         "frame_stack": [frame_out(f) for f in state.frame_stack],

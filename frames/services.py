@@ -120,6 +120,18 @@ def session_create(
     return session
 
 
+def actor_resumed_record(*, session: Session, current_frame, pending: int, actor: str = "") -> None:
+    """Log that an actor rebuilt its stack from the database (seed 000 §6 ``actor.resumed``)."""
+    with transaction.atomic():
+        event_append(
+            session=session,
+            type="actor.resumed",
+            frame=current_frame,
+            actor=actor,
+            payload={"pending_work": pending},
+        )
+
+
 def session_end(*, session: Session, actor: str = "") -> Session:
     """End the session: open frames are cancelled, the working set goes, lifecycle ``ended``."""
     with transaction.atomic():

@@ -280,6 +280,9 @@ def test_resume_rebuilds_the_stack_and_finds_pending_work(api, start_session, pu
     }
     assert "search_hotels" in " ".join(p["description"] for p in body["pending_work"])
     assert body["recovery_summary"]["frames_recovered"] == 2
+    last = api.get(f"/sessions/{session['id']}/events").json()[-1]
+    assert (last["type"], last["frame_id"]) == ("actor.resumed", child["id"])
+    assert last["payload"] == {"pending_work": 2}
 
 
 def test_events_come_in_order_and_page_with_after(api, start_session, push_ok):
