@@ -276,3 +276,15 @@ def test_the_session_page_shows_what_the_calls_cost_beside_what_they_filled(api,
     # while the window held 10,600 tokens.
     assert "Cost (effective) 1700 tokens" in text
     assert "Cache reads 10000" in text
+
+
+def test_the_session_page_loads_the_top_frames_handles_with_their_buttons(api, member_client):
+    session = _session(api)
+    root = services.frame_push(session=session, goal="Root goal", budget_total=10**6)
+    top = services.frame_push(session=session, parent=root, goal="Read the RFC", budget_total=1000)
+    services.handle_add(frame=top, kind="document", content="RFC 9449 section 4.")
+    page = member_client.get(f"/sessions/{session.pk}/").content.decode()
+    assert f'hx-get="/frames/{top.pk}/handles/"' in page
+    assert f'href="/frames/{top.pk}/">the frame at the top of the stack' in page
+    fragment = member_client.get(f"/frames/{top.pk}/handles/", HTTP_HX_REQUEST="true").content
+    assert b"Page out" in fragment and b"document" in fragment
