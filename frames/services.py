@@ -105,7 +105,9 @@ def session_create(
             title=title or str(identity.get("user_name") or ""),
             compaction_threshold=compaction_threshold,
             eviction_policy=eviction_policy,
-            lifecycle_state=Session.Lifecycle.BOOTSTRAP,
+            # Seed 003's lifecycle: loading until the agent first reads its context back
+            # (resume or a context pack: bootstrap), active from its first frame.
+            lifecycle_state=Session.Lifecycle.LOADING,
         )
         event_append(
             session=session,
@@ -120,8 +122,21 @@ def session_create(
     return session
 
 
+def session_bootstrapped(*, session: Session, actor: str = "") -> None:
+    """A loading session moves to bootstrap once its agent reads its context back (a
+    resume or a context pack); any other state is left alone. One conditional UPDATE."""
+    with transaction.atomic():
+        moved = Session.objects.filter(
+            pk=session.pk, lifecycle_state=Session.Lifecycle.LOADING
+        ).update(lifecycle_state=Session.Lifecycle.BOOTSTRAP, updated_at=timezone.now())
+        if moved:
+            session.lifecycle_state = Session.Lifecycle.BOOTSTRAP
+            event_append(session=session, type="session.bootstrapped", actor=actor)
+
+
 def actor_resumed_record(*, session: Session, current_frame, pending: int, actor: str = "") -> None:
     """Log that an actor rebuilt its stack from the database (seed 000 §6 ``actor.resumed``)."""
+    session_bootstrapped(session=session, actor=actor)
     with transaction.atomic():
         event_append(
             session=session,

@@ -303,6 +303,30 @@ def test_events_come_in_order_and_page_with_after(api, start_session, push_ok):
     assert [e["seq"] for e in later] == [4, 5]
 
 
+def test_the_lifecycle_follows_what_the_agent_does(api, start_session, push_ok):
+    """Seed 003: loading until the agent reads its context back, bootstrap while it takes
+    its first context, active from its first frame, ended (through persisting) at the end."""
+    session = start_session()
+    sid = session["id"]
+
+    def state():
+        return api.get(f"/sessions/{sid}").json()["lifecycle_state"]
+
+    assert session["lifecycle_state"] == state() == "loading"
+    assert api.post(f"/sessions/{sid}/context-pack", {"budget_tokens": 1000}).status_code == 200
+    assert state() == "bootstrap"
+    api.post(f"/sessions/{sid}/context-pack", {"budget_tokens": 1000})
+    push_ok(sid, 1000)
+    assert state() == "active"
+    api.get(f"/sessions/{sid}/resume")  # a resume later on changes nothing
+    assert state() == "active"
+    assert api.post(f"/sessions/{sid}/end").json()["lifecycle_state"] == "ended"
+    kinds = [e["type"] for e in api.get(f"/sessions/{sid}/events").json()]
+    assert kinds.count("session.bootstrapped") == 1
+    assert kinds.index("session.bootstrapped") < kinds.index("session.activated")
+    assert kinds.index("session.persisting") < kinds.index("session.ended")
+
+
 def test_ending_a_session_cancels_its_open_frames(api, start_session, push_ok):
     session = start_session()
     root = push_ok(session["id"], 1000)
