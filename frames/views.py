@@ -52,7 +52,7 @@ def budget_segments(frame: Frame) -> list[dict]:
     segments, left = [], 100.0
     for css, label, tokens in parts:
         width = min(left, round(100 * tokens / total, 2))
-        left -= width
+        left = round(left - width, 2)  # no float residue like 58.67999999999999 on the page
         segments.append({"css": css, "label": label, "tokens": tokens, "width": width})
     return segments
 
