@@ -430,6 +430,19 @@ def _extras(session: Session) -> None:
         actor=author,
     )
 
+    # The pack the agent asked for before formatting its table: a small budget, so the
+    # session page shows what went in, what was dropped and at which level.
+    from .context_pack import context_pack_assemble
+
+    table = Frame.objects.get(session=session, goal="Format the summary as a table")
+    context_pack_assemble(
+        session=session,
+        frame=table,
+        budget_tokens=600,
+        query="key rotation token lifetime risks",
+        reader_authority="manager",
+    )
+
     review = Frame.objects.get(session=session, goal="Ask the security lead to approve publishing")
     suspension_create(
         frame=review,

@@ -37,3 +37,5 @@ def test_it_builds_a_deep_tree_once_and_its_pages_open(db, capsys, tmp_path, set
     assert "key_rotation_days_v1" in lineage and "jwks_overlap_days" in lineage
     turns = browser.get(f"/sessions/{session.pk}/turns/").content.decode()
     assert "Draft -07 moved" in turns
+    packs = browser.get(f"/sessions/{session.pk}/context-packs/").content.decode()
+    assert "key rotation token lifetime risks" in packs  # the pack the agent asked for
