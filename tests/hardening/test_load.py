@@ -6,9 +6,11 @@
 import asyncio
 
 import pytest
+from django.db.models import Q, Sum
 
 from contextops.tenancy import api_key_create
-from frames.models import Session
+from facts.models import Fact
+from frames.models import Frame, Session
 from frames.projections import budget_audit, projection_diff
 from tests.load.agents import run_load
 
@@ -30,3 +32,24 @@ def test_concurrent_agents_get_no_errors_and_every_sum_holds(live_server):
     for session in sessions:
         assert projection_diff(session) == []
         assert budget_audit(session) == []
+
+    # Every answered call counted once, against what the agents themselves saw: each
+    # usage record is 120 in, 40 out, 900 cache read (1,060 tokens of budget).
+    recorded = len(result.latencies["usage.record"])
+    totals = Session.objects.aggregate(
+        input=Sum("input_tokens_total"),
+        output=Sum("output_tokens_total"),
+        cache_read=Sum("cache_read_tokens_total"),
+        calls=Sum("api_calls_total"),
+    )
+    assert totals == {
+        "input": 120 * recorded,
+        "output": 40 * recorded,
+        "cache_read": 900 * recorded,
+        "calls": recorded,
+    }
+    # Popped children settled into their roots; children the deadline left open still hold theirs.
+    spent = Frame.objects.filter(Q(depth=0) | Q(status="active")).aggregate(s=Sum("budget_used"))
+    assert spent["s"] == 1060 * recorded
+    writes = len(result.latencies["fact.write"]) + len(result.latencies["fact.supersede"])
+    assert Fact.objects.filter(organization__name__startswith="Load ").count() == writes
