@@ -85,14 +85,20 @@ def test_the_open_inbox_refreshes_only_when_the_pending_list_changes(
     assert unchanged_poll(_shown(html)) == one_waiting
 
 
-def test_it_shows_the_inbox_read_only_without_the_permission(waiting, member_client):
+def test_it_shows_the_inbox_read_only_without_the_permission(api, waiting, member_client):
     page = member_client.get("/inbox/").content.decode()
     assert "Refund of $900" in page
     assert ">Approve<" not in page and ">Reject<" not in page
+    frame_before = api.get(f"/frames/{waiting['frame_id']}").json()
+    events_before = Event.objects.count()
     response = member_client.post(_url("approve", waiting))
     assert response.status_code == 403
     assert member_client.post(_url("reject", waiting), {"note": "no"}).status_code == 403
+    # Nothing changed: the suspension, its frame and the event log are as they were.
     assert Suspension.objects.get(pk=waiting["token"]).status == "pending"
+    assert api.get(f"/frames/{waiting['frame_id']}").json() == frame_before
+    assert Event.objects.count() == events_before
+    assert api.get(f"/suspensions/{waiting['token']}").json()["status"] == "pending"
 
 
 def test_it_approves_with_htmx_and_returns_only_the_row(api, waiting, approver_client):
