@@ -2,16 +2,70 @@
 
 Every endpoint method builds one request and hands it to ``self._call``; the sync client
 runs it and returns the result, the async client returns an awaitable of it. Results are
-plain JSON (``dict`` / ``list``) except for three objects with methods of their own:
+plain JSON (``dict`` / ``list``, typed by the ``TypedDict`` classes of
+:mod:`contextops.client.types`) except for three objects with methods of their own:
 :class:`Session`, :class:`Frame` and :class:`Suspension`.
+
+A method's return annotation names what the sync client returns. ``@endpoint`` tells a
+type checker that the async client returns an awaitable of the same; at run time it
+returns the method unchanged.
 """
 
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable, Iterable
-from typing import Any, Self
+from collections.abc import Callable, Coroutine, Iterable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Generic,
+    ParamSpec,
+    Self,
+    TypedDict,
+    TypeVar,
+    overload,
+)
 from urllib.parse import quote
+
+from .types import (
+    Compaction,
+    CompactionQueued,
+    ConstraintCheck,
+    ContextPack,
+    ContextPackRecord,
+    Environment,
+    Event,
+    Fact,
+    FactPage,
+    FactWrite,
+    FrameHandle,
+    Handle,
+    HandlePageIn,
+    HandlePageOut,
+    Health,
+    Lineage,
+    MessagesAppended,
+    PendingWork,
+    Pressure,
+    RecoverySummary,
+    RlmCheckpoint,
+    RlmCheckpointDetail,
+    RlmCompletion,
+    RlmExport,
+    RlmMutation,
+    RlmState,
+    RlmStatePage,
+    RlmVariable,
+    RlmVariableRead,
+    SessionPage,
+    Turn,
+    WorkingSetItem,
+)
+
+if TYPE_CHECKING:
+    from .aio import AsyncClient
+    from .sync import Client
 
 JSON = dict[str, Any]
 
@@ -268,6 +322,45 @@ class Suspension:
         return self._client.suspension_resume(self)
 
 
+if TYPE_CHECKING:
+    _P = ParamSpec("_P")
+    _R = TypeVar("_R")
+
+    class endpoint(Generic[_P, _R]):
+        """An endpoint method ``(self, ...) -> R`` as the type checker sees it: ``R`` on a
+        :class:`Client`, a coroutine of ``R`` on an :class:`AsyncClient`."""
+
+        def __init__(self, method: Callable[Concatenate[Any, _P], _R]) -> None: ...
+
+        @overload
+        def __get__(self, obj: None, owner: type[Any]) -> Self: ...
+        @overload
+        def __get__(
+            self, obj: AsyncClient, owner: type[Any] | None = None
+        ) -> Callable[_P, Coroutine[Any, Any, _R]]: ...
+        @overload
+        def __get__(self, obj: Client, owner: type[Any] | None = None) -> Callable[_P, _R]: ...
+        @overload
+        def __get__(self, obj: Api, owner: type[Any] | None = None) -> Callable[_P, Any]: ...
+        def __get__(self, obj: Any, owner: Any = None) -> Any: ...
+        def __call__(self, obj: Api, /, *args: _P.args, **kwargs: _P.kwargs) -> Any: ...
+
+else:
+
+    def endpoint(method):
+        return method
+
+
+class SessionResume(TypedDict):
+    """``GET /sessions/{id}/resume`` (``ResumeOut``) with its frames as :class:`Frame`
+    objects: the current frame, the open frames root first, the work left unfinished."""
+
+    current_frame: Frame | None
+    frame_stack: list[Frame]
+    pending_work: list[PendingWork]
+    recovery_summary: RecoverySummary
+
+
 class Api:
     """The endpoint catalogue of ``/api/v1`` (see docs/api.md). Subclasses provide ``_call``."""
 
@@ -309,15 +402,20 @@ class Api:
     def _frame_wrap(self, frame: Any) -> Callable[[JSON], Frame]:
         return frame._absorb if isinstance(frame, Frame) else self._frame
 
-    def request(self, method: str, path: str, *, json: Any = None, params: JSON | None = None):
+    @endpoint
+    def request(
+        self, method: str, path: str, *, json: Any = None, params: JSON | None = None
+    ) -> Any:
         """Any API call, for paths this client has no method for: path relative to /api/v1."""
         return self._call(method, path, json=json, params=params)
 
-    def health(self):
+    @endpoint
+    def health(self) -> Health:
         return self._call("GET", "/health")
 
     # -- sessions ----------------------------------------------------------------------
 
+    @endpoint
     def session_create(
         self,
         *,
@@ -328,7 +426,7 @@ class Api:
         title: str | None = None,
         compaction_threshold: float | None = None,
         eviction_policy: str | None = None,
-    ):
+    ) -> Session:
         """``POST /sessions`` → :class:`Session`. ``identity``: user_name, user_id,
         authority, department, organization, permissions; ``environment``: timezone,
         location, external_data."""
@@ -345,20 +443,26 @@ class Api:
 
     session = session_create
 
-    def session_get(self, session: Any):
+    @endpoint
+    def session_get(self, session: Any) -> Session:
         return self._call("GET", f"/sessions/{_id(session)}", wrap=self._session)
 
-    def sessions(self, *, search: str | None = None, limit: int | None = None, offset: int = 0):
+    @endpoint
+    def sessions(
+        self, *, search: str | None = None, limit: int | None = None, offset: int = 0
+    ) -> SessionPage:
         """``GET /sessions`` → ``{items: [session...], count, next_offset}`` (plain JSON)."""
         return self._call(
             "GET", "/sessions", params=_drop_none(search=search, limit=limit, offset=offset)
         )
 
-    def session_end(self, session: Any):
+    @endpoint
+    def session_end(self, session: Any) -> Session:
         wrap = session._absorb if isinstance(session, Session) else self._session
         return self._call("POST", f"/sessions/{_id(session)}/end", wrap=wrap)
 
-    def session_resume(self, session: Any):
+    @endpoint
+    def session_resume(self, session: Any) -> SessionResume:
         """``GET /sessions/{id}/resume`` → ``{current_frame, frame_stack[], pending_work[],
         recovery_summary}`` with the frames as :class:`Frame` objects."""
 
@@ -371,6 +475,7 @@ class Api:
 
         return self._call("GET", f"/sessions/{_id(session)}/resume", wrap=wrap)
 
+    @endpoint
     def events(
         self,
         session: Any,
@@ -378,13 +483,14 @@ class Api:
         after: int = 0,
         limit: int | None = None,
         frame: Any = None,
-    ):
+    ) -> list[Event]:
         """``GET /sessions/{id}/events?after=SEQ`` → events in order (``seq``, ``type``, ...)."""
         params = _drop_none(after=after, limit=limit, frame_id=_id(frame) if frame else None)
         return self._call("GET", f"/sessions/{_id(session)}/events", params=params)
 
     # -- frames ------------------------------------------------------------------------
 
+    @endpoint
     def frame_push(
         self,
         session: Any,
@@ -394,7 +500,7 @@ class Api:
         parent: Any = None,
         inputs: JSON | None = None,
         max_subframe_depth: int | None = None,
-    ):
+    ) -> Frame:
         """``POST /sessions/{id}/frames`` → :class:`Frame`; a child's budget comes out of
         its parent's available tokens (:class:`InsufficientTokens` when it cannot)."""
         body: JSON = {
@@ -406,13 +512,18 @@ class Api:
             body["parent_frame_id"] = _id(parent)
         return self._call("POST", f"/sessions/{_id(session)}/frames", json=body, wrap=self._frame)
 
-    def frame_get(self, frame: Any):
+    @endpoint
+    def frame_get(self, frame: Any) -> Frame:
         return self._call("GET", f"/frames/{_id(frame)}", wrap=self._frame)
 
-    def frame_ancestry(self, frame: Any):
+    @endpoint
+    def frame_ancestry(self, frame: Any) -> list[Frame]:
         return self._call("GET", f"/frames/{_id(frame)}/ancestry", wrap=self._frames)
 
-    def frame_children(self, frame: Any, *, limit: int | None = None, offset: int = 0):
+    @endpoint
+    def frame_children(
+        self, frame: Any, *, limit: int | None = None, offset: int = 0
+    ) -> list[Frame]:
         return self._call(
             "GET",
             f"/frames/{_id(frame)}/children",
@@ -420,7 +531,8 @@ class Api:
             wrap=self._frames,
         )
 
-    def frame_reserve(self, frame: Any, *, purpose: str, amount: int):
+    @endpoint
+    def frame_reserve(self, frame: Any, *, purpose: str, amount: int) -> Frame:
         return self._call(
             "POST",
             f"/frames/{_id(frame)}/reserve",
@@ -428,6 +540,7 @@ class Api:
             wrap=self._frame_wrap(frame),
         )
 
+    @endpoint
     def usage_record(
         self,
         frame: Any,
@@ -438,7 +551,7 @@ class Api:
         cache_read_input_tokens: int = 0,
         model: str = "",
         message_id: str = "",
-    ):
+    ) -> Frame:
         """``POST /frames/{id}/usage``: one model call's four usage fields → the frame."""
         body = {
             "input_tokens": input_tokens,
@@ -452,7 +565,10 @@ class Api:
             "POST", f"/frames/{_id(frame)}/usage", json=body, wrap=self._frame_wrap(frame)
         )
 
-    def frame_pop(self, frame: Any, *, status: str = "completed", result_refs: list | None = None):
+    @endpoint
+    def frame_pop(
+        self, frame: Any, *, status: str = "completed", result_refs: list | None = None
+    ) -> Frame:
         """``POST /frames/{id}/pop`` (completed or failed) → the frame; settles the parent."""
         return self._call(
             "POST",
@@ -461,6 +577,7 @@ class Api:
             wrap=self._frame_wrap(frame),
         )
 
+    @endpoint
     def handle_add(
         self,
         frame: Any,
@@ -472,7 +589,7 @@ class Api:
         category: str = "",
         tool_call_id: str = "",
         estimated_tokens: int | None = None,
-    ):
+    ) -> FrameHandle:
         """``POST /frames/{id}/handles`` → ``{id, estimated_tokens, state, ...}``."""
         body = _drop_none(
             kind=kind,
@@ -487,6 +604,7 @@ class Api:
 
     # -- suspension --------------------------------------------------------------------
 
+    @endpoint
     def frame_suspend(
         self,
         frame: Any,
@@ -494,7 +612,7 @@ class Api:
         reason: str,
         requires_approval: bool = False,
         expires_in_seconds: int | None = None,
-    ):
+    ) -> Suspension:
         """``POST /frames/{id}/suspend`` → :class:`Suspension` (its ``token`` resumes it)."""
         body = _drop_none(
             reason=reason,
@@ -508,7 +626,8 @@ class Api:
             wrap=lambda d: Suspension(self, d),
         )
 
-    def suspension_get(self, suspension: Any, *, wait: float | None = None):
+    @endpoint
+    def suspension_get(self, suspension: Any, *, wait: float | None = None) -> Suspension:
         """``GET /suspensions/{token}``; with ``wait`` (≤ 30 s) the server holds the answer
         while the suspension is pending."""
         token = suspension.token if isinstance(suspension, Suspension) else str(suspension)
@@ -521,7 +640,8 @@ class Api:
             wrap=wrap or (lambda d: Suspension(self, d)),
         )
 
-    def suspension_resume(self, suspension: Any):
+    @endpoint
+    def suspension_resume(self, suspension: Any) -> Frame:
         """``POST /suspensions/{token}/resume`` → the frame, active again. Raises
         :class:`SuspensionNotApproved`, :class:`TokenUsed` or :class:`SuspensionExpired`."""
         token = suspension.token if isinstance(suspension, Suspension) else str(suspension)
@@ -529,6 +649,7 @@ class Api:
 
     # -- facts, constraints ------------------------------------------------------------
 
+    @endpoint
     def fact_write(
         self,
         key: str,
@@ -546,7 +667,7 @@ class Api:
         constraint_type: str | None = None,
         constraint: JSON | None = None,
         read_authority: str | None = None,
-    ):
+    ) -> FactWrite:
         """``POST /facts`` → the fact with ``outcome`` (created, superseded, proposal,
         outdated, unchanged). Raises :class:`AlreadySuperseded` (``superseded_by``),
         :class:`AuthorityTooLow`, :class:`KeyExists`."""
@@ -568,15 +689,19 @@ class Api:
         )
         return self._call("POST", "/facts", json=body)
 
-    def fact_get(self, key: str):
+    @endpoint
+    def fact_get(self, key: str) -> Fact:
         return self._call("GET", f"/facts/{_seg(key)}")
 
-    def fact_current(self, key: str):
+    @endpoint
+    def fact_current(self, key: str) -> Fact:
         return self._call("GET", f"/facts/{_seg(key)}/current")
 
-    def fact_lineage(self, key: str):
+    @endpoint
+    def fact_lineage(self, key: str) -> Lineage:
         return self._call("GET", f"/facts/{_seg(key)}/lineage")
 
+    @endpoint
     def facts(
         self,
         *,
@@ -589,7 +714,7 @@ class Api:
         status: str | None = None,
         limit: int | None = None,
         offset: int = 0,
-    ):
+    ) -> FactPage:
         """``GET /facts`` → ``{items, count, next_offset}``; ``valid=None`` lists every version."""
         valid_param = "any" if valid is None else valid
         return self._call(
@@ -608,46 +733,59 @@ class Api:
             ),
         )
 
-    def fact_promote(self, key: str):
+    @endpoint
+    def fact_promote(self, key: str) -> FactWrite:
         return self._call("POST", f"/facts/{_seg(key)}/promote")
 
-    def fact_discard(self, key: str):
+    @endpoint
+    def fact_discard(self, key: str) -> Fact:
         return self._call("POST", f"/facts/{_seg(key)}/discard")
 
-    def fact_review(self, key: str):
+    @endpoint
+    def fact_review(self, key: str) -> Fact:
         return self._call("POST", f"/facts/{_seg(key)}/review")
 
-    def fact_invalidate(self, key: str):
+    @endpoint
+    def fact_invalidate(self, key: str) -> Fact:
         return self._call("POST", f"/facts/{_seg(key)}/invalidate")
 
-    def constraints_check(self, subject: str, value: Any, *, scope_id: str | None = None):
+    @endpoint
+    def constraints_check(
+        self, subject: str, value: Any, *, scope_id: str | None = None
+    ) -> ConstraintCheck:
         """``POST /constraints/check`` → ``{allowed, violations: [{fact_key, constraint, detail}]}``."""
         body = _drop_none(subject=subject, value=value, scope_id=scope_id)
         return self._call("POST", "/constraints/check", json=body)
 
     # -- working set, environment ------------------------------------------------------
 
-    def working_set(self, session: Any):
+    @endpoint
+    def working_set(self, session: Any) -> list[WorkingSetItem]:
         return self._call("GET", f"/sessions/{_id(session)}/working-set")
 
-    def working_set_get(self, session: Any, key: str):
+    @endpoint
+    def working_set_get(self, session: Any, key: str) -> WorkingSetItem:
         return self._call("GET", f"/sessions/{_id(session)}/working-set/{_seg(key)}")
 
+    @endpoint
     def working_set_put(
         self, session: Any, key: str, value: Any, *, ttl_seconds: int | None = None
-    ):
+    ) -> WorkingSetItem:
         return self._call(
             "PUT",
             f"/sessions/{_id(session)}/working-set/{_seg(key)}",
             json=_drop_none(value=value, ttl_seconds=ttl_seconds),
         )
 
-    def working_set_delete(self, session: Any, key: str):
+    @endpoint
+    def working_set_delete(self, session: Any, key: str) -> None:
         return self._call("DELETE", f"/sessions/{_id(session)}/working-set/{_seg(key)}")
 
-    def environment_get(self, session: Any):
+    @endpoint
+    def environment_get(self, session: Any) -> Environment:
         return self._call("GET", f"/sessions/{_id(session)}/environment")
 
+    @endpoint
     def environment_put(
         self,
         session: Any,
@@ -655,13 +793,14 @@ class Api:
         timezone: str | None = None,
         location: str | None = None,
         external_data: JSON | None = None,
-    ):
+    ) -> Environment:
         """``PUT /sessions/{id}/environment``: fields left out keep their value."""
         body = _drop_none(timezone=timezone, location=location, external_data=external_data)
         return self._call("PUT", f"/sessions/{_id(session)}/environment", json=body)
 
     # -- context packs, pressure, paging ------------------------------------------------
 
+    @endpoint
     def context_pack(
         self,
         session: Any,
@@ -672,7 +811,7 @@ class Api:
         include_handles: Iterable[Any] | None = None,
         exclude_handles: Iterable[Any] | None = None,
         min_compaction: str | None = None,
-    ):
+    ) -> ContextPack:
         """``POST /sessions/{id}/context-pack`` → ``{brief_context, breadcrumbs, facts,
         working_set, segments, token_summary}``; ``token_summary.used`` ≤ ``budget_tokens``."""
         body = _drop_none(
@@ -685,33 +824,40 @@ class Api:
         )
         return self._call("POST", f"/sessions/{_id(session)}/context-pack", json=body)
 
-    def context_packs(self, session: Any, *, limit: int | None = None):
+    @endpoint
+    def context_packs(self, session: Any, *, limit: int | None = None) -> list[ContextPackRecord]:
         return self._call(
             "GET", f"/sessions/{_id(session)}/context-packs", params=_drop_none(limit=limit)
         )
 
-    def pressure(self, session: Any):
+    @endpoint
+    def pressure(self, session: Any) -> Pressure:
         """``GET /sessions/{id}/pressure`` → ``{level, utilization, recommended_actions,
         eviction_candidates}``."""
         return self._call("GET", f"/sessions/{_id(session)}/pressure")
 
-    def handle_page_out(self, handle: Any):
+    @endpoint
+    def handle_page_out(self, handle: Any) -> HandlePageOut:
         return self._call("POST", f"/handles/{_id(handle)}/page-out")
 
-    def handle_page_in(self, handle: Any, *, mode: str = "summary"):
+    @endpoint
+    def handle_page_in(self, handle: Any, *, mode: str = "summary") -> HandlePageIn:
         return self._call("POST", f"/handles/{_id(handle)}/page-in", params={"mode": mode})
 
-    def handle_attention(self, handle: Any, weight: float):
+    @endpoint
+    def handle_attention(self, handle: Any, weight: float) -> Handle:
         return self._call("POST", f"/handles/{_id(handle)}/attention", json={"weight": weight})
 
-    def handle_state(self, handle: Any, to: str):
+    @endpoint
+    def handle_state(self, handle: Any, to: str) -> Handle | HandlePageOut:
         return self._call("POST", f"/handles/{_id(handle)}/state", json={"to": to})
 
     # -- conversation and compaction ---------------------------------------------------
 
+    @endpoint
     def messages_append(
         self, session: Any, messages: list[JSON], *, usage: JSON | None = None, frame: Any = None
-    ):
+    ) -> MessagesAppended:
         """``POST /sessions/{id}/messages`` (Anthropic Messages format) → ``{messages, turns,
         occupancy_tokens, compaction_id}``; ``usage`` (the four fields, model, message_id)
         is charged to ``frame`` (an open frame of the session: :class:`NotFound` otherwise,
@@ -721,6 +867,7 @@ class Api:
         )
         return self._call("POST", f"/sessions/{_id(session)}/messages", json=body)
 
+    @endpoint
     def turns(
         self,
         session: Any,
@@ -728,7 +875,7 @@ class Api:
         branch: str | None = None,
         after: int | None = None,
         limit: int | None = None,
-    ):
+    ) -> list[Turn]:
         """``GET /sessions/{id}/turns`` → the turns in order: ``[{index, user_message,
         tool_calls, tool_results, assistant_response, tokens, anchor, summarized,
         summary_id, ...}]``."""
@@ -739,6 +886,7 @@ class Api:
             wrap=_turn_list,
         )
 
+    @endpoint
     def compaction_create(
         self,
         session: Any,
@@ -746,22 +894,26 @@ class Api:
         strategy: str | None = None,
         target_tokens: int | None = None,
         keep_turns: int | None = None,
-    ):
+    ) -> CompactionQueued:
         """``POST /sessions/{id}/compactions`` → ``{id, status}`` (202, runs on the worker)."""
         body = _drop_none(strategy=strategy, target_tokens=target_tokens, keep_turns=keep_turns)
         return self._call("POST", f"/sessions/{_id(session)}/compactions", json=body)
 
-    def compactions(self, session: Any):
+    @endpoint
+    def compactions(self, session: Any) -> list[Compaction]:
         return self._call("GET", f"/sessions/{_id(session)}/compactions")
 
-    def compaction_get(self, compaction: Any):
+    @endpoint
+    def compaction_get(self, compaction: Any) -> Compaction:
         return self._call("GET", f"/compactions/{_id(compaction)}")
 
-    def compaction_revert(self, compaction: Any):
+    @endpoint
+    def compaction_revert(self, compaction: Any) -> Compaction:
         return self._call("POST", f"/compactions/{_id(compaction)}/revert")
 
     # -- RLM state ---------------------------------------------------------------------
 
+    @endpoint
     def rlm_state_create(
         self,
         prompt: str,
@@ -770,7 +922,7 @@ class Api:
         frame: Any = None,
         tree_id: str | None = None,
         execution_config: JSON | None = None,
-    ):
+    ) -> RlmState:
         """``POST /rlm/states`` → the state (``state_id``, ``Final`` unset, ``prompt`` set).
         Attached to a ``frame``, writing ``Final`` pops that frame as completed."""
         body = _drop_none(
@@ -782,6 +934,7 @@ class Api:
         )
         return self._call("POST", "/rlm/states", json=body)
 
+    @endpoint
     def rlm_states(
         self,
         *,
@@ -790,7 +943,7 @@ class Api:
         completion_status: str | None = None,
         limit: int | None = None,
         offset: int = 0,
-    ):
+    ) -> RlmStatePage:
         params = _drop_none(
             session_id=_id(session) if session is not None else None,
             tree_id=tree_id,
@@ -800,21 +953,27 @@ class Api:
         )
         return self._call("GET", "/rlm/states", params=params)
 
-    def rlm_state_get(self, state_id: str):
+    @endpoint
+    def rlm_state_get(self, state_id: str) -> RlmState:
         return self._call("GET", f"/rlm/states/{_seg(state_id)}")
 
-    def rlm_state_export(self, state_id: str):
+    @endpoint
+    def rlm_state_export(self, state_id: str) -> RlmExport:
         return self._call("GET", f"/rlm/states/{_seg(state_id)}/export")
 
-    def rlm_state_import(self, document: JSON):
+    @endpoint
+    def rlm_state_import(self, document: JSON) -> RlmState:
         return self._call("POST", "/rlm/states/import", json=document)
 
-    def rlm_completion(self, state_id: str):
+    @endpoint
+    def rlm_completion(self, state_id: str) -> RlmCompletion:
         return self._call("GET", f"/rlm/states/{_seg(state_id)}/completion")
 
-    def rlm_variable_get(self, state_id: str, name: str):
+    @endpoint
+    def rlm_variable_get(self, state_id: str, name: str) -> RlmVariableRead:
         return self._call("GET", f"/rlm/states/{_seg(state_id)}/variables/{_seg(name)}")
 
+    @endpoint
     def rlm_variable_put(
         self,
         state_id: str,
@@ -827,7 +986,7 @@ class Api:
         read_only: bool | None = None,
         scope: str | None = None,
         ttl_seconds: int | None = None,
-    ):
+    ) -> RlmVariable:
         """``PUT /rlm/states/{id}/variables/{name}``; writing ``Final`` completes the state
         (:class:`ReadOnlyVariable` for ``prompt`` and a set ``Final``)."""
         body = _drop_none(
@@ -841,34 +1000,45 @@ class Api:
         )
         return self._call("PUT", f"/rlm/states/{_seg(state_id)}/variables/{_seg(name)}", json=body)
 
-    def rlm_variable_delete(self, state_id: str, name: str):
+    @endpoint
+    def rlm_variable_delete(self, state_id: str, name: str) -> RlmMutation:
         return self._call("DELETE", f"/rlm/states/{_seg(state_id)}/variables/{_seg(name)}")
 
-    def rlm_final(self, state_id: str, value: Any):
+    @endpoint
+    def rlm_final(self, state_id: str, value: Any) -> RlmVariable:
         """Set ``Final``: the answer; the state is complete from then on."""
         return self.rlm_variable_put(state_id, "Final", value)
 
-    def rlm_mutations(self, state_id: str, *, after: int = 0, limit: int | None = None):
+    @endpoint
+    def rlm_mutations(
+        self, state_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[RlmMutation]:
         return self._call(
             "GET",
             f"/rlm/states/{_seg(state_id)}/mutations",
             params=_drop_none(after=after, limit=limit),
         )
 
-    def rlm_checkpoints(self, state_id: str):
+    @endpoint
+    def rlm_checkpoints(self, state_id: str) -> list[RlmCheckpoint]:
         return self._call("GET", f"/rlm/states/{_seg(state_id)}/checkpoints")
 
-    def rlm_checkpoint_create(self, state_id: str, name: str, *, description: str = ""):
+    @endpoint
+    def rlm_checkpoint_create(
+        self, state_id: str, name: str, *, description: str = ""
+    ) -> RlmCheckpoint:
         return self._call(
             "POST",
             f"/rlm/states/{_seg(state_id)}/checkpoints",
             json={"name": name, "description": description},
         )
 
-    def rlm_checkpoint_get(self, state_id: str, checkpoint_id: str):
+    @endpoint
+    def rlm_checkpoint_get(self, state_id: str, checkpoint_id: str) -> RlmCheckpointDetail:
         return self._call("GET", f"/rlm/states/{_seg(state_id)}/checkpoints/{_seg(checkpoint_id)}")
 
-    def rlm_rollback(self, state_id: str, checkpoint_id: str):
+    @endpoint
+    def rlm_rollback(self, state_id: str, checkpoint_id: str) -> RlmState:
         return self._call(
             "POST",
             f"/rlm/states/{_seg(state_id)}/rollback",

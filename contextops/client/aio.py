@@ -19,6 +19,7 @@ from ._core import Api, Frame, Suspension, _stack_pop, _stack_push, current_fram
 from ._http import DEFAULT_TIMEOUT, AsyncTransport, RetryPolicy
 from .errors import ContextopsError
 from .sync import FINISHED_COMPACTION, MAX_LONG_POLL, settled_elsewhere
+from .types import Compaction
 
 logger = logging.getLogger("contextops.client")
 
@@ -107,7 +108,7 @@ class AsyncClient(Api):
 
     async def compaction_wait(
         self, compaction: Any, *, timeout: float = 60.0, interval: float = 0.25
-    ) -> dict[str, Any]:
+    ) -> Compaction:
         deadline = time.monotonic() + timeout
         while True:
             run = await self.compaction_get(compaction)

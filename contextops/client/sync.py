@@ -21,6 +21,7 @@ import httpx
 from ._core import CLOSED_STATUSES, Api, Frame, Suspension, _stack_pop, _stack_push, current_frame
 from ._http import DEFAULT_TIMEOUT, RetryPolicy, SyncTransport
 from .errors import ContextopsError, FrameNotActive
+from .types import Compaction
 
 logger = logging.getLogger("contextops.client")
 
@@ -121,7 +122,7 @@ class Client(Api):
 
     def compaction_wait(
         self, compaction: Any, *, timeout: float = 60.0, interval: float = 0.25
-    ) -> dict[str, Any]:
+    ) -> Compaction:
         """Poll ``GET /compactions/{id}`` until it finished (completed, failed, reverted) or
         ``timeout`` passes; return the run as last seen."""
         deadline = time.monotonic() + timeout
