@@ -331,8 +331,43 @@ def error_from_response(status: int, body: Any, text: str = "") -> ContextopsErr
     return cls(detail, status=status, code=code or cls.code, body=body)
 
 
+# Spelled out so type checkers see the names; a test keeps it equal to the classes above.
 __all__ = [
-    name
-    for name, value in list(globals().items())
-    if isinstance(value, type) and issubclass(value, ContextopsError)
-] + ["error_from_response"]
+    "ContextopsError",
+    "ConnectionFailed",
+    "BadRequest",
+    "Unauthenticated",
+    "Forbidden",
+    "AuthorityTooLow",
+    "PermissionDenied",
+    "NotFound",
+    "MethodNotAllowed",
+    "Conflict",
+    "InsufficientTokens",
+    "MaxDepthExceeded",
+    "AlreadySuperseded",
+    "FrameNotActive",
+    "FrameHasOpenChildren",
+    "SuspensionNotApproved",
+    "TokenUsed",
+    "AlreadyDecided",
+    "ReadOnlyVariable",
+    "SessionEnded",
+    "IdentityReadOnly",
+    "KeyExists",
+    "FactNotCurrent",
+    "CompactionInProgress",
+    "CompactionNotRevertible",
+    "ChildrenIncomplete",
+    "IllegalTransition",
+    "StateExists",
+    "Gone",
+    "SuspensionExpired",
+    "TooLarge",
+    "ValidationError",
+    "BudgetTooSmall",
+    "RateLimited",
+    "ServerError",
+    "Unavailable",
+    "error_from_response",
+]

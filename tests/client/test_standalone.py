@@ -43,3 +43,14 @@ print(ops.absolute_url("/sessions/x/"))
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "http://127.0.0.1:9/sessions/x/"
+
+
+def test_it_exports_every_error_class_by_name():
+    from contextops.client import errors
+
+    classes = {
+        name
+        for name, value in vars(errors).items()
+        if isinstance(value, type) and issubclass(value, errors.ContextopsError)
+    }
+    assert set(errors.__all__) == classes | {"error_from_response"}
