@@ -1,7 +1,7 @@
 """A real Chromium, driven by Playwright, against the live server and a real worker.
 
-The browser is Debian's /usr/bin/chromium (``playwright install`` cannot download one
-here), launched by ``chromium_launch`` with the flags every browser test shares. Every
+The browser is Debian's /usr/bin/chromium where it is installed (CI installs it), else
+Playwright's own, launched by ``chromium_launch`` with the flags every browser test shares. Every
 ``page`` comes with a Celery worker (``celery_worker`` of tests/conftest.py) consuming
 the jobs the live server sends. Agents talk to the live server over HTTP with their own
 API key (``agent``). Screenshots of each main page are written to
@@ -41,12 +41,21 @@ def pytest_collection_modifyitems(items):
 
 
 def chromium_launch(playwright):
-    """Debian's Chromium, headless, with the shared flags; fails the test when it is missing."""
-    if not Path(CHROMIUM).exists():
-        pytest.fail(
-            f"Chromium not found at {CHROMIUM}: install it with `apt-get install -y chromium`"
+    """Chromium, headless, with the shared flags: ``$CONTEXTOPS_CHROMIUM`` or Debian's
+    /usr/bin/chromium when there, else the one ``playwright install chromium`` fetched.
+    With neither, the test fails and says how to get one: a browser test never skips."""
+    if Path(CHROMIUM).exists():
+        return playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
         )
-    return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+    try:
+        return playwright.chromium.launch(headless=True, args=CHROMIUM_FLAGS)
+    except Exception as exc:  # Playwright's own browser is not installed either
+        pytest.fail(
+            f"No Chromium for the browser tests: none at {CHROMIUM} (set CONTEXTOPS_CHROMIUM) "
+            "and no Playwright browser. Install one: `apt-get install -y chromium` or "
+            f"`.venv/bin/playwright install chromium`. ({type(exc).__name__})"
+        )
 
 
 @pytest.fixture(scope="package")
