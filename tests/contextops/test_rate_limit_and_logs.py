@@ -15,6 +15,20 @@ def test_it_limits_writes_per_key_and_leaves_reads_and_other_keys_alone(api, mak
     assert other.post("/sessions", {}).status_code == 201  # the count is per key
 
 
+def test_writes_go_through_when_the_counters_redis_is_down(api, settings):
+    """The limiter fails open: a Redis outage must not take the write API down with it."""
+    settings.CONTEXTOPS_RATE_LIMIT_PER_MINUTE = 3
+    settings.CACHES = {  # nothing listens on port 1: every cache call fails at once
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://127.0.0.1:1/0",
+        }
+    }
+    statuses = [api.post("/sessions", {}).status_code for _ in range(5)]
+    assert statuses == [201] * 5
+    assert api.get("/sessions").json()["count"] == 5
+
+
 def test_api_keys_never_appear_in_the_logs(api, caplog):
     with caplog.at_level(logging.DEBUG):
         api.post("/sessions", {"identity": {"user_name": "Ada"}})
