@@ -71,13 +71,14 @@ def main() -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     time.sleep(2)
+    password = os.environ.get("CONTEXTOPS_DEMO_PASSWORD", "demo-password")  # as seed_demo sets it
     key_file = VAR_DIR / "demo-api-key.txt"
     api_key = (
         key_file.read_text().strip() if key_file.exists() else "python manage.py create_api_key ..."
     )
     print(
         "\n  contextops is running\n"
-        f"  Dashboard: http://{args.host}:{args.port}/   (log in as demo / demo-password)\n"
+        f"  Dashboard: http://{args.host}:{args.port}/   (log in as demo / {password})\n"
         f"  API:       http://{args.host}:{args.port}/api/v1/docs\n"
         f"  API key:   {api_key}\n"
         f"  Agents:    CONTEXTOPS_URL=http://{args.host}:{args.port} CONTEXTOPS_API_KEY={api_key}\n"
