@@ -3,6 +3,8 @@ from uuid import UUID
 
 from ninja import Field, Schema
 
+from .selection import MAX_KEEP_TURNS, MAX_TARGET_TOKENS
+
 
 class CallUsageIn(Schema):
     input_tokens: int = Field(ge=0, le=100_000_000)
@@ -78,8 +80,8 @@ class CompactionIn(Schema):
     strategy: Literal["anchor_point", "priority_based", "summarize_oldest", "truncate_at"] = (
         "anchor_point"
     )
-    target_tokens: int | None = Field(None, ge=1, le=100_000_000)
-    keep_turns: int | None = Field(None, ge=0, le=1_000_000)
+    target_tokens: int | None = Field(None, ge=1, le=MAX_TARGET_TOKENS)
+    keep_turns: int | None = Field(None, ge=0, le=MAX_KEEP_TURNS)
 
 
 class CompactionQueuedOut(Schema):

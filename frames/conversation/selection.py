@@ -12,6 +12,11 @@ over the turns given, oldest first.
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+# What a compaction request may ask for (the API schema, the dashboard form and the
+# service check the same bounds).
+MAX_TARGET_TOKENS = 100_000_000
+MAX_KEEP_TURNS = 1_000_000
+
 ALWAYS_KEEP_RECENT = 3
 SUMMARIZE_OLDEST_KEEP = 10
 QUALITY_RATIO = 0.6

@@ -472,6 +472,15 @@ def compaction_request(
         raise Invalid(
             "truncate_at needs keep_turns: how many recent turns stay.", loc=["body", "keep_turns"]
         )
+    if target_tokens is not None and not 1 <= target_tokens <= sel.MAX_TARGET_TOKENS:
+        raise Invalid(
+            f"target_tokens must be from 1 to {sel.MAX_TARGET_TOKENS:,}.",
+            loc=["body", "target_tokens"],
+        )
+    if keep_turns is not None and not 0 <= keep_turns <= sel.MAX_KEEP_TURNS:
+        raise Invalid(
+            f"keep_turns must be from 0 to {sel.MAX_KEEP_TURNS:,}.", loc=["body", "keep_turns"]
+        )
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=session.pk)
         return _compaction_queue(

@@ -95,6 +95,20 @@ def test_the_button_offers_priority_based_with_a_target(
     assert "<strong>Summary</strong> of turns 0–4" in html and "5 turns folded" in html
 
 
+@pytest.mark.parametrize(
+    "field, value",
+    [("target_tokens", "99999999999999999999999"), ("keep_turns", "99999999999999999999999")],
+)
+def test_the_form_refuses_numbers_no_column_can_hold(session, member_client, field, value):
+    url = f"/sessions/{session.id}/turns/compactions/start/"
+    response = member_client.post(
+        url, {"strategy": "truncate_at", "keep_turns": "3", field: value}, HTTP_HX_REQUEST="true"
+    )
+    assert response.status_code == 422, response.content[:300]
+    assert f"{field} must be from" in response.content.decode()
+    assert not CompactionRun.objects.filter(session=session).exists()
+
+
 def test_a_run_waiting_for_a_retry_says_so(
     api, session, member_client, page, django_capture_on_commit_callbacks
 ):
