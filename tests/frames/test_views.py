@@ -202,6 +202,42 @@ def test_an_ended_session_page_does_not_poll(api, member_client):
     assert 'id="tree-updates" hidden>' in page and "The session has ended." in page
 
 
+def test_a_page_behind_an_ended_session_keeps_polling_until_it_has_caught_up(
+    api, member_client, monkeypatch
+):
+    from frames import views
+
+    monkeypatch.setattr(views, "EVENTS_PER_POLL", 3)
+    session = _session(api)
+    root = services.frame_push(session=session, goal="Root goal", budget_total=10**6)
+    for i in range(4):
+        services.frame_push(session=session, parent=root, goal=f"Child {i}", budget_total=10)
+    page = member_client.get(f"/sessions/{session.pk}/").content.decode()
+    seen = int(re.search(r"changes/\?after=(\d+)", page).group(1))
+    services.session_end(session=session)  # cancels five frames: more than one poll's worth
+    url = f"/sessions/{session.pk}/changes/"
+    first = member_client.get(url, {"after": seen}, HTTP_HX_REQUEST="true").content.decode()
+    after = int(re.search(r"changes/\?after=(\d+)", first).group(1))
+    assert after == seen + 3  # one poll's worth, and the poller asks again
+    answers, polls = [first], 1
+    while True:
+        html = member_client.get(url, {"after": after}, HTTP_HX_REQUEST="true").content.decode()
+        answers.append(html)
+        polls += 1
+        match = re.search(r"changes/\?after=(\d+)", html)
+        if match is None:  # caught up: the poller comes back without hx-get
+            assert 'id="tree-updates" hidden>' in html
+            break
+        after = int(match.group(1))
+        assert polls < 10
+    # Every frame the end cancelled reached the page, the root included.
+    patched = " ".join(answers)
+    assert polls > 2
+    assert {str(f.pk) for f in Frame.objects.filter(session=session)} <= set(
+        re.findall(r"#frame-([0-9a-f-]{36})-status", patched)
+    )
+
+
 def test_the_frame_page_polls_its_budget_and_htmx_gets_only_the_live_parts(api, member_client):
     session = _session(api)
     root = services.frame_push(session=session, goal="Root", budget_total=8000)
