@@ -36,7 +36,7 @@ def _frame_locked(frame: Frame | Any) -> Frame:
     return Frame.objects.select_for_update().get(pk=pk)
 
 
-def _require_open(frame: Frame, *, action: str) -> None:
+def frame_require_open(frame: Frame, *, action: str) -> None:
     if frame.status not in (Frame.Status.ACTIVE, Frame.Status.WAITING):
         raise Conflict(
             "frame_not_active",
@@ -233,7 +233,7 @@ def frame_push(
                 raise Invalid(
                     "The parent frame belongs to another session.", loc=["body", "parent_frame_id"]
                 )
-            _require_open(parent, action="push a child under")
+            frame_require_open(parent, action="push a child under")
             if parent.depth >= parent.max_subframe_depth:
                 raise Conflict(
                     "max_depth_exceeded",
@@ -297,7 +297,7 @@ def frame_reserve(*, frame: Frame, purpose: str, amount: int, actor: str = "") -
     with transaction.atomic():
         session = _session_locked(frame.session)
         frame = _frame_locked(frame)
-        _require_open(frame, action="reserve tokens on")
+        frame_require_open(frame, action="reserve tokens on")
         reserved = _budget(frame).reserve(amount)
         reservations = dict(frame.reservations)
         reservations[purpose] = reservations.get(purpose, 0) + amount
@@ -346,7 +346,7 @@ def usage_record(
             frame = _frame_locked(frame)
             if frame.session_id != session.pk:
                 raise Invalid("The frame belongs to another session.", loc=["body", "frame_id"])
-            _require_open(frame, action="record usage on")
+            frame_require_open(frame, action="record usage on")
         usage = Usage.objects.create(
             session=session,
             frame=frame,
@@ -394,7 +394,7 @@ def frame_pop(
     with transaction.atomic():
         session = _session_locked(frame.session)
         frame = _frame_locked(frame)
-        _require_open(frame, action="pop")
+        frame_require_open(frame, action="pop")
         if Frame.objects.filter(parent=frame, status__in=Frame.OPEN_STATUSES).exists():
             raise Conflict(
                 "frame_has_open_children", "Pop or cancel this frame's open children first."
@@ -491,7 +491,7 @@ def handle_add(
     with transaction.atomic():
         session = _session_locked(frame.session)
         frame = _frame_locked(frame)
-        _require_open(frame, action="add a handle to")
+        frame_require_open(frame, action="add a handle to")
         handle = ContextHandle.objects.create(
             frame=frame,
             session=session,

@@ -25,7 +25,7 @@ class MessagesIn(Schema):
     usage: CallUsageIn | None = None
     frame_id: UUID | None = Field(
         None,
-        description="The frame the call belongs to and is charged to; it must be an open "
+        description="The frame the call belongs to and is charged to: an active or waiting "
         "frame of this session. Default: the top of the session's stack.",
     )
 

@@ -23,6 +23,7 @@ from contextops.jobs import job_send, job_send_on_commit
 from contextops.tokens import count_tokens
 from frames.events import event_append
 from frames.models import Frame, Session
+from frames.services import frame_require_open
 
 from . import selection as sel
 from .anchors import AnchorPatterns, ToolCall, ToolResult, TurnView, detect_anchor
@@ -290,12 +291,7 @@ def _frame_of_call(session: Session, frame_id: Any) -> Frame:
     frame = Frame.objects.filter(pk=frame_id, session=session).first()
     if frame is None:
         raise NotFound("No such frame in this session.")
-    if frame.status not in (Frame.Status.ACTIVE, Frame.Status.WAITING):
-        raise Conflict(
-            "frame_not_active",
-            f"Cannot record a call on a {frame.status} frame; only active or waiting frames can.",
-            status=frame.status,
-        )
+    frame_require_open(frame, action="record a call on")
     return frame
 
 
@@ -309,8 +305,8 @@ def messages_append(
 ) -> AppendResult:
     """Group ``messages`` into the session's turns and record the call's ``usage``.
 
-    The call belongs to, and is charged to, frame ``frame_id`` (an open frame of the
-    session: NotFound otherwise, 409 ``frame_not_active`` when closed) or else the top
+    The call belongs to, and is charged to, frame ``frame_id`` (an active or waiting
+    frame of the session: NotFound otherwise, 409 ``frame_not_active``) or else the top
     of the session's stack.
 
     Returns the turns created or extended, oldest first. When the call's window
