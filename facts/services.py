@@ -11,13 +11,13 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from contextops.errors import AuthorityTooLow, Conflict, Invalid, NotFound
 from contextops.tokens import count_tokens
+from contextops.zones import zone_check
 
 from . import supersession as rules
 from .models import Fact, FactDependency, SourceAuthority, WorkingSetItem
@@ -813,12 +813,7 @@ def environment_update(
     from frames.events import event_append
 
     if timezone_name is not None:
-        try:
-            ZoneInfo(timezone_name)
-        except (ZoneInfoNotFoundError, ValueError, TypeError):
-            raise Invalid(
-                f"Unknown time zone {timezone_name!r}.", loc=["body", "timezone"]
-            ) from None
+        zone_check(timezone_name, loc=["body", "timezone"])
     if external_data is not None and not isinstance(external_data, dict):
         raise Invalid("external_data must be an object.", loc=["body", "external_data"])
     with transaction.atomic():

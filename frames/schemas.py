@@ -3,10 +3,9 @@
 from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ninja import Schema
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from .models import ContextHandle, Frame, Session
 
@@ -26,18 +25,6 @@ class SessionEnvironmentIn(Schema):
     timezone: str = Field("", max_length=64, description="An IANA name, e.g. Europe/Paris")
     location: str = Field("", max_length=200)
     external_data: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("timezone")
-    @classmethod
-    def _known_timezone(cls, value: str) -> str:
-        # The same rule as PUT /sessions/{id}/environment: an unknown zone is refused,
-        # never silently read as UTC.
-        if value:
-            try:
-                ZoneInfo(value)
-            except (ZoneInfoNotFoundError, ValueError) as exc:
-                raise ValueError(f"unknown time zone {value!r}") from exc
-        return value
 
 
 class SessionIn(Schema):

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from contextops.errors import AuthorityTooLow, Conflict, Invalid
 from contextops.tokens import count_tokens
+from contextops.zones import zone_check
 
 from .budget import Budget, usage_tokens
 from .events import event_append
@@ -80,6 +81,8 @@ def session_create(
     agent cannot start a session that speaks with more authority than its key has.
     """
     identity = dict(identity or {})
+    if (environment or {}).get("timezone"):
+        zone_check(environment["timezone"], loc=["body", "environment", "timezone"])
     if agent is not None:
         agent_authority = agent.authority
         claimed = identity.get("authority") or agent_authority
