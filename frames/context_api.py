@@ -26,7 +26,6 @@ from .models import ContextHandle, ContextPackRecord, Frame, Session
 from .paging import handle_attention_set, handle_page_in, handle_page_out_request, handle_state_set
 from .pressure_levels import session_pressure, top_frame
 from .resources import INDEXED
-from .services import session_bootstrapped
 
 router = Router(tags=["context"])
 
@@ -72,8 +71,8 @@ def context_pack_create(request, session_id: UUID, payload: ContextPackIn):
         exclude_handles=[str(h) for h in payload.exclude_handles],
         min_compaction=payload.min_compaction,
         reader_authority=request.agent.authority,
+        actor=_actor(request),
     )
-    session_bootstrapped(session=session, actor=_actor(request))
     return context_pack_body(pack)
 
 

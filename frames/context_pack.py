@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from django.db import transaction
 from django.utils import timezone
 
 from contextops.errors import Invalid, NotFound
@@ -25,6 +26,7 @@ from . import packing
 from .models import ContextHandle, ContextPackRecord, Frame, Session
 from .pressure_levels import top_frame
 from .resources import COLD, INDEXED, OFFLINE
+from .services import session_bootstrapped
 
 FACTS_LIMIT_MAX = 400
 HANDLE_FIELDS = (
@@ -203,13 +205,15 @@ def context_pack_assemble(
     min_compaction: str = "none",
     reader_authority: str | None = None,
     store: bool = True,
+    actor: str = "",
 ) -> ContextPack:
     """Assemble, store and return the context pack of ``session`` (at ``frame`` or its top).
 
     Facts are those readable at the session's authority and, when ``reader_authority``
     is given (the calling agent's), at that one too: a pack never shows a reader more
     than it could read itself. ``store=False`` assembles without keeping a record (the
-    dashboard's preview), so the packs an agent lists are the ones agents asked for.
+    dashboard's preview), so the packs an agent lists are the ones agents asked for; a
+    stored pack also moves a loading session to bootstrap.
 
     Raises Invalid(code="budget_too_small") under 500 tokens and NotFound when
     ``frame`` is not one of the session's frames. Without any frame the pack holds the
@@ -273,7 +277,10 @@ def context_pack_assemble(
         query=query[:2000],
     )
     if store:
-        record.save(force_insert=True)
+        with transaction.atomic():
+            record.save(force_insert=True)
+            # An agent reading its context back is what moves a loading session on.
+            session_bootstrapped(session=session, actor=actor)
     return ContextPack(record=record, result=result, frame=frame, query=query)
 
 

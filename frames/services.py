@@ -139,8 +139,8 @@ def session_bootstrapped(*, session: Session, actor: str = "") -> None:
 
 def actor_resumed_record(*, session: Session, current_frame, pending: int, actor: str = "") -> None:
     """Log that an actor rebuilt its stack from the database (seed 000 §6 ``actor.resumed``)."""
-    session_bootstrapped(session=session, actor=actor)
     with transaction.atomic():
+        session_bootstrapped(session=session, actor=actor)
         event_append(
             session=session,
             type="actor.resumed",
