@@ -9,6 +9,7 @@ from pydantic import Field
 
 from contextops.errors import NotFound
 
+from . import selectors
 from .context_pack import context_pack_assemble, context_pack_body
 from .context_schemas import (
     AttentionIn,
@@ -22,7 +23,7 @@ from .context_schemas import (
     PressureOut,
 )
 from .eviction import eviction_candidates
-from .models import ContextHandle, ContextPackRecord, Frame, Session
+from .models import ContextHandle, Frame, Session
 from .paging import handle_attention_set, handle_page_in, handle_page_out_request, handle_state_set
 from .pressure_levels import session_pressure, top_frame
 from .resources import INDEXED
@@ -87,9 +88,7 @@ class PackListFilters(Schema):
 )
 def context_pack_list(request, session_id: UUID, filters: Query[PackListFilters]):
     session = _session(request, session_id)
-    return list(
-        ContextPackRecord.objects.filter(session=session).order_by("-created_at")[: filters.limit]
-    )
+    return list(selectors.context_packs_newest_first(session)[: filters.limit])
 
 
 @router.get(

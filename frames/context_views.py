@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 from contextops.dashboard import organization_required
 from contextops.errors import DomainError
 
-from . import packing
+from . import packing, selectors
 from .context_pack import context_pack_assemble
 from .eviction import eviction_candidates
 from .models import ContextHandle, ContextPackRecord, Frame, Session
@@ -120,7 +120,7 @@ def context_packs_fragment(request: HttpRequest, session_id) -> HttpResponse:
     to swap) while that is still the newest, so what a person expanded stays open.
     """
     session = _session(request, session_id)
-    records = ContextPackRecord.objects.filter(session=session).order_by("-created_at", "-id")
+    records = selectors.context_packs_newest_first(session)
     newest = records.values_list("pk", flat=True).first()
     marker = str(newest) if newest else "none"
     if request.htmx and request.GET.get("newest") == marker:

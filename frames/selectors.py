@@ -14,7 +14,7 @@ from django.db.models import Q, QuerySet
 
 from contextops.errors import NotFound
 
-from .models import ContextHandle, Event, Frame, Session, Usage
+from .models import ContextHandle, ContextPackRecord, Event, Frame, Session, Usage
 from .pressure_levels import top_frame
 
 
@@ -251,3 +251,8 @@ def tree_changes(*, session: Session, after: int, limit: int, page_size: int) ->
 def frame_usage_recent(*, frame: Frame, limit: int) -> list[Usage]:
     """The frame's latest model calls, newest first."""
     return list(Usage.objects.filter(frame=frame).order_by("-created_at", "-id")[:limit])
+
+
+def context_packs_newest_first(session: Session) -> QuerySet[ContextPackRecord]:
+    """The packs agents asked for in ``session`` (previews are never stored)."""
+    return ContextPackRecord.objects.filter(session=session).order_by("-created_at", "-id")
