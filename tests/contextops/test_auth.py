@@ -38,4 +38,4 @@ def test_it_answers_json_404_for_unknown_api_paths(api):
 
 def test_it_stores_only_a_hash_of_the_key(api):
     key = ApiKey.objects.get(agent=api.agent)
-    assert api.key.split("_")[2] not in (key.hashed_secret, key.prefix)
+    assert api.key.split("_", 2)[2] not in (key.hashed_secret, key.prefix)
