@@ -11,8 +11,7 @@ gets back (not an id, a key, a count or a search hit) and nothing of Acme may ch
 """
 
 import json
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 from django.test import Client
@@ -26,13 +25,13 @@ from frames.models import ContextHandle, Suspension
 from frames.rlm.models import RlmVariable
 from frames.suspensions import token_hash
 from tests.hardening.snapshots import organization_rows
+from tests.hardening.world import NO_ID, REQUESTS, address, call, fill, request_for
 
 PUBLIC = {("GET", "/health")}
 # Query parameters that select by text or by id: an outsider naming Acme's values in
 # them must find nothing. ``key`` is not a filter of any list (the API ignores it); it is
 # here so that a future ``?key=`` filter is covered the day it appears.
 SEARCHABLE_PARAMS = {"search", "q", "subject", "key", "scope_id", "session_id", "tree_id"}
-NO_ID = "00000000-0000-0000-0000-000000000000"
 SCHEMA = ninja_api.get_openapi_schema()
 
 
@@ -61,228 +60,9 @@ QUERY_PARAMS = _query_params()
 LISTS = [op for op in OPERATIONS if op[0] == "GET" and "{" not in op[1] and op not in PUBLIC]
 
 
-@dataclass(frozen=True)
-class Write:
-    """A valid request for one write operation and what Acme's own callers get for it.
-
-    ``body`` strings may name fixture ids as ``{frame_id}``; ``ids`` overrides the path
-    ids (a draft fact for promote/discard). ``own`` is the status of Acme's agent (an
-    employee), ``guest`` of Acme's guest when it differs, ``other`` of another
-    organization's admin.
-    """
-
-    body: dict | None = None
-    query: str = ""
-    own: int = 200
-    guest: int | None = None
-    other: int = 404
-    ids: dict = field(default_factory=dict)
-
-
-# Every operation that writes to an object named in its path. A write missing from here
-# and from CREATES fails test_every_write_has_a_valid_request.
-WRITES = {
-    ("DELETE", "/rlm/states/{state_id}/variables/{name}"): Write(),
-    ("DELETE", "/sessions/{session_id}/working-set/{key}"): Write(own=204),
-    ("POST", "/compactions/{compaction_id}/revert"): Write(own=409),  # still queued
-    ("POST", "/facts/{key}/discard"): Write(own=200, guest=403, ids={"key": "acme_draft_fact"}),
-    ("POST", "/facts/{key}/invalidate"): Write(own=200, guest=403),
-    # No global fact holds the draft's subject, so any authority may promote it (docs/api.md).
-    ("POST", "/facts/{key}/promote"): Write(own=200, ids={"key": "acme_draft_fact"}),
-    ("POST", "/facts/{key}/review"): Write(own=200),
-    ("POST", "/frames/{frame_id}/handles"): Write(
-        {"kind": "document", "content": "intruder content", "priority": "high"}, own=201
-    ),
-    ("POST", "/frames/{frame_id}/pop"): Write({"status": "completed", "result_refs": ["x"]}),
-    ("POST", "/frames/{frame_id}/reserve"): Write({"purpose": "intruder", "amount": 10}),
-    ("POST", "/frames/{frame_id}/suspend"): Write(
-        {"reason": "intruder", "requires_approval": True, "expires_in_seconds": 60}, own=201
-    ),
-    ("POST", "/frames/{frame_id}/usage"): Write(
-        {"input_tokens": 5, "output_tokens": 7, "model": "intruder-model"}
-    ),
-    ("POST", "/handles/{handle_id}/attention"): Write({"weight": 2.0}),
-    ("POST", "/handles/{handle_id}/page-in"): Write(query="?mode=full", own=409),  # loaded
-    ("POST", "/handles/{handle_id}/page-out"): Write(own=202),
-    ("POST", "/handles/{handle_id}/state"): Write({"to": "hot"}),
-    ("POST", "/rlm/states/{state_id}/checkpoints"): Write({"name": "intruder"}, own=201),
-    ("POST", "/rlm/states/{state_id}/rollback"): Write({"checkpoint_id": "{checkpoint_id}"}),
-    ("POST", "/sessions/{session_id}/compactions"): Write(
-        {"strategy": "summarize_oldest"},
-        own=409,  # one is queued already
-    ),
-    ("POST", "/sessions/{session_id}/context-pack"): Write(
-        {"budget_tokens": 2000, "frame_id": "{frame_id}", "include_handles": ["{handle_id}"]}
-    ),
-    ("POST", "/sessions/{session_id}/end"): Write(),
-    ("POST", "/sessions/{session_id}/frames"): Write(
-        {"goal": "intruder goal", "parent_frame_id": "{frame_id}", "budget": {"total": 100}},
-        own=201,
-    ),
-    ("POST", "/sessions/{session_id}/messages"): Write(
-        {
-            "messages": [
-                {"role": "user", "content": "intruder asks"},
-                {"role": "assistant", "content": [{"type": "text", "text": "intruder answers"}]},
-            ],
-            "usage": {"input_tokens": 3, "output_tokens": 4},
-        }
-    ),
-    ("POST", "/suspensions/{token}/resume"): Write(own=409),  # waits for an approver
-    ("PUT", "/rlm/states/{state_id}/variables/{name}"): Write(
-        {"value": "intruder value", "description": "intruder"}
-    ),
-    ("PUT", "/sessions/{session_id}/environment"): Write(
-        {"timezone": "Europe/Paris", "location": "intruder"}
-    ),
-    ("PUT", "/sessions/{session_id}/identity"): Write({"user_name": "Mallory"}, own=409),
-    ("PUT", "/sessions/{session_id}/working-set/{key}"): Write(
-        {"value": "intruder value", "ttl_seconds": 60}
-    ),
-}
-
-# A document as GET /rlm/states/{id}/export writes it, naming Acme's state.
-RLM_DOCUMENT = {
-    "version": "1.0.0",
-    "state_id": "{state_id}",
-    "variables": {"prompt": {"name": "prompt", "value": "imported prompt", "type": "text"}},
-    "history": {"mutations": [], "checkpoints": []},
-    "metadata": {},
-}
-# The writes that create: valid bodies naming Acme's values; another organization gets
-# its own object (``other``), Acme's stay as they were.
-CREATES = {
-    ("POST", "/constraints/check"): Write(
-        {"subject": "acme-secret-budget", "value": 1000}, own=200, other=200
-    ),
-    ("POST", "/facts"): Write(
-        {"key": "acme_secret_fact", "value": "another value", "source": "user"},
-        own=409,  # key_exists: the key is taken, with another value
-        other=201,
-    ),
-    ("POST", "/rlm/states"): Write({"prompt": "intruder prompt"}, own=201, other=201),
-    ("POST", "/rlm/states/import"): Write(RLM_DOCUMENT, own=409, other=201),  # state_exists
-    ("POST", "/sessions"): Write({"title": "acme-secret-title"}, own=201, other=201),
-}
-REQUESTS = {**WRITES, **CREATES}
-
-
 @pytest.fixture(autouse=True)
-def jobs_sent(monkeypatch) -> list:
-    """Record jobs instead of publishing them: a page-out then needs no broker or worker."""
-    sent: list = []
-
-    def record(task, *args):
-        sent.append((task.name, args))
-        return True
-
-    monkeypatch.setattr("frames.paging.job_send", record)
-    monkeypatch.setattr("frames.conversation.services.job_send", record)
-    return sent
-
-
-@pytest.fixture
-def acme(api):
-    """Acme's objects, with the secrets a leak would reveal."""
-    session = services.session_create(
-        organization=api.organization,
-        agent=api.agent,
-        identity={"user_name": "Acme person"},
-        title="acme-secret-title shared-project",
-        model="acme-secret-model",
-    )
-    root = services.frame_push(session=session, goal="acme-secret-goal", budget_total=100_000)
-    frame = services.frame_push(
-        session=session, parent=root, goal="acme-child-goal", budget_total=10_000
-    )
-    waiting = services.frame_push(
-        session=session, parent=root, goal="acme-waiting-goal", budget_total=1_000
-    )
-    handle = services.handle_add(frame=frame, kind="document", content="acme-secret-content")
-    ids = {"session_id": str(session.pk), "frame_id": str(frame.pk), "handle_id": str(handle.pk)}
-    secrets = {str(session.pk), str(frame.pk), str(root.pk), str(handle.pk), "acme-secret"}
-
-    def created(response, status=201):
-        assert response.status_code == status, response.content
-        return response.json()
-
-    created(
-        api.post(
-            "/facts",
-            {
-                "key": "acme_secret_fact",
-                "subject": "acme-secret-subject",
-                "value": "acme-secret-value",
-                "source": "user",
-            },
-        )
-    )
-    created(
-        api.post(
-            "/facts",
-            {
-                "key": "acme_draft_fact",
-                "subject": "acme-secret-draft",
-                "value": "acme-secret-draft-value",
-                "source": "user",
-                "scope": "draft",
-                "scope_id": "acme-secret-scope",
-            },
-        )
-    )
-    created(
-        api.post(
-            "/facts",
-            {
-                "key": "acme_budget_cap",
-                "subject": "acme-secret-budget",
-                "value": 10,
-                "source": "policy",
-                "is_constraint": True,
-                "constraint_type": "budget",
-                "constraint": {"max": 10},
-            },
-        )
-    )
-    ids["key"] = "acme_secret_fact"
-    secrets |= {"acme_secret_fact", "acme_draft_fact", "acme_budget_cap"}
-    created(
-        api.put(
-            f"/sessions/{session.pk}/working-set/acme_secret_fact", {"value": "acme-secret-ws"}
-        ),
-        200,
-    )
-    created(
-        api.post(
-            f"/sessions/{session.pk}/messages",
-            {"messages": [{"role": "user", "content": "acme-secret-message"}]},
-        ),
-        200,
-    )
-    state = created(
-        api.post("/rlm/states", {"prompt": "acme-secret-prompt", "session_id": str(session.pk)})
-    )
-    ids["state_id"] = state["state_id"]
-    ids["checkpoint_id"] = state["checkpoints"][0]["checkpoint_id"]
-    created(
-        api.put(f"/rlm/states/{ids['state_id']}/variables/acme_var", {"value": "acme-secret-var"}),
-        200,
-    )
-    ids["name"] = "acme_var"
-    secrets |= {ids["state_id"], ids["checkpoint_id"]}
-    suspension = created(
-        api.post(
-            f"/frames/{waiting.pk}/suspend",
-            {"reason": "acme-secret-reason", "requires_approval": True},
-        )
-    )
-    ids["token"] = suspension["token"]
-    ids["waiting_frame_id"] = str(waiting.pk)
-    secrets |= {ids["token"], str(waiting.pk), token_hash(ids["token"])}
-    compaction = created(api.post(f"/sessions/{session.pk}/compactions", {}), 202)
-    ids["compaction_id"] = compaction["id"]
-    secrets.add(compaction["id"])
-    return {"ids": ids, "secrets": secrets, "session": session, "frame": frame}
+def _jobs_recorded(jobs_sent):
+    """No broker or worker here: a page-out or a compaction only records its job."""
 
 
 @pytest.fixture
@@ -300,38 +80,6 @@ def _acme_rows() -> dict:
     return organization_rows("Acme")
 
 
-def _fill(value, ids: dict):
-    """``value`` with every ``{name}`` string replaced by the fixture's id of that name."""
-    if isinstance(value, str):
-        return re.sub(r"\{(\w+)\}", lambda m: ids.get(m.group(1), NO_ID), value)
-    if isinstance(value, dict):
-        return {k: _fill(v, ids) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_fill(v, ids) for v in value]
-    return value
-
-
-def _path(template: str, ids: dict) -> str:
-    return _fill(template, ids)
-
-
-def _call(client: Client, method: str, path: str, key: str | None, body: dict | None = None):
-    headers = {"HTTP_AUTHORIZATION": f"Bearer {key}"} if key else {}
-    url = "/api/v1" + path
-    if method in {"POST", "PUT", "PATCH"}:
-        return getattr(client, method.lower())(
-            url, data=json.dumps(body or {}), content_type="application/json", **headers
-        )
-    return getattr(client, method.lower())(url, **headers)
-
-
-def _request(method: str, path: str, ids: dict) -> tuple[str, dict | None]:
-    """The address and the valid body of ``method path`` against ``ids``."""
-    write = REQUESTS.get((method, path), Write())
-    ids = {**ids, **write.ids}
-    return _path(path, ids) + write.query, _fill(write.body, ids)
-
-
 def _leaks(response, secrets: set[str], sent: str = "") -> list[str]:
     """Secrets in the body, apart from what the caller itself put in the address."""
     text = response.content.decode(errors="replace")
@@ -341,16 +89,16 @@ def _leaks(response, secrets: set[str], sent: str = "") -> list[str]:
 @pytest.mark.parametrize("method,path", OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
 def test_every_operation_refuses_a_missing_or_revoked_key(method, path, api, acme):
     client = Client()
-    target = _path(path, acme["ids"])
+    target = address(path, acme["ids"])
     if (method, path) in PUBLIC:
-        assert _call(client, method, target, None).status_code == 200
+        assert call(client, method, target, None).status_code == 200
         return
     for key in (None, "cops_notakey_at-all", "Bearer-garbage"):
-        response = _call(client, method, target, key)
+        response = call(client, method, target, key)
         assert response.status_code == 401, (key, response.content)
         assert response.json()["error"] == "unauthenticated"
     ApiKey.objects.filter(agent=api.agent).update(revoked_at="2026-01-01T00:00:00Z")
-    revoked = _call(client, method, target, api.key)
+    revoked = call(client, method, target, api.key)
     assert revoked.status_code == 401
     assert revoked.json()["error"] == "unauthenticated"
 
@@ -368,9 +116,9 @@ def test_every_write_has_a_valid_request():
 def test_another_organization_sees_nothing_of_acme_and_changes_nothing(
     method, path, api, acme, other_api, jobs_sent
 ):
-    target, body = _request(method, path, acme["ids"])
+    target, body = request_for(method, path, acme["ids"])
     before = _acme_rows()
-    response = _call(Client(), method, target, other_api.key, body)
+    response = call(Client(), method, target, other_api.key, body)
     expected = REQUESTS[method, path].other if method != "GET" else 404 if "{" in path else 200
     assert response.status_code == expected, (response.status_code, response.content)
     if expected == 404:
@@ -380,13 +128,13 @@ def test_another_organization_sees_nothing_of_acme_and_changes_nothing(
     assert jobs_sent == []
     if method != "GET":
         # The control: the same request from Acme's own agent is valid and reaches its object.
-        own = _call(Client(), method, target, api.key, body)
+        own = call(Client(), method, target, api.key, body)
         assert own.status_code == REQUESTS[method, path].own, own.content
 
 
 @pytest.mark.parametrize("method,path", LISTS, ids=[f"{m} {p}" for m, p in LISTS])
 def test_list_endpoints_count_only_the_callers_own_objects(method, path, acme, other_api):
-    response = _call(Client(), method, path, other_api.key)
+    response = call(Client(), method, path, other_api.key)
     assert response.status_code == 200, response.content
     body = response.json()
     if isinstance(body, dict) and "count" in body:
@@ -420,7 +168,7 @@ def test_searching_for_acme_by_any_parameter_finds_nothing(method, path, acme, o
         assert params, "the search parameters of this list are gone from the schema"
     for param in params:
         for term in _search_terms(acme):
-            response = _call(Client(), method, f"{path}?{param}={term}", other_api.key)
+            response = call(Client(), method, f"{path}?{param}={term}", other_api.key)
             assert response.status_code == 200, (param, term, response.content)
             body = response.json()
             assert body["count"] == 0 and body["items"] == [], (param, term, body)
@@ -532,8 +280,8 @@ def test_acme_handles_facts_and_constraints_never_reach_another_organizations_an
 @pytest.mark.parametrize("method,path", OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
 def test_a_guest_of_the_same_organization_gets_its_documented_answer(method, path, acme, make_api):
     guest = make_api(agent="visitor", authority="guest")
-    target, body = _request(method, path, acme["ids"])
-    response = _call(Client(), method, target, guest.key, body)
+    target, body = request_for(method, path, acme["ids"])
+    response = call(Client(), method, target, guest.key, body)
     if method == "GET":
         expected = 200  # the guest reads everything of its organization
     else:  # the employee's answer, unless authority decides it
@@ -722,7 +470,7 @@ def test_every_dashboard_action_by_role(action, role, acme, make_user, jobs_sent
     client = _login(role, make_user)
     before = _acme_rows()
 
-    response = client.post(_fill(spec.url, ids), _fill(spec.data, ids))
+    response = client.post(fill(spec.url, ids), fill(spec.data, ids))
 
     allowed = role not in ("anonymous", "other_org") and (
         not spec.needs or spec.needs in ROLES[role]
@@ -732,12 +480,12 @@ def test_every_dashboard_action_by_role(action, role, acme, make_user, jobs_sent
         assert response["Location"].startswith("/accounts/login/")
     elif role == "other_org":
         assert response.status_code == 404
-        assert _leaks(response, acme["secrets"], sent=_fill(spec.url, ids)) == []
+        assert _leaks(response, acme["secrets"], sent=fill(spec.url, ids)) == []
     elif not allowed:
         assert response.status_code == 403
     else:
         assert response.status_code == 302, response.content
-        assert response["Location"] == _fill(spec.goes_to, ids)
+        assert response["Location"] == fill(spec.goes_to, ids)
     if allowed:
         assert spec.done(acme, jobs_sent), "the action did not happen"
     else:
@@ -779,7 +527,7 @@ def test_every_valid_body_here_is_valid_by_the_documented_schema(method, path):
     components = SCHEMA["components"]
     documented = _documented_body(method, path)
     ids = {"frame_id": NO_ID, "handle_id": NO_ID, "state_id": "state-0123abcd"}
-    body = _fill(REQUESTS[method, path].body, {**ids, "checkpoint_id": "ckpt-0123abcd"})
+    body = fill(REQUESTS[method, path].body, {**ids, "checkpoint_id": "ckpt-0123abcd"})
     validator = Draft202012Validator({**documented, "components": components})
     errors = [
         f"{'.'.join(map(str, e.path)) or 'body'}: {e.message}" for e in validator.iter_errors(body)

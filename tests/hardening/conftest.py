@@ -1,0 +1,124 @@
+"""The hardening suites' shared world: Acme's objects, and jobs recorded instead of sent."""
+
+import pytest
+
+from frames import services
+from frames.suspensions import token_hash
+
+
+@pytest.fixture
+def jobs_sent(monkeypatch) -> list:
+    """Record jobs instead of publishing them: a page-out then needs no broker or worker."""
+    sent: list = []
+
+    def record(task, *args):
+        sent.append((task.name, args))
+        return True
+
+    monkeypatch.setattr("frames.paging.job_send", record)
+    monkeypatch.setattr("frames.conversation.services.job_send", record)
+    return sent
+
+
+@pytest.fixture
+def acme(api):
+    """Acme's objects, with the secrets a leak would reveal."""
+    session = services.session_create(
+        organization=api.organization,
+        agent=api.agent,
+        identity={"user_name": "Acme person"},
+        title="acme-secret-title shared-project",
+        model="acme-secret-model",
+    )
+    root = services.frame_push(session=session, goal="acme-secret-goal", budget_total=100_000)
+    frame = services.frame_push(
+        session=session, parent=root, goal="acme-child-goal", budget_total=10_000
+    )
+    waiting = services.frame_push(
+        session=session, parent=root, goal="acme-waiting-goal", budget_total=1_000
+    )
+    handle = services.handle_add(frame=frame, kind="document", content="acme-secret-content")
+    ids = {"session_id": str(session.pk), "frame_id": str(frame.pk), "handle_id": str(handle.pk)}
+    secrets = {str(session.pk), str(frame.pk), str(root.pk), str(handle.pk), "acme-secret"}
+
+    def created(response, status=201):
+        assert response.status_code == status, response.content
+        return response.json()
+
+    created(
+        api.post(
+            "/facts",
+            {
+                "key": "acme_secret_fact",
+                "subject": "acme-secret-subject",
+                "value": "acme-secret-value",
+                "source": "user",
+            },
+        )
+    )
+    created(
+        api.post(
+            "/facts",
+            {
+                "key": "acme_draft_fact",
+                "subject": "acme-secret-draft",
+                "value": "acme-secret-draft-value",
+                "source": "user",
+                "scope": "draft",
+                "scope_id": "acme-secret-scope",
+            },
+        )
+    )
+    created(
+        api.post(
+            "/facts",
+            {
+                "key": "acme_budget_cap",
+                "subject": "acme-secret-budget",
+                "value": 10,
+                "source": "policy",
+                "is_constraint": True,
+                "constraint_type": "budget",
+                "constraint": {"max": 10},
+            },
+        )
+    )
+    ids["key"] = "acme_secret_fact"
+    secrets |= {"acme_secret_fact", "acme_draft_fact", "acme_budget_cap"}
+    created(
+        api.put(
+            f"/sessions/{session.pk}/working-set/acme_secret_fact", {"value": "acme-secret-ws"}
+        ),
+        200,
+    )
+    created(
+        api.post(
+            f"/sessions/{session.pk}/messages",
+            {"messages": [{"role": "user", "content": "acme-secret-message"}]},
+        ),
+        200,
+    )
+    state = created(
+        api.post("/rlm/states", {"prompt": "acme-secret-prompt", "session_id": str(session.pk)})
+    )
+    ids["state_id"] = state["state_id"]
+    ids["checkpoint_id"] = state["checkpoints"][0]["checkpoint_id"]
+    created(
+        api.put(f"/rlm/states/{ids['state_id']}/variables/acme_var", {"value": "acme-secret-var"}),
+        200,
+    )
+    ids["name"] = "acme_var"
+    secrets |= {ids["state_id"], ids["checkpoint_id"]}
+    suspension = created(
+        api.post(
+            f"/frames/{waiting.pk}/suspend",
+            {"reason": "acme-secret-reason", "requires_approval": True},
+        )
+    )
+    ids["token"] = suspension["token"]
+    ids["waiting_frame_id"] = str(waiting.pk)
+    secrets |= {ids["token"], str(waiting.pk), token_hash(ids["token"])}
+    compaction = created(api.post(f"/sessions/{session.pk}/compactions", {}), 202)
+    ids["compaction_id"] = compaction["id"]
+    secrets.add(compaction["id"])
+    return {"ids": ids, "secrets": secrets, "session": session, "frame": frame}

@@ -1,0 +1,152 @@
+"""Every write operation of the API with a valid request, and how to send one.
+
+The authorization matrix sends each as an outsider and as Acme's own agent; the commit
+tests send each with the database failing right after the commit. Bodies and addresses
+name the ``acme`` fixture's ids as ``{frame_id}``.
+"""
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from django.test import Client
+
+NO_ID = "00000000-0000-0000-0000-000000000000"
+
+
+@dataclass(frozen=True)
+class Write:
+    """A valid request for one write operation and what Acme's own callers get for it.
+
+    ``body`` strings may name fixture ids as ``{frame_id}``; ``ids`` overrides the path
+    ids (a draft fact for promote/discard). ``own`` is the status of Acme's agent (an
+    employee), ``guest`` of Acme's guest when it differs, ``other`` of another
+    organization's admin.
+    """
+
+    body: dict | None = None
+    query: str = ""
+    own: int = 200
+    guest: int | None = None
+    other: int = 404
+    ids: dict = field(default_factory=dict)
+
+
+# Every operation that writes to an object named in its path. A write missing from here
+# and from CREATES fails test_every_write_has_a_valid_request.
+WRITES = {
+    ("DELETE", "/rlm/states/{state_id}/variables/{name}"): Write(),
+    ("DELETE", "/sessions/{session_id}/working-set/{key}"): Write(own=204),
+    ("POST", "/compactions/{compaction_id}/revert"): Write(own=409),  # still queued
+    ("POST", "/facts/{key}/discard"): Write(own=200, guest=403, ids={"key": "acme_draft_fact"}),
+    ("POST", "/facts/{key}/invalidate"): Write(own=200, guest=403),
+    # No global fact holds the draft's subject, so any authority may promote it (docs/api.md).
+    ("POST", "/facts/{key}/promote"): Write(own=200, ids={"key": "acme_draft_fact"}),
+    ("POST", "/facts/{key}/review"): Write(own=200),
+    ("POST", "/frames/{frame_id}/handles"): Write(
+        {"kind": "document", "content": "intruder content", "priority": "high"}, own=201
+    ),
+    ("POST", "/frames/{frame_id}/pop"): Write({"status": "completed", "result_refs": ["x"]}),
+    ("POST", "/frames/{frame_id}/reserve"): Write({"purpose": "intruder", "amount": 10}),
+    ("POST", "/frames/{frame_id}/suspend"): Write(
+        {"reason": "intruder", "requires_approval": True, "expires_in_seconds": 60}, own=201
+    ),
+    ("POST", "/frames/{frame_id}/usage"): Write(
+        {"input_tokens": 5, "output_tokens": 7, "model": "intruder-model"}
+    ),
+    ("POST", "/handles/{handle_id}/attention"): Write({"weight": 2.0}),
+    ("POST", "/handles/{handle_id}/page-in"): Write(query="?mode=full", own=409),  # loaded
+    ("POST", "/handles/{handle_id}/page-out"): Write(own=202),
+    ("POST", "/handles/{handle_id}/state"): Write({"to": "hot"}),
+    ("POST", "/rlm/states/{state_id}/checkpoints"): Write({"name": "intruder"}, own=201),
+    ("POST", "/rlm/states/{state_id}/rollback"): Write({"checkpoint_id": "{checkpoint_id}"}),
+    ("POST", "/sessions/{session_id}/compactions"): Write(
+        {"strategy": "summarize_oldest"},
+        own=409,  # one is queued already
+    ),
+    ("POST", "/sessions/{session_id}/context-pack"): Write(
+        {"budget_tokens": 2000, "frame_id": "{frame_id}", "include_handles": ["{handle_id}"]}
+    ),
+    ("POST", "/sessions/{session_id}/end"): Write(),
+    ("POST", "/sessions/{session_id}/frames"): Write(
+        {"goal": "intruder goal", "parent_frame_id": "{frame_id}", "budget": {"total": 100}},
+        own=201,
+    ),
+    ("POST", "/sessions/{session_id}/messages"): Write(
+        {
+            "messages": [
+                {"role": "user", "content": "intruder asks"},
+                {"role": "assistant", "content": [{"type": "text", "text": "intruder answers"}]},
+            ],
+            "usage": {"input_tokens": 3, "output_tokens": 4},
+        }
+    ),
+    ("POST", "/suspensions/{token}/resume"): Write(own=409),  # waits for an approver
+    ("PUT", "/rlm/states/{state_id}/variables/{name}"): Write(
+        {"value": "intruder value", "description": "intruder"}
+    ),
+    ("PUT", "/sessions/{session_id}/environment"): Write(
+        {"timezone": "Europe/Paris", "location": "intruder"}
+    ),
+    ("PUT", "/sessions/{session_id}/identity"): Write({"user_name": "Mallory"}, own=409),
+    ("PUT", "/sessions/{session_id}/working-set/{key}"): Write(
+        {"value": "intruder value", "ttl_seconds": 60}
+    ),
+}
+
+# A document as GET /rlm/states/{id}/export writes it, naming Acme's state.
+RLM_DOCUMENT = {
+    "version": "1.0.0",
+    "state_id": "{state_id}",
+    "variables": {"prompt": {"name": "prompt", "value": "imported prompt", "type": "text"}},
+    "history": {"mutations": [], "checkpoints": []},
+    "metadata": {},
+}
+# The writes that create: valid bodies naming Acme's values; another organization gets
+# its own object (``other``), Acme's stay as they were.
+CREATES = {
+    ("POST", "/constraints/check"): Write(
+        {"subject": "acme-secret-budget", "value": 1000}, own=200, other=200
+    ),
+    ("POST", "/facts"): Write(
+        {"key": "acme_secret_fact", "value": "another value", "source": "user"},
+        own=409,  # key_exists: the key is taken, with another value
+        other=201,
+    ),
+    ("POST", "/rlm/states"): Write({"prompt": "intruder prompt"}, own=201, other=201),
+    ("POST", "/rlm/states/import"): Write(RLM_DOCUMENT, own=409, other=201),  # state_exists
+    ("POST", "/sessions"): Write({"title": "acme-secret-title"}, own=201, other=201),
+}
+REQUESTS = {**WRITES, **CREATES}
+
+
+def fill(value, ids: dict):
+    """``value`` with every ``{name}`` string replaced by the fixture's id of that name."""
+    if isinstance(value, str):
+        return re.sub(r"\{(\w+)\}", lambda m: ids.get(m.group(1), NO_ID), value)
+    if isinstance(value, dict):
+        return {k: fill(v, ids) for k, v in value.items()}
+    if isinstance(value, list):
+        return [fill(v, ids) for v in value]
+    return value
+
+
+def address(template: str, ids: dict) -> str:
+    return fill(template, ids)
+
+
+def call(client: Client, method: str, path: str, key: str | None, body: dict | None = None):
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {key}"} if key else {}
+    url = "/api/v1" + path
+    if method in {"POST", "PUT", "PATCH"}:
+        return getattr(client, method.lower())(
+            url, data=json.dumps(body or {}), content_type="application/json", **headers
+        )
+    return getattr(client, method.lower())(url, **headers)
+
+
+def request_for(method: str, path: str, ids: dict) -> tuple[str, dict | None]:
+    """The address and the valid body of ``method path`` against ``ids``."""
+    write = REQUESTS.get((method, path), Write())
+    ids = {**ids, **write.ids}
+    return address(path, ids) + write.query, fill(write.body, ids)
