@@ -5,6 +5,7 @@ from datetime import datetime
 from typing import Literal
 from zoneinfo import ZoneInfo
 
+from django.db import transaction
 from django.utils import timezone
 from ninja import Query, Router, Schema
 from ninja.responses import Status
@@ -203,13 +204,14 @@ def fact_lineage(request, key: str):
     description="403 `authority_too_low` when the current global fact of the subject ranks above you; 422 for a global fact.",
 )
 def fact_promote(request, key: str):
-    result = services.fact_promote(
-        organization=request.organization,
-        key=key,
-        authority=request.agent.authority,
-        author=_author(request),
-    )
-    return _write_body(result)
+    with transaction.atomic():  # the answer is read before the commit, never after it
+        result = services.fact_promote(
+            organization=request.organization,
+            key=key,
+            authority=request.agent.authority,
+            author=_author(request),
+        )
+        return _write_body(result)
 
 
 @router.post(
@@ -219,10 +221,11 @@ def fact_promote(request, key: str):
     description="It stays in its lineage with status `discarded`; 422 for other scopes.",
 )
 def fact_discard(request, key: str):
-    fact = services.fact_discard(
-        organization=request.organization, key=key, authority=request.agent.authority
-    )
-    return fact_out(selectors.fact_get(organization=request.organization, key=fact.key))
+    with transaction.atomic():
+        fact = services.fact_discard(
+            organization=request.organization, key=key, authority=request.agent.authority
+        )
+        return fact_out(selectors.fact_get(organization=request.organization, key=fact.key))
 
 
 @router.post(
@@ -231,8 +234,9 @@ def fact_discard(request, key: str):
     summary="Clear needs_review after checking a fact whose dependency changed",
 )
 def fact_review(request, key: str):
-    fact = services.fact_review_clear(organization=request.organization, key=key)
-    return fact_out(selectors.fact_get(organization=request.organization, key=fact.key))
+    with transaction.atomic():
+        fact = services.fact_review_clear(organization=request.organization, key=key)
+        return fact_out(selectors.fact_get(organization=request.organization, key=fact.key))
 
 
 @router.post(
@@ -241,10 +245,11 @@ def fact_review(request, key: str):
     summary="Withdraw the current version of a chain without a successor (flags its dependents)",
 )
 def fact_invalidate(request, key: str):
-    fact = services.fact_invalidate(
-        organization=request.organization, key=key, authority=request.agent.authority
-    )
-    return fact_out(selectors.fact_get(organization=request.organization, key=fact.key))
+    with transaction.atomic():
+        fact = services.fact_invalidate(
+            organization=request.organization, key=key, authority=request.agent.authority
+        )
+        return fact_out(selectors.fact_get(organization=request.organization, key=fact.key))
 
 
 @router.post(

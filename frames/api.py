@@ -2,6 +2,7 @@
 
 from uuid import UUID
 
+from django.db import transaction
 from ninja import Query, Router, Schema
 from ninja.responses import Status
 from pydantic import Field
@@ -43,19 +44,20 @@ def _session_body(session):
 
 @router.post("/sessions", response={201: SessionOut}, summary="Start a session")
 def session_create(request, payload: SessionIn):
-    session = services.session_create(
-        organization=request.organization,
-        agent=request.agent,
-        identity=payload.identity.model_dump(exclude_defaults=True),
-        environment=payload.environment.model_dump(exclude_defaults=True),
-        context_window_tokens=payload.context_window_tokens,
-        model=payload.model,
-        title=payload.title,
-        compaction_threshold=payload.compaction_threshold,
-        eviction_policy=payload.eviction_policy,
-        actor=actor_of(request),
-    )
-    return Status(201, _session_body(session))
+    with transaction.atomic():  # the answer is read before the commit, never after it
+        session = services.session_create(
+            organization=request.organization,
+            agent=request.agent,
+            identity=payload.identity.model_dump(exclude_defaults=True),
+            environment=payload.environment.model_dump(exclude_defaults=True),
+            context_window_tokens=payload.context_window_tokens,
+            model=payload.model,
+            title=payload.title,
+            compaction_threshold=payload.compaction_threshold,
+            eviction_policy=payload.eviction_policy,
+            actor=actor_of(request),
+        )
+        return Status(201, _session_body(session))
 
 
 class SessionFilters(Schema):
@@ -102,7 +104,8 @@ def session_identity_put(request, session_id: str):
 @router.post("/sessions/{session_id}/end", response=SessionOut, summary="End the session")
 def session_end(request, session_id: str):
     session = selectors.session_get(organization=request.organization, session_id=session_id)
-    return _session_body(services.session_end(session=session, actor=actor_of(request)))
+    with transaction.atomic():
+        return _session_body(services.session_end(session=session, actor=actor_of(request)))
 
 
 @router.post(
@@ -175,11 +178,12 @@ def frame_reserve(request, frame_id: str, payload: ReserveIn):
 @router.post("/frames/{frame_id}/usage", response=FrameOut, summary="Record one model call's usage")
 def usage_record(request, frame_id: str, payload: UsageIn):
     frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
-    services.usage_record(
-        session=frame.session, frame=frame, actor=actor_of(request), **payload.model_dump()
-    )
-    frame.refresh_from_db()
-    return frame_out(frame)
+    with transaction.atomic():
+        services.usage_record(
+            session=frame.session, frame=frame, actor=actor_of(request), **payload.model_dump()
+        )
+        frame.refresh_from_db()
+        return frame_out(frame)
 
 
 @router.post(

@@ -142,7 +142,7 @@ def handle_page_out_complete(*, handle_id, actor: str = "") -> ContextHandle | N
                 "summary_tokens": summary_tokens,
             },
         )
-    handle.refresh_from_db()
+        handle.refresh_from_db()
     return handle
 
 

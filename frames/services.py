@@ -178,7 +178,7 @@ def session_end(*, session: Session, actor: str = "") -> Session:
             actor=actor,
             payload={"frames_cancelled": len(open_frames)},
         )
-    session.refresh_from_db()
+        session.refresh_from_db()
     return session
 
 
@@ -314,7 +314,7 @@ def frame_reserve(*, frame: Frame, purpose: str, amount: int, actor: str = "") -
             actor=actor,
             payload={"purpose": purpose, "amount": amount},
         )
-    frame.refresh_from_db()
+        frame.refresh_from_db()
     return frame
 
 
@@ -405,7 +405,7 @@ def frame_pop(
         frame_close(
             session=session, frame=frame, status=status, result_refs=result_refs, actor=actor
         )
-    frame.refresh_from_db()
+        frame.refresh_from_db()
     return frame
 
 

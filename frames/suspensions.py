@@ -459,7 +459,7 @@ def suspension_resume(*, suspension: Suspension, actor: str = "") -> Frame:
         Suspension.objects.filter(pk=locked.pk).update(
             status=Suspension.Status.RESUMED, resumed_at=timezone.now()
         )
-    frame.refresh_from_db()
+        frame.refresh_from_db()
     return frame
 
 

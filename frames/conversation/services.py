@@ -847,7 +847,8 @@ def compaction_revert(*, run: CompactionRun, actor: str = "") -> CompactionRun:
             actor=actor,
             payload={"compaction_id": str(run.pk)},
         )
-    return run
+        # With its summary: the answer is read here, before the commit.
+        return CompactionRun.objects.select_related("summary").get(pk=run.pk)
 
 
 # -- imports ------------------------------------------------------------------------------

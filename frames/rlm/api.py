@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from django.db import transaction
 from ninja import Body, Query, Router
 from ninja.responses import Status
 
@@ -83,24 +84,26 @@ def state_create(request, payload: StateIn):
         errors = interchange.execution_config_errors(payload.execution_config)
         if errors:
             raise Invalid(errors[0]["msg"], errors=errors)
-    state = services.state_initialize(
-        organization=organization,
-        prompt=payload.prompt,
-        session=session,
-        frame=frame,
-        tree_id=payload.tree_id or "",
-        execution_config=payload.execution_config,
-        actor=actor_of(request),
-    )
-    return Status(201, state_out(_state(request, state.state_id)))
+    with transaction.atomic():  # the answer is read before the commit, never after it
+        state = services.state_initialize(
+            organization=organization,
+            prompt=payload.prompt,
+            session=session,
+            frame=frame,
+            tree_id=payload.tree_id or "",
+            execution_config=payload.execution_config,
+            actor=actor_of(request),
+        )
+        return Status(201, state_out(_state(request, state.state_id)))
 
 
 @router.post("/states/import", response={201: StateOut}, summary="Import a seed-schema document")
 def state_import(request, document: Body[dict[str, Any]]):
-    state = services.state_import(
-        organization=request.organization, document=document, actor=actor_of(request)
-    )
-    return Status(201, state_out(_state(request, state.state_id)))
+    with transaction.atomic():
+        state = services.state_import(
+            organization=request.organization, document=document, actor=actor_of(request)
+        )
+        return Status(201, state_out(_state(request, state.state_id)))
 
 
 @router.get(
@@ -234,12 +237,13 @@ def checkpoint_get(request, state_id: str, checkpoint_id: str):
 )
 def state_rollback(request, state_id: str, payload: RollbackIn):
     state = _state(request, state_id)
-    try:
-        services.state_rollback(
-            state=state, checkpoint_id=payload.checkpoint_id, actor=actor_of(request)
-        )
-    except NotFound:
-        raise NotFound(
-            "No such checkpoint in this state.", checkpoint_id=payload.checkpoint_id
-        ) from None
-    return state_out(_state(request, state_id))
+    with transaction.atomic():
+        try:
+            services.state_rollback(
+                state=state, checkpoint_id=payload.checkpoint_id, actor=actor_of(request)
+            )
+        except NotFound:
+            raise NotFound(
+                "No such checkpoint in this state.", checkpoint_id=payload.checkpoint_id
+            ) from None
+        return state_out(_state(request, state_id))
