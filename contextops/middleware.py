@@ -1,7 +1,14 @@
-"""Middleware: a content security policy for every page, and JSON errors on /api/."""
+"""Middleware: a content security policy for every page, JSON errors on /api/, and a 503
+page when the database is away."""
+
+import logging
 
 from django.conf import settings
-from django.http import HttpResponseBadRequest, JsonResponse
+from django.db import InterfaceError, OperationalError
+from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.template.loader import render_to_string
+
+logger = logging.getLogger(__name__)
 
 
 class ContentSecurityPolicyMiddleware:
@@ -76,3 +83,25 @@ class ApiErrorMiddleware:
 
     def process_exception(self, request, exception):
         return None
+
+
+class DatabaseUnavailableMiddleware:
+    """The dashboard's answer while the database is away (a restart, a failover): 503 with
+    Retry-After and a page that needs no database, instead of a server error. The API
+    answers the same in its own format (contextops.api)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        if not isinstance(exception, OperationalError | InterfaceError):
+            return None
+        if request.path.startswith("/api/"):
+            return None  # the API's own handler answers (contextops.api)
+        logger.warning("database unavailable on %s %s: %s", request.method, request.path, exception)
+        response = HttpResponse(render_to_string("503.html"), status=503)
+        response["Retry-After"] = "2"
+        return response

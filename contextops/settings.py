@@ -91,6 +91,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "contextops.middleware.ApiErrorMiddleware",
+    "contextops.middleware.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "contextops.urls"

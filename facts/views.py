@@ -1,6 +1,7 @@
 """The facts dashboard: the organization's facts, and the lineage of a key."""
 
 from django.core.paginator import Paginator
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -91,6 +92,7 @@ def fact_lineage(request: HttpRequest, key: str) -> HttpResponse:
 
 @require_POST
 @organization_required
+@transaction.atomic  # the answer (a fragment) is rendered before the commit
 def fact_review_clear(request: HttpRequest, key: str) -> HttpResponse:
     """A reviewer clears ``needs_review`` on ``key``; htmx gets the lineage body back."""
     request.nav_section = "facts"

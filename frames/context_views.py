@@ -193,6 +193,7 @@ def _handle_action(request: HttpRequest, handle_id, action, notice: str = "") ->
 
 @require_POST
 @organization_required
+@transaction.atomic  # the answer (a fragment) is rendered before the commit
 def handle_page_in_action(request: HttpRequest, handle_id) -> HttpResponse:
     mode = "full" if request.POST.get("mode") == "full" else "summary"
     return _handle_action(
@@ -202,6 +203,7 @@ def handle_page_in_action(request: HttpRequest, handle_id) -> HttpResponse:
 
 @require_POST
 @organization_required
+@transaction.atomic  # the answer (a fragment) is rendered before the commit
 def handle_page_out_action(request: HttpRequest, handle_id) -> HttpResponse:
     return _handle_action(
         request,

@@ -10,6 +10,7 @@ import hashlib
 import logging
 
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -185,6 +186,7 @@ def _refused(
 
 @require_POST
 @organization_required
+@transaction.atomic  # the answer (a fragment) is rendered before the commit
 def approve(request: HttpRequest, frame_id, hashed: str) -> HttpResponse:
     return _decision(
         request,
@@ -198,6 +200,7 @@ def approve(request: HttpRequest, frame_id, hashed: str) -> HttpResponse:
 
 @require_POST
 @organization_required
+@transaction.atomic  # the answer (a fragment) is rendered before the commit
 def reject(request: HttpRequest, frame_id, hashed: str) -> HttpResponse:
     return _decision(
         request,

@@ -1,5 +1,6 @@
 """The conversation tab of a session: turns, anchors, summaries, compaction runs."""
 
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
@@ -98,6 +99,7 @@ def compactions_fragment(request: HttpRequest, session_id) -> HttpResponse:
 
 @require_POST
 @organization_required
+@transaction.atomic  # the answer (a fragment) is rendered before the commit
 def compaction_start(request: HttpRequest, session_id) -> HttpResponse:
     session = _session(request, session_id)
     strategy = request.POST.get("strategy", selection.ANCHOR_POINT)

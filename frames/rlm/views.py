@@ -3,6 +3,7 @@
 import json
 
 from django.core.paginator import Paginator
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -89,6 +90,7 @@ def state_detail(request: HttpRequest, state_id: str) -> HttpResponse:
 
 @require_POST
 @organization_required
+@transaction.atomic  # the answer (a fragment) is rendered before the commit
 def state_rollback(request: HttpRequest, state_id: str) -> HttpResponse:
     request.nav_section = "rlm"
     state = _state(request, state_id)

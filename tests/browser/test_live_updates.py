@@ -140,3 +140,31 @@ def test_a_page_out_from_the_frame_page_is_finished_by_the_worker(logged_in, age
     assert stored.state == "indexed" and stored.summary.startswith("The outage began")
     assert_not_reloaded(page)
     assert page.console_errors == []
+
+
+def test_an_open_page_says_when_its_updates_fail_and_recovers(logged_in, agent):
+    page = logged_in
+    session = agent.session_create(identity=IDENTITY, title="Through a database restart")
+    root = agent.frame_push(session, goal="Keep working", budget=10_000)
+    page.goto(f"/sessions/{session.id}/")
+    notice = page.locator("#request-error")
+    expect(notice).to_be_hidden()
+    mark_page(page)
+
+    # The database restarts: the page's polls get the server's 503 answer meanwhile.
+    page.route(
+        "**/changes/**",
+        lambda route: route.fulfill(
+            status=503, headers={"Retry-After": "2"}, body="The database is unavailable"
+        ),
+    )
+    agent.usage_record(root, input_tokens=100, output_tokens=10)
+    expect(notice).to_be_visible(timeout=UPDATE_TIMEOUT)
+    expect(notice).to_have_text(re.compile("database is unavailable"))
+    expect(notice).to_have_attribute("role", "alert")
+
+    page.unroute("**/changes/**")
+    expect(notice).to_be_hidden(timeout=UPDATE_TIMEOUT)
+    expect(page.locator("#session-events")).to_contain_text("usage.recorded")
+    assert_not_reloaded(page)
+    assert all("503" in error for error in page.console_errors), page.console_errors

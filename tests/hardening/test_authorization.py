@@ -11,7 +11,6 @@ gets back (not an id, a key, a count or a search hit) and nothing of Acme may ch
 """
 
 import json
-from dataclasses import dataclass
 
 import pytest
 from django.test import Client
@@ -19,13 +18,17 @@ from django.test import Client
 from contextops.api import api as ninja_api
 from contextops.models import ApiKey
 from facts.models import Fact
-from frames import services
-from frames.conversation.models import CompactionRun
-from frames.models import ContextHandle, Suspension
-from frames.rlm.models import RlmVariable
-from frames.suspensions import token_hash
 from tests.hardening.snapshots import organization_rows
-from tests.hardening.world import NO_ID, REQUESTS, address, call, fill, request_for
+from tests.hardening.world import (
+    ACTIONS,
+    NO_ID,
+    REQUESTS,
+    actions_ready,
+    address,
+    call,
+    fill,
+    request_for,
+)
 
 PUBLIC = {("GET", "/health")}
 # Query parameters that select by text or by id: an outsider naming Acme's values in
@@ -377,74 +380,6 @@ def test_dashboard_searches_and_filters_show_another_organization_nothing(acme, 
     assert "1 needs review" in member.get("/facts/").content.decode()
 
 
-@dataclass(frozen=True)
-class Action:
-    """A dashboard POST: its address, form, the permission it needs, and how to see it done."""
-
-    url: str
-    data: dict
-    needs: str  # "" (any member), "approver" or "admin"
-    done: object  # callable(acme, jobs_sent) -> bool
-    goes_to: str  # where a plain form post is redirected after it
-
-
-def _suspension(acme) -> Suspension:
-    return Suspension.objects.get(token=acme["ids"]["token"])
-
-
-ACTIONS = {
-    "inbox approve": Action(
-        "/inbox/{waiting_frame_id}/{hashed}/approve/",
-        {"note": "fine"},
-        "approver",
-        lambda acme, jobs: _suspension(acme).status == "approved",
-        "/inbox/",
-    ),
-    "inbox reject": Action(
-        "/inbox/{waiting_frame_id}/{hashed}/reject/",
-        {"note": "not now"},
-        "approver",
-        lambda acme, jobs: _suspension(acme).status == "rejected",
-        "/inbox/",
-    ),
-    "fact review": Action(
-        "/facts/{key}/review/",
-        {},
-        "",
-        lambda acme, jobs: not Fact.objects.get(key="acme_secret_fact").needs_review,
-        "/facts/{key}/lineage/",
-    ),
-    "RLM rollback": Action(
-        "/rlm/{state_id}/rollback/",
-        {"checkpoint_id": "{checkpoint_id}"},
-        "admin",
-        lambda acme, jobs: not RlmVariable.objects.filter(name="acme_var").exists(),
-        "/rlm/{state_id}/",
-    ),
-    "handle page-in": Action(
-        "/handles/{cold_handle_id}/page-in/",
-        {"mode": "full"},
-        "",
-        lambda acme, jobs: (
-            ContextHandle.objects.get(pk=acme["ids"]["cold_handle_id"]).state == "loaded"
-        ),
-        "/frames/{frame_id}/handles/",
-    ),
-    "handle page-out": Action(
-        "/handles/{handle_id}/page-out/",
-        {},
-        "",
-        lambda acme, jobs: [name for name, _ in jobs] == ["frames.handle_page_out"],
-        "/frames/{frame_id}/handles/",
-    ),
-    "compaction start": Action(
-        "/sessions/{session_id}/turns/compactions/start/",
-        {"strategy": "summarize_oldest"},
-        "",
-        lambda acme, jobs: CompactionRun.objects.filter(strategy="summarize_oldest").exists(),
-        "/sessions/{session_id}/turns/",
-    ),
-}
 ROLES = {
     # role: the permissions it holds
     "anonymous": set(),
@@ -458,14 +393,7 @@ ROLES = {
 @pytest.mark.parametrize("role", list(ROLES))
 @pytest.mark.parametrize("action", list(ACTIONS))
 def test_every_dashboard_action_by_role(action, role, acme, make_user, jobs_sent):
-    ids = dict(acme["ids"])
-    ids["hashed"] = token_hash(ids["token"])
-    cold = services.handle_add(frame=acme["frame"], kind="document", content="acme-secret-cold")
-    ContextHandle.objects.filter(pk=cold.pk).update(state="cold")
-    ids["cold_handle_id"] = str(cold.pk)
-    acme["ids"]["cold_handle_id"] = ids["cold_handle_id"]
-    Fact.objects.filter(key="acme_secret_fact").update(needs_review=True)
-    CompactionRun.objects.filter(pk=ids["compaction_id"]).update(status="failed")
+    ids = actions_ready(acme)
     spec = ACTIONS[action]
     client = _login(role, make_user)
     before = _acme_rows()

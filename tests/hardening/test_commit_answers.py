@@ -1,5 +1,7 @@
 """A write that committed says so, even when the database fails right after the commit.
 
+The API's writes and the dashboard's actions alike.
+
 Each request runs with the database "going away" the moment its change commits: any
 query after that raises OperationalError, as it would during a restart. A write that
 read its answer after the commit would then report 503 "nothing was changed" for a
@@ -20,7 +22,15 @@ from facts.models import Fact
 from frames.conversation.services import compaction_execute
 from frames.paging import handle_page_out_complete
 from frames.suspensions import suspension_approve, suspension_get
-from tests.hardening.world import REQUESTS, RLM_DOCUMENT, call, fill, request_for
+from tests.hardening.world import (
+    ACTIONS,
+    REQUESTS,
+    RLM_DOCUMENT,
+    actions_ready,
+    call,
+    fill,
+    request_for,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("jobs_sent")]
 
@@ -64,7 +74,11 @@ class DatabaseGoneAfterCommit:
 
 
 def gone_after_commit(method: str, path: str, key: str, body: dict | None):
-    """Send one request with the database failing after its first commit."""
+    """Send one API request with the database failing after its first commit."""
+    return _sent_with_database_gone(lambda: call(Client(), method, path, key, body))
+
+
+def _sent_with_database_gone(send):
     guard = DatabaseGoneAfterCommit()
     wrapper = connections[DEFAULT_DB_ALIAS]
     commit = wrapper.commit
@@ -76,7 +90,7 @@ def gone_after_commit(method: str, path: str, key: str, body: dict | None):
     wrapper.commit = commit_then_go  # Atomic commits through the wrapper's own method
     try:
         with wrapper.execute_wrapper(guard):
-            response = call(Client(), method, path, key, body)
+            response = send()
     finally:
         del wrapper.commit
     return response, guard
@@ -205,3 +219,34 @@ def test_a_refused_supersession_keeps_its_proposal_and_says_so(acme, make_api):
     assert response.json()["error"] == "authority_too_low"
     assert response.json()["proposal"] == "acme_guess"
     assert guard.commits == 1  # the proposal, kept as the answer says
+
+
+@pytest.mark.parametrize("htmx", [False, True], ids=["form", "htmx"])
+@pytest.mark.parametrize("action", list(ACTIONS))
+def test_every_dashboard_action_answers_from_inside_its_transaction(
+    action, htmx, acme, make_user, jobs_sent
+):
+    ids = actions_ready(acme)
+    spec = ACTIONS[action]
+    client = Client()
+    client.force_login(make_user(username="root", approver=True, admin=True))
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    response, guard = _sent_with_database_gone(
+        lambda: client.post(fill(spec.url, ids), fill(spec.data, ids), **headers)
+    )
+    assert guard.after_commit == [], "queried after the commit"
+    assert response.status_code == (200 if htmx else 302), response.content[:500]
+    if action != "handle page-out":  # it queues a job; the worker writes
+        assert guard.commits == 1
+    assert spec.done(acme, jobs_sent), "the action did not happen"
+
+
+def test_the_dashboard_answers_a_lost_database_with_a_503_page(acme, member_client):
+    def database_gone(execute, sql, params, many, context):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    with connection.execute_wrapper(database_gone):
+        response = member_client.get(f"/sessions/{acme['ids']['session_id']}/")
+    assert response.status_code == 503
+    assert response["Retry-After"] == "2"
+    assert "The database is unavailable" in response.content.decode()

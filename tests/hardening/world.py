@@ -1,6 +1,6 @@
-"""Every write operation of the API with a valid request, and how to send one.
+"""Every write of the API and of the dashboard with a valid request, and how to send one.
 
-The authorization matrix sends each as an outsider and as Acme's own agent; the commit
+The authorization matrix sends each as an outsider and as Acme's own callers; the commit
 tests send each with the database failing right after the commit. Bodies and addresses
 name the ``acme`` fixture's ids as ``{frame_id}``.
 """
@@ -10,6 +10,13 @@ import re
 from dataclasses import dataclass, field
 
 from django.test import Client
+
+from facts.models import Fact
+from frames import services
+from frames.conversation.models import CompactionRun
+from frames.models import ContextHandle, Suspension
+from frames.rlm.models import RlmVariable
+from frames.suspensions import token_hash
 
 NO_ID = "00000000-0000-0000-0000-000000000000"
 
@@ -150,3 +157,85 @@ def request_for(method: str, path: str, ids: dict) -> tuple[str, dict | None]:
     write = REQUESTS.get((method, path), Write())
     ids = {**ids, **write.ids}
     return address(path, ids) + write.query, fill(write.body, ids)
+
+
+@dataclass(frozen=True)
+class Action:
+    """A dashboard POST: its address, form, the permission it needs, and how to see it done."""
+
+    url: str
+    data: dict
+    needs: str  # "" (any member), "approver" or "admin"
+    done: object  # callable(acme, jobs_sent) -> bool
+    goes_to: str  # where a plain form post is redirected after it
+
+
+def _suspension(acme) -> Suspension:
+    return Suspension.objects.get(token=acme["ids"]["token"])
+
+
+ACTIONS = {
+    "inbox approve": Action(
+        "/inbox/{waiting_frame_id}/{hashed}/approve/",
+        {"note": "fine"},
+        "approver",
+        lambda acme, jobs: _suspension(acme).status == "approved",
+        "/inbox/",
+    ),
+    "inbox reject": Action(
+        "/inbox/{waiting_frame_id}/{hashed}/reject/",
+        {"note": "not now"},
+        "approver",
+        lambda acme, jobs: _suspension(acme).status == "rejected",
+        "/inbox/",
+    ),
+    "fact review": Action(
+        "/facts/{key}/review/",
+        {},
+        "",
+        lambda acme, jobs: not Fact.objects.get(key="acme_secret_fact").needs_review,
+        "/facts/{key}/lineage/",
+    ),
+    "RLM rollback": Action(
+        "/rlm/{state_id}/rollback/",
+        {"checkpoint_id": "{checkpoint_id}"},
+        "admin",
+        lambda acme, jobs: not RlmVariable.objects.filter(name="acme_var").exists(),
+        "/rlm/{state_id}/",
+    ),
+    "handle page-in": Action(
+        "/handles/{cold_handle_id}/page-in/",
+        {"mode": "full"},
+        "",
+        lambda acme, jobs: (
+            ContextHandle.objects.get(pk=acme["ids"]["cold_handle_id"]).state == "loaded"
+        ),
+        "/frames/{frame_id}/handles/",
+    ),
+    "handle page-out": Action(
+        "/handles/{handle_id}/page-out/",
+        {},
+        "",
+        lambda acme, jobs: [name for name, _ in jobs] == ["frames.handle_page_out"],
+        "/frames/{frame_id}/handles/",
+    ),
+    "compaction start": Action(
+        "/sessions/{session_id}/turns/compactions/start/",
+        {"strategy": "summarize_oldest"},
+        "",
+        lambda acme, jobs: CompactionRun.objects.filter(strategy="summarize_oldest").exists(),
+        "/sessions/{session_id}/turns/",
+    ),
+}
+
+
+def actions_ready(acme) -> dict:
+    """Make every dashboard action possible on Acme's world; the ids the actions name."""
+    ids = dict(acme["ids"])
+    ids["hashed"] = token_hash(ids["token"])
+    cold = services.handle_add(frame=acme["frame"], kind="document", content="acme-secret-cold")
+    ContextHandle.objects.filter(pk=cold.pk).update(state="cold")
+    ids["cold_handle_id"] = acme["ids"]["cold_handle_id"] = str(cold.pk)
+    Fact.objects.filter(key="acme_secret_fact").update(needs_review=True)
+    CompactionRun.objects.filter(pk=ids["compaction_id"]).update(status="failed")
+    return ids
