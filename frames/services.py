@@ -335,6 +335,9 @@ def usage_record(
     The frame's ``used`` rises by every token the call put in the window (full input
     plus output); the frame's occupancy becomes this call's, and its pressure level
     (and the session's gauge, when it is the top of the stack) moves with hysteresis.
+
+    Idempotent by ``message_id``: a second record of the same message in the session (a
+    retry after a lost answer) charges nothing and returns the first record.
     """
     counts = {
         "input_tokens": input_tokens,
@@ -349,6 +352,12 @@ def usage_record(
             frame = _frame_locked(frame)
             if frame.session_id != session.pk:
                 raise Invalid("The frame belongs to another session.", loc=["body", "frame_id"])
+        if message_id:
+            # A retry of a record whose answer was lost: the call is charged already.
+            replayed = Usage.objects.filter(session=session, message_id=message_id).first()
+            if replayed is not None:
+                return replayed
+        if frame is not None:
             frame_require_open(frame, action="record usage on")
         usage = Usage.objects.create(
             session=session,

@@ -375,6 +375,7 @@ class Api:
         params: JSON | None = None,
         timeout: float | None = None,
         wrap: Callable[[Any], Any] | None = None,
+        idempotent: bool = False,
     ) -> Any:  # pragma: no cover - provided by Client and AsyncClient
         raise NotImplementedError
 
@@ -552,7 +553,11 @@ class Api:
         model: str = "",
         message_id: str = "",
     ) -> Frame:
-        """``POST /frames/{id}/usage``: one model call's four usage fields → the frame."""
+        """``POST /frames/{id}/usage``: one model call's four usage fields → the frame.
+
+        With ``message_id`` (the provider's response id) the server charges the call once
+        however often the record arrives, so a record whose answer was lost is sent again.
+        """
         body = {
             "input_tokens": input_tokens,
             "output_tokens": output_tokens,
@@ -562,7 +567,11 @@ class Api:
             "message_id": message_id,
         }
         return self._call(
-            "POST", f"/frames/{_id(frame)}/usage", json=body, wrap=self._frame_wrap(frame)
+            "POST",
+            f"/frames/{_id(frame)}/usage",
+            json=body,
+            wrap=self._frame_wrap(frame),
+            idempotent=bool(message_id),
         )
 
     @endpoint

@@ -4,8 +4,9 @@ Retries, with exponential backoff (``backoff * 2**attempt``, capped at ``max_bac
 
 - a connection that could not be made (refused, DNS, connect timeout): every method,
   since the server never saw the request;
-- a read that failed after sending (timeout, reset): GET, PUT and DELETE only, which
-  are idempotent; a POST is not repeated because the server may have done it;
+- a read that failed after sending (timeout, reset): GET, PUT and DELETE, which are
+  idempotent, and a POST the server deduplicates (a usage record with its
+  ``message_id``); any other POST is not repeated because the server may have done it;
 - 502, 503 and 504 answers: every method (the request was not processed);
 - 429 when ``retry_on_rate_limit`` is on, waiting ``Retry-After`` seconds when the
   answer says so (at most ``max_retry_after``).
@@ -110,9 +111,12 @@ class _Base:
     def url(self, path: str) -> str:
         return self.api_url + (path if path.startswith("/") else "/" + path)
 
-    def _wait_for(self, method: str, outcome: Any, attempt: int) -> float | None:
+    def _wait_for(
+        self, method: str, outcome: Any, attempt: int, idempotent: bool = False
+    ) -> float | None:
         """Seconds to wait before retrying after ``outcome`` (a response or a transport
-        error), or None when it must not be retried."""
+        error), or None when it must not be retried. ``idempotent`` marks a POST that the
+        server applies once however often it arrives."""
         if attempt >= self.retry.retries:
             return None
         if isinstance(outcome, httpx.Response):
@@ -123,7 +127,7 @@ class _Base:
             return None
         if isinstance(outcome, httpx.ConnectError | httpx.ConnectTimeout):
             return self.retry.delay(attempt)
-        if isinstance(outcome, httpx.TransportError) and method in IDEMPOTENT:
+        if isinstance(outcome, httpx.TransportError) and (idempotent or method in IDEMPOTENT):
             return self.retry.delay(attempt)
         return None
 
@@ -169,6 +173,7 @@ class SyncTransport(_Base):
         json: Any = None,
         params: dict[str, Any] | None = None,
         timeout: float | None = None,
+        idempotent: bool = False,
     ) -> Any:
         method = method.upper()
         extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
@@ -185,7 +190,7 @@ class SyncTransport(_Base):
                 )
             except httpx.TransportError as exc:
                 outcome = exc
-            wait = self._wait_for(method, outcome, attempt)
+            wait = self._wait_for(method, outcome, attempt, idempotent)
             if wait is None:
                 return self._finish(outcome, method, path)
             attempt += 1
@@ -218,6 +223,7 @@ class AsyncTransport(_Base):
         json: Any = None,
         params: dict[str, Any] | None = None,
         timeout: float | None = None,
+        idempotent: bool = False,
     ) -> Any:
         method = method.upper()
         extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
@@ -234,7 +240,7 @@ class AsyncTransport(_Base):
                 )
             except httpx.TransportError as exc:
                 outcome = exc
-            wait = self._wait_for(method, outcome, attempt)
+            wait = self._wait_for(method, outcome, attempt, idempotent)
             if wait is None:
                 return self._finish(outcome, method, path)
             attempt += 1

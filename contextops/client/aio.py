@@ -61,8 +61,11 @@ class AsyncClient(Api):
         params: dict[str, Any] | None = None,
         timeout: float | None = None,
         wrap: Any = None,
+        idempotent: bool = False,
     ) -> Any:
-        data = await self.transport.request(method, path, json=json, params=params, timeout=timeout)
+        data = await self.transport.request(
+            method, path, json=json, params=params, timeout=timeout, idempotent=idempotent
+        )
         return wrap(data) if wrap is not None else data
 
     async def aclose(self) -> None:

@@ -69,8 +69,11 @@ class Client(Api):
         params: dict[str, Any] | None = None,
         timeout: float | None = None,
         wrap: Any = None,
+        idempotent: bool = False,
     ) -> Any:
-        data = self.transport.request(method, path, json=json, params=params, timeout=timeout)
+        data = self.transport.request(
+            method, path, json=json, params=params, timeout=timeout, idempotent=idempotent
+        )
         return wrap(data) if wrap is not None else data
 
     def close(self) -> None:

@@ -214,7 +214,10 @@ class ContextHandle(models.Model):
 
 
 class Usage(models.Model):
-    """One model call's token usage. ``input_tokens`` excludes both cache fields."""
+    """One model call's token usage. ``input_tokens`` excludes both cache fields.
+
+    ``message_id`` (the provider's id of the response) makes the record idempotent.
+    """
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="usage_records")
     frame = models.ForeignKey(
@@ -231,6 +234,14 @@ class Usage(models.Model):
     class Meta:
         ordering = ["created_at", "id"]
         indexes = [models.Index(fields=["session", "created_at"], name="usage_session_order")]
+        constraints = [
+            # A model call is charged once: a retried record of the same message is a replay.
+            models.UniqueConstraint(
+                fields=["session", "message_id"],
+                condition=~Q(message_id=""),
+                name="usage_unique_message",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.model or 'model call'}: {self.occupancy_tokens} tokens"

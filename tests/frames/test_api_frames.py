@@ -90,6 +90,34 @@ def test_it_refuses_to_pop_twice_or_to_pop_a_parent_with_open_children(api, star
     assert usage.json()["error"] == "frame_not_active"
 
 
+def test_a_retried_usage_record_of_the_same_message_is_charged_once(api, start_session, push_ok):
+    session = start_session(context_window_tokens=10_000)
+    root = push_ok(session["id"], 50_000)
+    call = {"input_tokens": 300, "output_tokens": 40, "message_id": "msg_01XFDUDYJgAACzvnptvVoYEL"}
+    first = api.post(f"/frames/{root['id']}/usage", call)
+    assert first.status_code == 200 and first.json()["budget"]["used"] == 340
+    # The answer was lost; the agent sends the same record again, even after popping.
+    child = push_ok(session["id"], 1_000, parent=root["id"])
+    api.post(f"/frames/{child['id']}/pop", {"status": "completed"})
+    for frame in (root, child):
+        again = api.post(f"/frames/{frame['id']}/usage", call)
+        assert again.status_code == 200, again.content
+    assert api.get(f"/frames/{root['id']}").json()["budget"]["used"] == 340
+    body = api.get(f"/sessions/{session['id']}").json()
+    assert body["usage_totals"]["input_tokens"] == 300
+    kinds = [e["type"] for e in api.get(f"/sessions/{session['id']}/events").json()]
+    assert kinds.count("usage.recorded") == 1
+    # Another message is another call; records without an id are never merged.
+    api.post(f"/frames/{root['id']}/usage", {**call, "message_id": "msg_02"})
+    api.post(f"/frames/{root['id']}/usage", {"input_tokens": 1, "output_tokens": 1})
+    api.post(f"/frames/{root['id']}/usage", {"input_tokens": 1, "output_tokens": 1})
+    assert api.get(f"/frames/{root['id']}").json()["budget"]["used"] == 684
+    # The same message id in another session is that session's own call.
+    other = start_session()
+    other_root = push_ok(other["id"], 1_000)
+    assert api.post(f"/frames/{other_root['id']}/usage", call).json()["budget"]["used"] == 340
+
+
 def test_it_sums_usage_over_every_frame_into_the_session_totals(api, start_session, push_ok):
     session = start_session(context_window_tokens=10_000)
     root = push_ok(session["id"], 50_000)

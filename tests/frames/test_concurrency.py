@@ -83,3 +83,22 @@ def test_a_thousand_concurrent_usage_records_sum_exactly(api):
     assert sorted(session.events.values_list("seq", flat=True)) == list(
         range(1, session.last_event_seq + 1)
     )
+
+
+def test_concurrent_retries_of_one_usage_record_charge_it_once(api):
+    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
+    frame = services.frame_push(session=session, goal="Chat", budget_total=10_000)
+    barrier = threading.Barrier(8)
+
+    def record(_):
+        return services.usage_record(
+            session=session, frame=frame, input_tokens=90, output_tokens=10, message_id="msg_1"
+        ).pk
+
+    with ThreadPoolExecutor(8) as pool:
+        records = set(pool.map(_in_thread(barrier, record), range(8)))
+
+    frame.refresh_from_db()
+    session.refresh_from_db()
+    assert len(records) == 1
+    assert (frame.budget_used, session.api_calls_total) == (100, 1)

@@ -1,0 +1,106 @@
+"""An answer lost on the way back: the request reached the real server and was done.
+
+A relay between the client and the live server passes every request on, but drops the
+first answer and closes the connection, as a proxy timing out or a network fault would.
+A usage record carrying its message id is sent again and charged once; any other POST is
+not repeated, since the server may have done it (and here did).
+"""
+
+import socket
+import threading
+from urllib.parse import urlsplit
+
+import pytest
+
+from contextops.client import Client, ConnectionFailed
+from frames.models import Usage
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class AnswerDroppingRelay:
+    """Relays TCP to ``upstream``; on the first connection it swallows the answer."""
+
+    def __init__(self, upstream: str):
+        parts = urlsplit(upstream)
+        self.upstream = (parts.hostname, parts.port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.connections = 0
+        self.dropped = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            drop = self.connections == 1
+            threading.Thread(target=self._relay, args=(client, drop), daemon=True).start()
+
+    def _relay(self, client: socket.socket, drop: bool):
+        server = socket.create_connection(self.upstream)
+        threading.Thread(target=self._pipe, args=(client, server), daemon=True).start()
+        if drop:
+            server.recv(65536)  # the server answered: it has done the work
+            self.dropped += 1
+            for s in (
+                client,
+                server,
+            ):  # shutdown wakes the other thread's recv; close alone does not
+                s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            return
+        self._pipe(server, client)
+
+    @staticmethod
+    def _pipe(source: socket.socket, target: socket.socket):
+        try:
+            while chunk := source.recv(65536):
+                target.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for s in (source, target):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.listener.close()
+
+
+@pytest.fixture
+def frame(agent):
+    with Client(agent.url, agent.key) as direct:
+        session = direct.session_create(identity={"user_name": "Ada"})
+        return direct.frame_push(session, goal="Answer", budget=100_000)
+
+
+@pytest.fixture
+def relay(live_server):
+    relay = AnswerDroppingRelay(live_server.url)
+    yield relay
+    relay.close()
+
+
+def test_a_usage_record_whose_answer_was_lost_is_sent_again_and_charged_once(agent, frame, relay):
+    with Client(relay.url, agent.key, retries=2, backoff=0.01) as ops:
+        after = ops.usage_record(
+            frame, input_tokens=900, output_tokens=100, message_id="msg_01LostAnswer"
+        )
+    assert relay.dropped == 1 and relay.connections == 2  # sent twice
+    assert after.budget["used"] == 1_000  # charged once
+    assert Usage.objects.filter(message_id="msg_01LostAnswer").count() == 1
+
+
+def test_a_post_without_an_idempotency_mark_is_not_repeated(agent, frame, relay):
+    with Client(relay.url, agent.key, retries=2, backoff=0.01) as ops:
+        with pytest.raises(ConnectionFailed):
+            ops.usage_record(frame, input_tokens=900, output_tokens=100)
+    assert relay.connections == 1
+    with Client(agent.url, agent.key) as direct:
+        assert direct.frame_get(frame).budget["used"] == 1_000  # it was done, once
