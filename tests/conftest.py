@@ -120,11 +120,15 @@ def celery_worker(transactional_db) -> Iterator[Any]:
 
     The broker is Redis when REDIS_URL is set (CI) and kombu's in-memory transport
     otherwise. Jobs run on their own thread against the same database the test uses.
+    It starts on an empty queue: jobs earlier tests sent without a worker (a compaction
+    queued on commit, say) name rows that are gone, and working through that backlog
+    would only delay this test's own jobs.
     """
     from celery.contrib.testing.worker import start_worker
 
     from contextops.celery import app
 
+    app.control.purge()
     with start_worker(
         app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=30
     ) as worker:
