@@ -870,11 +870,17 @@ class Api:
         """``POST /sessions/{id}/messages`` (Anthropic Messages format) → ``{messages, turns,
         occupancy_tokens, compaction_id}``; ``usage`` (the four fields, model, message_id)
         is charged to ``frame`` (an open frame of the session: :class:`NotFound` otherwise,
-        :class:`FrameNotActive` when closed), else to the session's top frame."""
+        :class:`FrameNotActive` when closed), else to the session's top frame. With a
+        ``message_id`` the append is idempotent, so a lost answer is sent again."""
         body = _drop_none(
             messages=messages, usage=usage, frame_id=_id(frame) if frame is not None else None
         )
-        return self._call("POST", f"/sessions/{_id(session)}/messages", json=body)
+        return self._call(
+            "POST",
+            f"/sessions/{_id(session)}/messages",
+            json=body,
+            idempotent=bool((usage or {}).get("message_id")),
+        )
 
     @endpoint
     def turns(

@@ -22,7 +22,7 @@ from contextops.errors import Conflict, Invalid, NotFound
 from contextops.jobs import job_send, job_send_on_commit
 from contextops.tokens import count_tokens
 from frames.events import event_append
-from frames.models import Frame, Session
+from frames.models import Event, Frame, Session, Usage
 from frames.services import frame_require_open
 
 from . import selection as sel
@@ -313,6 +313,9 @@ def messages_append(
     occupancy passes ``compaction_threshold`` of the window, no compaction is open and
     more than the always-kept turns are in the window, a run is created and its job
     queued once the transaction commits.
+
+    Idempotent by the usage's ``message_id``: the same call appended again (a retry after
+    a lost answer) appends nothing, charges nothing and answers as the first time did.
     """
     if not messages:
         raise Invalid("Send at least one message.", loc=["body", "messages"])
@@ -325,6 +328,10 @@ def messages_append(
 
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=session.pk)
+        if figures is not None and figures.message_id:
+            replayed = _append_replayed(session, figures.message_id)
+            if replayed is not None:
+                return replayed
         frame = _frame_of_call(session, frame_id) if frame_id else session_top_frame(session)
         state = _ingest_start(session, MAIN_BRANCH, frame)
         for i, message in enumerate(messages):
@@ -345,6 +352,7 @@ def messages_append(
                 "messages": state.messages,
                 "turns": [t.index for t in turns],
                 "occupancy_tokens": occupancy,
+                "message_id": figures.message_id if figures is not None else "",
             },
         )
         run = None
@@ -359,6 +367,42 @@ def messages_append(
             )
     return AppendResult(
         turns=turns, messages=state.messages, occupancy_tokens=occupancy, compaction=run
+    )
+
+
+def _append_replayed(session: Session, message_id: str) -> AppendResult | None:
+    """The answer of the append already made for model call ``message_id``, or None.
+
+    None too when the call was recorded through the usage endpoint alone: its messages
+    were never appended, and the usage record will not charge it twice.
+    """
+    if not Usage.objects.filter(session=session, message_id=message_id).exists():
+        return None
+    appended = (
+        Event.objects.filter(
+            session=session,
+            type="conversation.messages_appended",
+            payload__message_id=message_id,
+        )
+        .order_by("seq")
+        .first()
+    )
+    if appended is None:
+        return None
+    # A compaction the call triggered was queued right after it, under the same lock.
+    queued = Event.objects.filter(
+        session=session, seq=appended.seq + 1, type="compaction.queued"
+    ).first()
+    run_id = queued.payload.get("compaction_id") if queued is not None else None
+    return AppendResult(
+        turns=list(
+            Turn.objects.filter(
+                session=session, branch=MAIN_BRANCH, index__in=appended.payload["turns"]
+            ).order_by("index")
+        ),
+        messages=appended.payload["messages"],
+        occupancy_tokens=appended.payload["occupancy_tokens"],
+        compaction=CompactionRun.objects.filter(pk=run_id).first() if run_id else None,
     )
 
 

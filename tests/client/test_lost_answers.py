@@ -2,8 +2,9 @@
 
 A relay between the client and the live server passes every request on, but drops the
 first answer and closes the connection, as a proxy timing out or a network fault would.
-A usage record carrying its message id is sent again and charged once; any other POST is
-not repeated, since the server may have done it (and here did).
+A usage record or a message append carrying the model call's message id is sent again
+and done once; any other POST is not repeated, since the server may have done it (and
+here did).
 """
 
 import socket
@@ -13,6 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from contextops.client import Client, ConnectionFailed
+from frames.conversation.models import Turn
 from frames.models import Usage
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -104,3 +106,17 @@ def test_a_post_without_an_idempotency_mark_is_not_repeated(agent, frame, relay)
     assert relay.connections == 1
     with Client(agent.url, agent.key) as direct:
         assert direct.frame_get(frame).budget["used"] == 1_000  # it was done, once
+
+
+def test_messages_whose_answer_was_lost_are_sent_again_and_appended_once(agent, frame, relay):
+    usage = {"input_tokens": 50, "output_tokens": 7, "message_id": "msg_01LostTurn"}
+    messages = [
+        {"role": "user", "content": "What changed in the release?"},
+        {"role": "assistant", "content": [{"type": "text", "text": "Two fixes."}]},
+    ]
+    with Client(relay.url, agent.key, retries=2, backoff=0.01) as ops:
+        answer = ops.messages_append(frame.session_id, messages, usage=usage, frame=frame)
+    assert relay.dropped == 1 and relay.connections == 2
+    assert answer["messages"] == 2 and [t["index"] for t in answer["turns"]] == [0]
+    assert Turn.objects.filter(session_id=frame.session_id).count() == 1
+    assert Usage.objects.filter(message_id="msg_01LostTurn").count() == 1

@@ -197,6 +197,44 @@ def test_compaction_trigger_threshold(api, make_session, django_capture_on_commi
     assert CompactionRun.objects.filter(session=session).count() == 1
 
 
+def test_the_same_call_appended_again_is_answered_as_the_first_time(
+    api, make_session, django_capture_on_commit_callbacks
+):
+    session = make_session(context_window_tokens=10_000)
+    post(api, session, [user(f"earlier {i}") for i in range(4)])
+    call = {"input_tokens": 10, "output_tokens": 0, "cache_read_input_tokens": 8_991}
+    call["message_id"] = "msg_01ReplayMe"
+    messages = [user("Summarize the incident"), assistant(text("Here is the summary."))]
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        first = post(api, session, messages, call)
+    assert first.status_code == 200 and first.json()["compaction_id"] is not None
+    listed = turns(api, session)
+    # The answer was lost; the wrapper sends the same call again.
+    with django_capture_on_commit_callbacks(execute=False) as again_callbacks:
+        again = post(api, session, messages, call)
+    assert again.status_code == 200, again.content
+    assert again.json() == first.json()
+    assert turns(api, session) == listed  # nothing appended twice
+    assert Usage.objects.filter(session=session).count() == 1
+    assert CompactionRun.objects.filter(session=session).count() == 1
+    assert (len(callbacks), len(again_callbacks)) == (1, 0)  # one job
+    kinds = [e["type"] for e in api.get(f"/sessions/{session.id}/events").json()]
+    assert kinds.count("conversation.messages_appended") == 2  # the earlier call, then this one
+    # A call recorded through the usage endpoint alone still gets its messages appended.
+    frame = frame_push(session=Session.objects.get(pk=session.pk), goal="Work", budget_total=10**6)
+    api.post(
+        f"/frames/{frame.pk}/usage", {"input_tokens": 5, "output_tokens": 5, "message_id": "m2"}
+    )
+    later = post(
+        api,
+        session,
+        [user("And the follow-up?")],
+        {"input_tokens": 5, "output_tokens": 5, "message_id": "m2"},
+    )
+    assert later.status_code == 200 and later.json()["messages"] == 1
+    assert Usage.objects.filter(session=session, message_id="m2").count() == 1
+
+
 def test_the_threshold_is_per_session(api, make_session, django_capture_on_commit_callbacks):
     session = make_session(context_window_tokens=10_000, compaction_threshold=0.5)
     over = {"input_tokens": 5_001, "output_tokens": 0}
