@@ -21,6 +21,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from contextops import settings as production_settings
 from frames import services
 from frames.models import ContextHandle, Event
 from frames.projections import budget_audit, projection_diff
@@ -256,8 +257,12 @@ def test_a_compaction_whose_worker_dies_midway_is_redelivered_and_done_once(api,
 
 
 @pytest.fixture
-def private_redis(tmp_path):
-    """A Redis server of this test's own, on a free port, that the test may stop and start."""
+def private_redis(tmp_path, settings):
+    """A Redis server of this test's own, on a free port, that the test may stop and start.
+
+    It is everything Redis is in production: the broker and the cache that holds each
+    key's rate-limit count (on, here).
+    """
     import socket
 
     from contextops.celery import app
@@ -298,10 +303,23 @@ def private_redis(tmp_path):
     original = (app.conf.broker_url, app._pool, app.amqp._producer_pool)
     state = {"process": start()}
     app.conf.broker_url = f"redis://127.0.0.1:{port}/0"
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"redis://127.0.0.1:{port}/1",
+            "OPTIONS": production_settings.CACHES["default"].get("OPTIONS", {}),
+        }
+    }
+    settings.CONTEXTOPS_RATE_LIMIT_PER_MINUTE = 100_000
     app._pool = None
     app.amqp._producer_pool = None
 
     class Handle:
+        def keys(self) -> list[str]:
+            import redis
+
+            return [k.decode() for k in redis.Redis(port=port, db=1).keys("*")]
+
         def stop(self):
             state["process"].terminate()
             state["process"].wait(10)
@@ -329,6 +347,8 @@ def test_with_redis_down_the_api_keeps_answering_and_queued_jobs_run_after(api, 
     root = services.frame_push(session=session, goal="Keep working", budget_total=10**7)
     conversation(api, session, 8, anchors={3})
     handle = services.handle_add(frame=root, kind="document", content="A long contract. " * 50)
+    # The writes so far were counted in this Redis.
+    assert any("ratelimit:" in key for key in private_redis.keys()), private_redis.keys()
 
     private_redis.stop()
     answers: dict[str, Counter] = {}
