@@ -19,6 +19,7 @@ from .schemas import (
     HandleIn,
     PopIn,
     ReserveIn,
+    ResultsIn,
     ResumeOut,
     SessionIn,
     SessionListOut,
@@ -184,6 +185,20 @@ def usage_record(request, frame_id: str, payload: UsageIn):
         )
         frame.refresh_from_db()
         return frame_out(frame)
+
+
+@router.post(
+    "/frames/{frame_id}/results",
+    response=FrameOut,
+    summary="Record results an open frame has produced so far",
+)
+def frame_results_add(request, frame_id: str, payload: ResultsIn):
+    frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
+    return frame_out(
+        services.frame_results_add(
+            frame=frame, result_refs=payload.result_refs, actor=actor_of(request)
+        )
+    )
 
 
 @router.post(

@@ -118,6 +118,9 @@ def replay(events) -> Replay:
                 )
                 if parent["status"] == "waiting" and not still_open:
                     parent["status"] = "active"
+        elif kind == "frame.result_added":
+            frame = frames[frame_id]
+            frame["result_refs"] = [*frame["result_refs"], *payload["result_refs"]]
         elif kind in ("frame.updated", "frame.suspended", "frame.resumed") and frame_id in frames:
             if "status" in payload:
                 frames[frame_id]["status"] = payload["status"]

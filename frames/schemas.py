@@ -140,6 +140,10 @@ class PopIn(Schema):
     result_refs: list[Any] = Field(default_factory=list, max_length=1000)
 
 
+class ResultsIn(Schema):
+    result_refs: list[Any] = Field(..., min_length=1, max_length=1000)
+
+
 class HandleIn(Schema):
     kind: Literal[tuple(ContextHandle.Kind.values)]  # type: ignore[valid-type]
     priority: Literal[tuple(ContextHandle.Priority.values)] = "medium"  # type: ignore[valid-type]

@@ -318,6 +318,41 @@ def frame_reserve(*, frame: Frame, purpose: str, amount: int, actor: str = "") -
     return frame
 
 
+MAX_RESULT_REFS = 1000
+
+
+def _result_refs_extended(frame: Frame, result_refs: list) -> list:
+    """``frame``'s result references with ``result_refs`` after them; 422 past the limit."""
+    refs = [*frame.result_refs, *result_refs]
+    if len(refs) > MAX_RESULT_REFS:
+        raise Invalid(
+            f"A frame holds at most {MAX_RESULT_REFS} result references; this one has "
+            f"{len(frame.result_refs)} and {len(result_refs)} more would not fit.",
+            loc=["body", "result_refs"],
+        )
+    return refs
+
+
+def frame_results_add(*, frame: Frame, result_refs: list, actor: str = "") -> Frame:
+    """Record results an open frame has produced so far (a file written, a fact's key),
+    before it pops: its parent and the dashboard see them while it works."""
+    with transaction.atomic():
+        session = _session_locked(frame.session)
+        frame = _frame_locked(frame)
+        frame_require_open(frame, action="add results to")
+        refs = _result_refs_extended(frame, result_refs)
+        Frame.objects.filter(pk=frame.pk).update(result_refs=refs)
+        event_append(
+            session=session,
+            type="frame.result_added",
+            frame=frame,
+            actor=actor,
+            payload={"result_refs": result_refs},
+        )
+        frame.refresh_from_db()
+    return frame
+
+
 def usage_record(
     *,
     session: Session,
@@ -430,7 +465,7 @@ def frame_close(
     now = timezone.now()
     frame.status = status
     frame.completed_at = now
-    frame.result_refs = [*frame.result_refs, *(result_refs or [])]
+    frame.result_refs = _result_refs_extended(frame, result_refs or [])
     Frame.objects.filter(pk=frame.pk).update(
         status=status, completed_at=now, result_refs=frame.result_refs
     )

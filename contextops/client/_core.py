@@ -239,6 +239,10 @@ class Frame(_Remote):
         return self.data.get("budget") or {}
 
     @property
+    def result_refs(self) -> list:
+        return self.data.get("result_refs") or []
+
+    @property
     def available(self) -> int:
         """Tokens left as of the last answer about this frame (``refresh()`` to update)."""
         return int(self.budget.get("available", 0))
@@ -268,6 +272,9 @@ class Frame(_Remote):
 
     def suspend(self, reason: str, **kwargs: Any):
         return self._client.frame_suspend(self, reason=reason, **kwargs)
+
+    def add_results(self, *result_refs: Any):
+        return self._client.frame_results_add(self, list(result_refs))
 
     def pop(self, status: str = "completed", result_refs: list | None = None):
         return self._client.frame_pop(self, status=status, result_refs=result_refs)
@@ -538,6 +545,17 @@ class Api:
             "POST",
             f"/frames/{_id(frame)}/reserve",
             json={"purpose": purpose, "amount": amount},
+            wrap=self._frame_wrap(frame),
+        )
+
+    @endpoint
+    def frame_results_add(self, frame: Any, result_refs: list) -> Frame:
+        """``POST /frames/{id}/results``: results the open frame has produced so far (they
+        stay with it and are there when it pops) → the frame."""
+        return self._call(
+            "POST",
+            f"/frames/{_id(frame)}/results",
+            json={"result_refs": result_refs},
             wrap=self._frame_wrap(frame),
         )
 

@@ -86,6 +86,17 @@ def test_it_pops_a_frame_block_as_failed_when_it_raises_and_reraises(ops):
     assert ops.current_frame(session) is None
 
 
+def test_a_frame_block_records_results_as_it_works_and_keeps_them_on_pop(ops):
+    session = ops.session()
+    with ops.frame(session, goal="Draft the report", budget=1000) as frame:
+        frame.add_results("file:draft.md")
+        assert frame.result_refs == ["file:draft.md"]  # the answer updated the object
+        frame.add_results({"fact": "q3_revenue"}, "file:chart.png")
+    done = ops.frame_get(frame)
+    assert done.status == "completed"
+    assert done.result_refs == ["file:draft.md", {"fact": "q3_revenue"}, "file:chart.png"]
+
+
 def test_it_nests_blocks_per_session_and_takes_an_explicit_parent(ops):
     first, second = ops.session(), ops.session()
     with ops.frame(first, goal="A", budget=1000) as a:

@@ -4,6 +4,9 @@ import uuid
 
 import pytest
 
+from frames.models import Session
+from frames.projections import projection_diff
+
 
 def test_it_reproduces_the_seed_budget_propagation_example_figure_for_figure(
     api, start_session, push_ok
@@ -376,3 +379,34 @@ def test_sessions_list_newest_first_and_searchable(api, start_session):
     assert [s["title"] for s in api.get("/sessions", {"search": "quarter"}).json()["items"]] == [
         "Quarterly report"
     ]
+
+
+def test_an_open_frame_records_results_before_it_pops(api, start_session, push_ok):
+    session = start_session()
+    root = push_ok(session["id"], 10_000)
+    child = push_ok(session["id"], 1_000, parent=root["id"])
+    added = api.post(f"/frames/{child['id']}/results", {"result_refs": ["file:report.md"]})
+    assert added.status_code == 200, added.content
+    assert added.json()["result_refs"] == ["file:report.md"]
+    api.post(f"/frames/{child['id']}/results", {"result_refs": [{"fact": "q3_revenue"}]})
+    popped = api.post(
+        f"/frames/{child['id']}/pop", {"status": "completed", "result_refs": ["summary"]}
+    ).json()
+    assert popped["result_refs"] == ["file:report.md", {"fact": "q3_revenue"}, "summary"]
+    events = api.get(f"/sessions/{session['id']}/events").json()
+    added_events = [e for e in events if e["type"] == "frame.result_added"]
+    assert [e["payload"]["result_refs"] for e in added_events] == [
+        ["file:report.md"],
+        [{"fact": "q3_revenue"}],
+    ]
+    assert projection_diff(Session.objects.get(pk=session["id"])) == []
+    # A closed frame takes no more; an empty list or too many are field errors.
+    closed = api.post(f"/frames/{child['id']}/results", {"result_refs": ["late"]})
+    assert (closed.status_code, closed.json()["error"]) == (409, "frame_not_active")
+    empty = api.post(f"/frames/{root['id']}/results", {"result_refs": []})
+    assert empty.status_code == 422 and empty.json()["errors"][0]["loc"][-1] == "result_refs"
+    api.post(f"/frames/{root['id']}/results", {"result_refs": list(range(1000))})
+    over = api.post(f"/frames/{root['id']}/results", {"result_refs": ["one more"]})
+    assert over.status_code == 422, over.content
+    assert over.json()["errors"][0]["loc"] == ["body", "result_refs"]
+    assert len(api.get(f"/frames/{root['id']}").json()["result_refs"]) == 1000

@@ -55,6 +55,7 @@ WRITES = {
     ),
     ("POST", "/frames/{frame_id}/pop"): Write({"status": "completed", "result_refs": ["x"]}),
     ("POST", "/frames/{frame_id}/reserve"): Write({"purpose": "intruder", "amount": 10}),
+    ("POST", "/frames/{frame_id}/results"): Write({"result_refs": ["intruder result"]}),
     ("POST", "/frames/{frame_id}/suspend"): Write(
         {"reason": "intruder", "requires_approval": True, "expires_in_seconds": 60}, own=201
     ),
