@@ -37,6 +37,15 @@ def _frame_locked(frame: Frame | Any) -> Frame:
     return Frame.objects.select_for_update().get(pk=pk)
 
 
+def _open_frame_locked(frame: Frame, *, action: str) -> tuple[Session, Frame]:
+    """Lock ``frame``'s session, then the frame (always in that order), and require the
+    frame open; for a change to one frame, inside the caller's transaction."""
+    session = _session_locked(frame.session)
+    locked = _frame_locked(frame)
+    frame_require_open(locked, action=action)
+    return session, locked
+
+
 def frame_require_open(frame: Frame, *, action: str) -> None:
     if frame.status not in (Frame.Status.ACTIVE, Frame.Status.WAITING):
         raise Conflict(
@@ -298,9 +307,7 @@ def frame_push(
 def frame_reserve(*, frame: Frame, purpose: str, amount: int, actor: str = "") -> Frame:
     """Set ``amount`` more tokens aside for ``purpose``; InsufficientTokens if they are not there."""
     with transaction.atomic():
-        session = _session_locked(frame.session)
-        frame = _frame_locked(frame)
-        frame_require_open(frame, action="reserve tokens on")
+        session, frame = _open_frame_locked(frame, action="reserve tokens on")
         reserved = _budget(frame).reserve(amount)
         reservations = dict(frame.reservations)
         reservations[purpose] = reservations.get(purpose, 0) + amount
@@ -337,9 +344,7 @@ def frame_results_add(*, frame: Frame, result_refs: list, actor: str = "") -> Fr
     """Record results an open frame has produced so far (a file written, a fact's key),
     before it pops: its parent and the dashboard see them while it works."""
     with transaction.atomic():
-        session = _session_locked(frame.session)
-        frame = _frame_locked(frame)
-        frame_require_open(frame, action="add results to")
+        session, frame = _open_frame_locked(frame, action="add results to")
         refs = _result_refs_extended(frame, result_refs)
         Frame.objects.filter(pk=frame.pk).update(result_refs=refs)
         event_append(
@@ -439,9 +444,7 @@ def frame_pop(
     if status not in (Frame.Status.COMPLETED, Frame.Status.FAILED, Frame.Status.CANCELLED):
         raise Invalid("A frame pops as completed, failed or cancelled.", loc=["body", "status"])
     with transaction.atomic():
-        session = _session_locked(frame.session)
-        frame = _frame_locked(frame)
-        frame_require_open(frame, action="pop")
+        session, frame = _open_frame_locked(frame, action="pop")
         if Frame.objects.filter(parent=frame, status__in=Frame.OPEN_STATUSES).exists():
             raise Conflict(
                 "frame_has_open_children", "Pop or cancel this frame's open children first."
@@ -536,9 +539,7 @@ def handle_add(
     """
     tokens = count_tokens(content) if content else (estimated_tokens or 0)
     with transaction.atomic():
-        session = _session_locked(frame.session)
-        frame = _frame_locked(frame)
-        frame_require_open(frame, action="add a handle to")
+        session, frame = _open_frame_locked(frame, action="add a handle to")
         handle = ContextHandle.objects.create(
             frame=frame,
             session=session,
