@@ -20,6 +20,17 @@ from frames.models import Usage
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+def _hang_up(*sockets: socket.socket) -> None:
+    # shutdown wakes a recv blocked in another thread, which close alone does not; the
+    # other side may have hung up first.
+    for s in sockets:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        s.close()
+
+
 class AnswerDroppingRelay:
     """Relays TCP to ``upstream``; on the first connection it swallows the answer."""
 
@@ -48,12 +59,7 @@ class AnswerDroppingRelay:
         if drop:
             server.recv(65536)  # the server answered: it has done the work
             self.dropped += 1
-            for s in (
-                client,
-                server,
-            ):  # shutdown wakes the other thread's recv; close alone does not
-                s.shutdown(socket.SHUT_RDWR)
-                s.close()
+            _hang_up(client, server)
             return
         self._pipe(server, client)
 
@@ -65,11 +71,7 @@ class AnswerDroppingRelay:
         except OSError:
             pass
         finally:
-            for s in (source, target):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            _hang_up(source, target)
 
     def close(self):
         self.listener.close()
