@@ -25,10 +25,14 @@ from .pressure_levels import pressure_update
 DEFAULT_MAX_SUBFRAME_DEPTH = 8
 
 
+def session_require_not_ended(session: Session) -> None:
+    if session.lifecycle_state == Session.Lifecycle.ENDED:
+        raise Conflict("session_ended", "This session has ended; start a new one.")
+
+
 def _session_locked(session: Session) -> Session:
     locked = Session.objects.select_for_update().get(pk=session.pk)
-    if locked.lifecycle_state == Session.Lifecycle.ENDED:
-        raise Conflict("session_ended", "This session has ended; start a new one.")
+    session_require_not_ended(locked)
     return locked
 
 
@@ -329,7 +333,11 @@ MAX_RESULT_REFS = 1000
 
 
 def _result_refs_extended(frame: Frame, result_refs: list) -> list:
-    """``frame``'s result references with ``result_refs`` after them; 422 past the limit."""
+    """``frame``'s result references with ``result_refs`` after them; 422 past the limit.
+
+    Only for results added while the frame works, the one call an agent repeats: a pop
+    brings at most its own 1,000 (PopIn), and the pops the system makes (a rejection, an
+    RLM ``Final``) add their one marker whatever the frame already holds."""
     refs = [*frame.result_refs, *result_refs]
     if len(refs) > MAX_RESULT_REFS:
         raise Invalid(
@@ -387,16 +395,18 @@ def usage_record(
     }
     spent = usage_tokens(**counts)
     with transaction.atomic():
-        session = _session_locked(session)
+        session = Session.objects.select_for_update().get(pk=session.pk)
         if frame is not None:
             frame = _frame_locked(frame)
             if frame.session_id != session.pk:
                 raise Invalid("The frame belongs to another session.", loc=["body", "frame_id"])
         if message_id:
-            # A retry of a record whose answer was lost: the call is charged already.
+            # A retry of a record whose answer was lost (even once the frame or the
+            # session has closed): the call is charged already.
             replayed = Usage.objects.filter(session=session, message_id=message_id).first()
             if replayed is not None:
                 return replayed
+        session_require_not_ended(session)
         if frame is not None:
             frame_require_open(frame, action="record usage on")
         usage = Usage.objects.create(
@@ -468,7 +478,7 @@ def frame_close(
     now = timezone.now()
     frame.status = status
     frame.completed_at = now
-    frame.result_refs = _result_refs_extended(frame, result_refs or [])
+    frame.result_refs = [*frame.result_refs, *(result_refs or [])]
     Frame.objects.filter(pk=frame.pk).update(
         status=status, completed_at=now, result_refs=frame.result_refs
     )

@@ -42,12 +42,14 @@ def context_preview(suspension: Suspension) -> dict:
     ``{"error": text}`` instead of breaking the page.
     """
     try:
-        pack = context_pack_assemble(
-            session=suspension.session,
-            frame=suspension.frame,
-            budget_tokens=PREVIEW_BUDGET,
-            store=False,
-        )
+        # A savepoint: a database error here must not spoil the action's transaction.
+        with transaction.atomic():
+            pack = context_pack_assemble(
+                session=suspension.session,
+                frame=suspension.frame,
+                budget_tokens=PREVIEW_BUDGET,
+                store=False,
+            )
     except DomainError as exc:
         return {"error": exc.detail}
     except Exception as exc:  # the inbox must render even when a pack cannot be made

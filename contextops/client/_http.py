@@ -5,9 +5,12 @@ Retries, with exponential backoff (``backoff * 2**attempt``, capped at ``max_bac
 - a connection that could not be made (refused, DNS, connect timeout): every method,
   since the server never saw the request;
 - a read that failed after sending (timeout, reset): GET, PUT and DELETE, which are
-  idempotent, and a POST the server deduplicates (a usage record with its
-  ``message_id``); any other POST is not repeated because the server may have done it;
-- 502, 503 and 504 answers: every method (the request was not processed);
+  idempotent, and a POST the server deduplicates (a usage record or a messages append
+  with the call's ``message_id``); any other POST is not repeated because the server
+  may have done it;
+- 503 answers: every method (the server answers 503 only when it changed nothing);
+- 502 and 504 answers, which a proxy gives when the server failed or was slow, perhaps
+  after doing the work: the same requests as a failed read;
 - 429 when ``retry_on_rate_limit`` is on, waiting ``Retry-After`` seconds when the
   answer says so (at most ``max_retry_after``).
 
@@ -31,7 +34,8 @@ from .errors import ConnectionFailed, ContextopsError, error_from_response
 
 API_PREFIX = "/api/v1"
 DEFAULT_TIMEOUT = 30.0
-RETRY_STATUSES = frozenset({502, 503, 504})
+# A proxy's answers when the server failed or was too slow: it may have done the work.
+GATEWAY_STATUSES = frozenset({502, 504})
 IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 USER_AGENT = "contextops-client/0.1"
 
@@ -119,15 +123,18 @@ class _Base:
         server applies once however often it arrives."""
         if attempt >= self.retry.retries:
             return None
+        repeatable = idempotent or method in IDEMPOTENT
         if isinstance(outcome, httpx.Response):
-            if outcome.status_code in RETRY_STATUSES:
+            if outcome.status_code == 503 or (
+                outcome.status_code in GATEWAY_STATUSES and repeatable
+            ):
                 return self.retry.delay(attempt)
             if outcome.status_code == 429 and self.retry.retry_on_rate_limit:
                 return self.retry.retry_after(outcome, attempt)
             return None
         if isinstance(outcome, httpx.ConnectError | httpx.ConnectTimeout):
             return self.retry.delay(attempt)
-        if isinstance(outcome, httpx.TransportError) and (idempotent or method in IDEMPOTENT):
+        if isinstance(outcome, httpx.TransportError) and repeatable:
             return self.retry.delay(attempt)
         return None
 

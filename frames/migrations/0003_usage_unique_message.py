@@ -16,7 +16,8 @@ def _earlier_records_keep_their_message_id(apps, schema_editor):
         if (session_id, message_id) in seen:
             repeats.append(pk)
         seen.add((session_id, message_id))
-    Usage.objects.filter(pk__in=repeats).update(message_id="")
+    for start in range(0, len(repeats), 500):  # within any database's parameter limit
+        Usage.objects.filter(pk__in=repeats[start : start + 500]).update(message_id="")
 
 
 class Migration(migrations.Migration):

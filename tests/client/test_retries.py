@@ -113,6 +113,23 @@ def test_it_retries_a_post_answered_503(scripted):
     assert server.requests == [("POST", "/api/v1/sessions")] * 2
 
 
+GATEWAY_TIMEOUT = (504, {"error": "error", "detail": "upstream timed out"}, {})
+BAD_GATEWAY = (502, {"error": "error", "detail": "upstream closed"}, {})
+
+
+def test_a_proxys_502_or_504_is_retried_only_for_requests_the_server_applies_once(scripted):
+    server = scripted(GATEWAY_TIMEOUT, BAD_GATEWAY, GATEWAY_TIMEOUT)
+    ops = Client(server.url, "key", retries=3, backoff=0.01)
+    with pytest.raises(ServerError) as caught:  # the server may have done it
+        ops.request("POST", "/sessions", json={})
+    assert caught.value.status == 504 and len(server.requests) == 1
+    assert ops.health() == {"status": "ok"}  # a GET: 502 then 504, then the answer
+    assert len(server.requests) == 4
+    server.script.extend([BAD_GATEWAY])
+    ops.usage_record("f-1", input_tokens=1, output_tokens=1, message_id="msg_1")
+    assert server.requests[-2:] == [("POST", "/api/v1/frames/f-1/usage")] * 2
+
+
 def test_it_raises_unavailable_when_the_retries_run_out(scripted):
     server = scripted(UNAVAILABLE, UNAVAILABLE, UNAVAILABLE)
     ops = Client(server.url, "key", retries=2, backoff=0.01)

@@ -6,6 +6,7 @@ import pytest
 
 from frames.models import Session
 from frames.projections import projection_diff
+from frames.suspensions import suspension_get, suspension_reject
 
 
 def test_it_reproduces_the_seed_budget_propagation_example_figure_for_figure(
@@ -119,6 +120,11 @@ def test_a_retried_usage_record_of_the_same_message_is_charged_once(api, start_s
     other = start_session()
     other_root = push_ok(other["id"], 1_000)
     assert api.post(f"/frames/{other_root['id']}/usage", call).json()["budget"]["used"] == 340
+    # Once the session has ended, a retry is still answered; a new call is refused.
+    assert api.post(f"/sessions/{session['id']}/end").status_code == 200
+    assert api.post(f"/frames/{root['id']}/usage", call).status_code == 200
+    late = api.post(f"/frames/{root['id']}/usage", {**call, "message_id": "msg_03"})
+    assert (late.status_code, late.json()["error"]) == (409, "session_ended")
 
 
 def test_it_sums_usage_over_every_frame_into_the_session_totals(api, start_session, push_ok):
@@ -410,3 +416,24 @@ def test_an_open_frame_records_results_before_it_pops(api, start_session, push_o
     assert over.status_code == 422, over.content
     assert over.json()["errors"][0]["loc"] == ["body", "result_refs"]
     assert len(api.get(f"/frames/{root['id']}").json()["result_refs"]) == 1000
+    # The cap is on what is added while the frame works: its pop still brings its own.
+    done = api.post(f"/frames/{root['id']}/pop", {"status": "completed", "result_refs": ["end"]})
+    assert done.status_code == 200 and done.json()["result_refs"][-1] == "end"
+
+
+def test_a_person_can_reject_a_frame_that_holds_all_the_results_it_may_add(
+    api, start_session, push_ok, make_user
+):
+    session = start_session()
+    root = push_ok(session["id"], 10_000)
+    api.post(f"/frames/{root['id']}/results", {"result_refs": list(range(1000))})
+    token = api.post(
+        f"/frames/{root['id']}/suspend", {"reason": "Publish?", "requires_approval": True}
+    ).json()["token"]
+    suspension = suspension_get(organization=api.organization, token=token)
+    suspension_reject(
+        suspension=suspension, user=make_user(username="grace", approver=True), note="No."
+    )
+    frame = api.get(f"/frames/{root['id']}").json()
+    assert frame["status"] == "failed"
+    assert frame["result_refs"][-1] == {"rejected": "No."}
