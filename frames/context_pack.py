@@ -26,7 +26,7 @@ from . import packing
 from .models import ContextHandle, ContextPackRecord, Frame, Session
 from .pressure_levels import top_frame
 from .resources import COLD, INDEXED, OFFLINE
-from .services import session_bootstrapped
+from .services import session_bootstrapped, session_require_not_ended
 
 FACTS_LIMIT_MAX = 400
 HANDLE_FIELDS = (
@@ -231,6 +231,8 @@ def context_pack_assemble(
             f"min_compaction must be one of {', '.join(packing.LEVELS)}.",
             loc=["body", "min_compaction"],
         )
+    if store:  # an agent's pack is work in the session; a person's preview only looks
+        session_require_not_ended(session)
     if frame is None:
         frame = top_frame(session)
     elif frame.session_id != session.pk:

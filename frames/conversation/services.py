@@ -23,7 +23,7 @@ from contextops.jobs import job_send, job_send_on_commit
 from contextops.tokens import count_tokens
 from frames.events import event_append
 from frames.models import Event, Frame, Session, Usage
-from frames.services import frame_require_open
+from frames.services import frame_require_open, session_require_not_ended
 
 from . import selection as sel
 from .anchors import AnchorPatterns, ToolCall, ToolResult, TurnView, detect_anchor
@@ -332,6 +332,7 @@ def messages_append(
             replayed = _append_replayed(session, figures.message_id)
             if replayed is not None:
                 return replayed
+        session_require_not_ended(session)
         frame = _frame_of_call(session, frame_id) if frame_id else session_top_frame(session)
         state = _ingest_start(session, MAIN_BRANCH, frame)
         for i, message in enumerate(messages):
@@ -523,6 +524,7 @@ def compaction_request(
         )
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=session.pk)
+        session_require_not_ended(session)
         return _compaction_queue(
             session=session,
             strategy=strategy,

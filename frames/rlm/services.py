@@ -410,6 +410,10 @@ def _check_session_and_frame(*, organization, session: Session | None, frame: Fr
         raise NotFound("No such frame.")
     if session is not None and frame is not None and frame.session_id != session.pk:
         raise Invalid("The frame belongs to another session.", loc=["body", "frame_id"])
+    if session is not None or frame is not None:
+        from frames.services import session_require_not_ended
+
+        session_require_not_ended(session or frame.session)
 
 
 def state_initialize(

@@ -437,3 +437,30 @@ def test_a_person_can_reject_a_frame_that_holds_all_the_results_it_may_add(
     frame = api.get(f"/frames/{root['id']}").json()
     assert frame["status"] == "failed"
     assert frame["result_refs"][-1] == {"rejected": "No."}
+
+
+def test_an_ended_session_takes_no_more_work(api, start_session, push_ok):
+    session = start_session()
+    root = push_ok(session["id"], 10_000)
+    api.post(
+        f"/sessions/{session['id']}/messages", {"messages": [{"role": "user", "content": "Hi"}]}
+    )
+    assert api.post(f"/sessions/{session['id']}/end").status_code == 200
+    sid = session["id"]
+    writes = {
+        "frame push": api.post(f"/sessions/{sid}/frames", {"goal": "More", "budget": {"total": 1}}),
+        "usage": api.post(f"/frames/{root['id']}/usage", {"input_tokens": 1, "output_tokens": 1}),
+        "messages": api.post(
+            f"/sessions/{sid}/messages", {"messages": [{"role": "user", "content": "Still there?"}]}
+        ),
+        "compaction": api.post(f"/sessions/{sid}/compactions", {}),
+        "context pack": api.post(f"/sessions/{sid}/context-pack", {"budget_tokens": 1000}),
+        "working set": api.put(f"/sessions/{sid}/working-set/k", {"value": 1}),
+        "environment": api.put(f"/sessions/{sid}/environment", {"location": "Paris"}),
+        "RLM state": api.post("/rlm/states", {"prompt": "Solve", "session_id": sid}),
+    }
+    answers = {name: (r.status_code, r.json().get("error")) for name, r in writes.items()}
+    assert answers == {name: (409, "session_ended") for name in writes}
+    # Reading it is still fine.
+    assert api.get(f"/sessions/{sid}/turns").status_code == 200
+    assert api.get(f"/sessions/{sid}").json()["lifecycle_state"] == "ended"
