@@ -21,8 +21,17 @@ document.addEventListener("htmx:oobBeforeSwap", (event) => {
 });
 
 // An answer htmx does not swap (a 5xx) or no answer at all must not fail silently: say so
-// above the page until a later request succeeds.
-function requestErrorShow(text) {
+// above the page until every address that failed has answered again (the page's other
+// polls succeeding says nothing about the one that failed).
+const failingPaths = new Set();
+
+function requestPath(event) {
+  const info = event.detail.pathInfo || {};
+  return (info.requestPath || "").split("?")[0];
+}
+
+function requestErrorShow(event, text) {
+  failingPaths.add(requestPath(event));
   const notice = document.getElementById("request-error");
   if (notice) {
     notice.textContent = text;
@@ -31,16 +40,20 @@ function requestErrorShow(text) {
 }
 document.addEventListener("htmx:responseError", (event) => {
   const status = event.detail.xhr.status;
-  requestErrorShow(status === 503
+  requestErrorShow(event, status === 503
     ? "The database is unavailable; this part of the page was not updated. Retry in a few seconds."
     : `The server answered ${status}; this part of the page was not updated.`);
 });
-document.addEventListener("htmx:sendError", () => {
-  requestErrorShow("The server could not be reached; this part of the page was not updated.");
+document.addEventListener("htmx:sendError", (event) => {
+  requestErrorShow(event, "The server could not be reached; this part of the page was not updated.");
 });
 document.addEventListener("htmx:afterRequest", (event) => {
+  if (!event.detail.successful) {
+    return;
+  }
+  failingPaths.delete(requestPath(event));
   const notice = document.getElementById("request-error");
-  if (notice && event.detail.successful) {
+  if (notice && failingPaths.size === 0) {
     notice.hidden = true;
   }
 });

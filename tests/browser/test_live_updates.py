@@ -162,6 +162,9 @@ def test_an_open_page_says_when_its_updates_fail_and_recovers(logged_in, agent):
     expect(notice).to_be_visible(timeout=UPDATE_TIMEOUT)
     expect(notice).to_have_text(re.compile("database is unavailable"))
     expect(notice).to_have_attribute("role", "alert")
+    # The gauge's own poll (every 3 s) still succeeds; that does not clear the notice.
+    page.wait_for_timeout(4_000)
+    expect(notice).to_be_visible()
 
     page.unroute("**/changes/**")
     expect(notice).to_be_hidden(timeout=UPDATE_TIMEOUT)
