@@ -45,6 +45,7 @@ from django.utils import timezone
 
 from contextops.errors import Conflict, Invalid, NotFound
 from frames.models import Frame, Session
+from frames.services import frame_pop, session_require_not_ended
 
 from .models import RlmCheckpoint, RlmMutation, RlmState, RlmVariable, Scope, VariableType
 from .schema import seed_limits
@@ -411,8 +412,6 @@ def _check_session_and_frame(*, organization, session: Session | None, frame: Fr
     if session is not None and frame is not None and frame.session_id != session.pk:
         raise Invalid("The frame belongs to another session.", loc=["body", "frame_id"])
     if session is not None or frame is not None:
-        from frames.services import session_require_not_ended
-
         session_require_not_ended(session or frame.session)
 
 
@@ -787,8 +786,6 @@ def _complete(state: RlmState, *, value: Any, type_: str, now: datetime, actor: 
     if frame is not None:
         frame.refresh_from_db(fields=["status", "parent"])
         if frame.status in (Frame.Status.ACTIVE, Frame.Status.WAITING):
-            from frames.services import frame_pop
-
             frame_pop(
                 frame=frame, status="completed", result_refs=[f"rlm:{state.state_id}"], actor=actor
             )
