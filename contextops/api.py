@@ -202,10 +202,10 @@ def health(request):
 def _register_routers() -> None:
     from facts.api import router as facts_router
     from frames.api import router as frames_router
-    from frames.context_api import router as context_router
+    from frames.context.api import router as context_router
     from frames.conversation.api import router as conversation_router
     from frames.rlm.api import router as rlm_router
-    from frames.suspension_api import router as suspension_router
+    from frames.suspensions.api import router as suspension_router
 
     api.add_router("", frames_router)
     api.add_router("", suspension_router)

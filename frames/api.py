@@ -10,7 +10,7 @@ from pydantic import Field
 from contextops.errors import Conflict
 
 from . import selectors, services
-from .pressure_levels import session_pressure, top_frame
+from .pressure import session_pressure, top_frame
 from .schemas import (
     EventOut,
     FrameHandleOut,

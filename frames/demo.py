@@ -267,7 +267,7 @@ def _extras(session: Session) -> None:
     from frames.conversation.services import messages_append
     from frames.rlm.services import checkpoint_create, state_initialize, variable_write
 
-    from .suspensions import suspension_create
+    from .suspensions.services import suspension_create
 
     org, author = session.organization, "agent:research-agent"
     fact_write(
@@ -432,7 +432,7 @@ def _extras(session: Session) -> None:
 
     # The pack the agent asked for before formatting its table: a small budget, so the
     # session page shows what went in, what was dropped and at which level.
-    from .context_pack import context_pack_assemble
+    from .context.pack import context_pack_assemble
 
     table = Frame.objects.get(session=session, goal="Format the summary as a table")
     context_pack_assemble(

@@ -15,7 +15,7 @@ from django.db.models import Q, QuerySet
 from contextops.errors import NotFound
 
 from .models import ContextHandle, ContextPackRecord, Event, Frame, Session, Usage
-from .pressure_levels import top_frame
+from .pressure import top_frame
 
 
 def _uuid(value: Any) -> uuid.UUID | None:

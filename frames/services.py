@@ -20,7 +20,7 @@ from contextops.zones import zone_check
 from .budget import Budget, usage_tokens
 from .events import event_append
 from .models import ContextHandle, Frame, Session, Usage
-from .pressure_levels import pressure_update
+from .pressure import pressure_update
 
 DEFAULT_MAX_SUBFRAME_DEPTH = 8
 
@@ -198,7 +198,7 @@ def session_end(*, session: Session, actor: str = "") -> Session:
 def _suspensions_close(*, session: Session, actor: str) -> None:
     """Expire the open suspensions of frames the end of the session just closed."""
     from .models import Suspension
-    from .suspensions import _expire_locked
+    from .suspensions.services import _expire_locked
 
     now = timezone.now()
     for suspension in Suspension.objects.select_for_update().filter(

@@ -17,7 +17,7 @@ from contextops.errors import NotFound
 
 from . import selectors
 from .models import Event, Frame, Session
-from .pressure_levels import session_pressure
+from .pressure import session_pressure
 from .rlm.selectors import state_list
 
 SESSIONS_PER_PAGE = 25

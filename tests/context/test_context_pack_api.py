@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from frames import context_pack
+from frames.context import pack as context_pack
 from frames.models import ContextPackRecord
 
 

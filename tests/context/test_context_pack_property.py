@@ -5,8 +5,8 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from frames import context_pack
-from frames.context_pack import context_pack_assemble
+from frames.context import pack as context_pack
+from frames.context.pack import context_pack_assemble
 from frames.models import ContextHandle, Frame, Session
 
 from .test_context_pack_api import StubFact

@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from frames.eviction import Candidate, eviction_candidates, eviction_order
+from frames.context.eviction import Candidate, eviction_candidates, eviction_order
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from frames import packing
-from frames.packing import Breadcrumb, FactItem, PackInput, Segment, WorkingItem, pack
+from frames.context import packing
+from frames.context.packing import Breadcrumb, FactItem, PackInput, Segment, WorkingItem, pack
 
 
 def seg(i, tokens=100, priority="medium", **kw):

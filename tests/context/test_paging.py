@@ -5,9 +5,9 @@ import time
 import pytest
 
 from contextops.tokens import count_tokens
+from frames.context.paging import extractive_summary, handle_page_out_complete
+from frames.context.tasks import handle_page_out
 from frames.models import ContextHandle, Event
-from frames.paging import extractive_summary, handle_page_out_complete
-from frames.tasks.paging import handle_page_out
 from tests.conftest import postgres_only
 
 LONG = " ".join(
@@ -134,7 +134,7 @@ def test_it_pages_out_once_when_jobs_race(frame, make_handle):
 def test_page_out_uses_the_model_summarizer_when_one_is_set_up_and_falls_back_without_it(
     frame, make_handle, settings
 ):
-    from frames.paging import handle_page_out_complete
+    from frames.context.paging import handle_page_out_complete
     from tests.fakes.anthropic_server import AnthropicFakeServer, Reply
 
     text = "The vendor contract renews every March. Termination needs 90 days notice. " * 20

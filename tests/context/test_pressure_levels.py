@@ -3,7 +3,7 @@
 import pytest
 
 from frames.models import Event, Frame, Session
-from frames.pressure_levels import (
+from frames.pressure import (
     CRITICAL,
     HIGH,
     LOW,

@@ -5,8 +5,8 @@ import itertools
 import pytest
 
 from contextops.errors import Conflict
+from frames.context.resources import STATES, TRANSITIONS, state_for_attention, transition_check
 from frames.models import ContextHandle, Event
-from frames.resources import STATES, TRANSITIONS, state_for_attention, transition_check
 
 LEGAL = sorted(TRANSITIONS)
 ILLEGAL = [(a, b) for a, b in itertools.product(STATES, STATES) if (a, b) not in TRANSITIONS]

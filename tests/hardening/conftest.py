@@ -3,7 +3,7 @@
 import pytest
 
 from frames import services
-from frames.suspensions import token_hash
+from frames.suspensions.services import token_hash
 
 
 @pytest.fixture
@@ -15,7 +15,7 @@ def jobs_sent(monkeypatch) -> list:
         sent.append((task.name, args))
         return True
 
-    monkeypatch.setattr("frames.paging.job_send", record)
+    monkeypatch.setattr("frames.context.paging.job_send", record)
     monkeypatch.setattr("frames.conversation.services.job_send", record)
     return sent
 

@@ -134,7 +134,7 @@ def _until(predicate, timeout=40.0, interval=0.2) -> bool:
 
 
 def test_a_page_out_whose_worker_dies_midway_is_redelivered_and_done_once(api, tmp_path):
-    from frames.tasks.paging import handle_page_out
+    from frames.context.tasks import handle_page_out
 
     session = services.session_create(organization=api.organization, agent=api.agent, identity={})
     frame = services.frame_push(session=session, goal="Read a long document", budget_total=100_000)

@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from frames import suspensions
 from frames.models import Event, Frame, Suspension
+from frames.suspensions import services as suspensions
 
 
 @pytest.fixture

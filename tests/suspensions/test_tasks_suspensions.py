@@ -10,9 +10,9 @@ from django.db import connection
 from django.utils import timezone
 
 from contextops.errors import Conflict, Gone
-from frames import suspensions
 from frames.models import Event, Frame, Suspension
-from frames.tasks import suspensions_expire
+from frames.suspensions import services as suspensions
+from frames.suspensions.tasks import suspensions_expire
 from tests.conftest import postgres_only
 
 

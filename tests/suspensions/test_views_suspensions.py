@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from frames.models import Event, Frame, Suspension
-from frames.suspensions import token_hash
+from frames.suspensions.services import token_hash
 
 
 def _url(action, body):
@@ -197,7 +197,7 @@ def test_it_escapes_html_in_goals_and_reasons(
 def test_it_shows_the_page_when_the_preview_cannot_be_assembled(
     waiting, member_client, monkeypatch
 ):
-    from frames import suspension_views
+    from frames.suspensions import views as suspension_views
 
     monkeypatch.setattr(
         suspension_views, "PREVIEW_BUDGET", 10

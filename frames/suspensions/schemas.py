@@ -7,8 +7,9 @@ from uuid import UUID
 from ninja import Schema
 from pydantic import Field
 
-from .models import Suspension
-from .suspensions import MAX_EXPIRES_IN_SECONDS, MAX_WAIT_SECONDS, suspension_status
+from frames.models import Suspension
+
+from .services import MAX_EXPIRES_IN_SECONDS, MAX_WAIT_SECONDS, suspension_status
 
 
 class SuspendIn(Schema):

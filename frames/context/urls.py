@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import context_views
+from . import views as context_views
 
 app_name = "context"
 urlpatterns = [

@@ -8,10 +8,15 @@ from ninja.responses import Status
 from pydantic import Field
 
 from contextops.errors import NotFound
+from frames import selectors
+from frames.models import ContextHandle, Frame, Session
+from frames.pressure import session_pressure, top_frame
 
-from . import selectors
-from .context_pack import context_pack_assemble, context_pack_body
-from .context_schemas import (
+from .eviction import eviction_candidates
+from .pack import context_pack_assemble, context_pack_body
+from .paging import handle_attention_set, handle_page_in, handle_page_out_request, handle_state_set
+from .resources import INDEXED
+from .schemas import (
     AttentionIn,
     ContextPackIn,
     ContextPackOut,
@@ -22,11 +27,6 @@ from .context_schemas import (
     PageOutOut,
     PressureOut,
 )
-from .eviction import eviction_candidates
-from .models import ContextHandle, Frame, Session
-from .paging import handle_attention_set, handle_page_in, handle_page_out_request, handle_state_set
-from .pressure_levels import session_pressure, top_frame
-from .resources import INDEXED
 
 router = Router(tags=["context"])
 

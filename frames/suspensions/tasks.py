@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from ..suspensions import suspensions_expire as suspensions_expire_service
+from .services import suspensions_expire as suspensions_expire_service
 
 __all__ = ["suspensions_expire"]
 

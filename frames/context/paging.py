@@ -15,9 +15,9 @@ from django.utils import timezone
 from contextops.errors import Invalid, Unavailable
 from contextops.jobs import job_send
 from contextops.tokens import count_tokens
+from frames.events import event_append
+from frames.models import ContextHandle, Frame, Session
 
-from .events import event_append
-from .models import ContextHandle, Frame, Session
 from .resources import ACTIVE_STATES, HOT, INDEXED, LOADED, state_for_attention, transition_check
 
 SUMMARY_MAX_TOKENS = 200
@@ -103,7 +103,7 @@ def handle_page_out_request(*, handle: ContextHandle, actor: str = "") -> Contex
     The handle stays where it is until the worker has written the summary; a second
     request before then queues a job that finds nothing left to do.
     """
-    from .tasks.paging import handle_page_out
+    from .tasks import handle_page_out
 
     transition_check(handle.state, INDEXED)
     if not job_send(handle_page_out, str(handle.pk), actor):

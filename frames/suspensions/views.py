@@ -18,12 +18,12 @@ from django.views.decorators.vary import vary_on_headers
 
 from contextops.dashboard import organization_required, render_page
 from contextops.errors import DomainError, Invalid, NotFound
+from frames import selectors
+from frames.context.pack import context_pack_assemble
+from frames.models import Suspension
+from frames.views import budget_segments
 
-from . import selectors
-from . import suspensions as services
-from .context_pack import context_pack_assemble
-from .models import Suspension
-from .views import budget_segments
+from . import services as services
 
 logger = logging.getLogger(__name__)
 

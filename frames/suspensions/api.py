@@ -3,11 +3,12 @@
 from ninja import Query, Router
 from ninja.responses import Status
 
-from . import selectors
-from . import suspensions as services
-from .api import actor_of
-from .schemas import FrameOut, frame_out
-from .suspension_schemas import SuspendIn, SuspensionOut, SuspensionWaitQuery, suspension_out
+from frames import selectors
+from frames.api import actor_of
+from frames.schemas import FrameOut, frame_out
+
+from . import services as services
+from .schemas import SuspendIn, SuspensionOut, SuspensionWaitQuery, suspension_out
 
 router = Router(tags=["suspensions"])
 

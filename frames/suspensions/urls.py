@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import suspension_views
+from . import views as suspension_views
 
 app_name = "suspensions"
 urlpatterns = [

@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from ..paging import handle_page_out_complete
+from .paging import handle_page_out_complete
 
 __all__ = ["handle_page_out"]
 

@@ -11,13 +11,14 @@ from django.views.decorators.http import require_GET, require_POST
 
 from contextops.dashboard import organization_required
 from contextops.errors import DomainError
+from frames import selectors
+from frames.models import ContextHandle, ContextPackRecord, Frame, Session
+from frames.pressure import LEVELS, session_pressure, top_frame
 
-from . import packing, selectors
-from .context_pack import context_pack_assemble
+from . import packing
 from .eviction import eviction_candidates
-from .models import ContextHandle, ContextPackRecord, Frame, Session
+from .pack import context_pack_assemble
 from .paging import handle_page_in, handle_page_out_request
-from .pressure_levels import LEVELS, session_pressure, top_frame
 from .resources import ACTIVE_STATES, COLD, INDEXED
 
 DEFAULT_PREVIEW_BUDGET = 4000

@@ -25,9 +25,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from contextops.errors import Conflict, Gone, Invalid, NotFound
-
-from .events import event_append
-from .models import Frame, Session, Suspension
+from frames.events import event_append
+from frames.models import Frame, Session, Suspension
 
 DEFAULT_EXPIRES_IN_SECONDS = 24 * 3600
 MAX_EXPIRES_IN_SECONDS = 30 * 24 * 3600
@@ -203,7 +202,7 @@ def suspension_create(
     hold an open suspension; a suspended frame whose suspension expired may be
     suspended again. Invalid when the expiry is out of bounds.
     """
-    from .services import frame_status_set
+    from frames.services import frame_status_set
 
     if expires_in_seconds is None:
         expires_in_seconds = DEFAULT_EXPIRES_IN_SECONDS
@@ -366,7 +365,7 @@ def suspension_reject(*, suspension: Suspension, user, note: str) -> Suspension:
     descendants of the frame are cancelled first (deepest first), their own open
     suspensions rejected with them. Raises Invalid without a note.
     """
-    from .services import frame_pop, frame_status_set
+    from frames.services import frame_pop, frame_status_set
 
     note = (note or "").strip()
     if not note:
@@ -419,7 +418,7 @@ def suspension_resume(*, suspension: Suspension, actor: str = "") -> Frame:
     rejection, Conflict ``token_used`` the second time, Gone ``suspension_expired``
     (marking it expired) once overdue.
     """
-    from .services import frame_status_set
+    from frames.services import frame_status_set
 
     if _expire_if_overdue(suspension):
         raise _gone()
