@@ -23,17 +23,23 @@ logger = logging.getLogger(__name__)
 MAX_JSON_DEPTH = 64
 
 
+def _located(loc: list, detail: str) -> Invalid:
+    # Found while reading the request itself, before any service: the HTTP location is
+    # known here and is the right thing to name.
+    return Invalid(detail, errors=[{"loc": loc, "msg": detail}])
+
+
 def _check_text(value, loc: list, depth: int = 0) -> None:
     """Refuse what no database column can hold: NUL characters, lone surrogates, deep nesting."""
     if depth > MAX_JSON_DEPTH:
-        raise Invalid(f"The JSON nests deeper than {MAX_JSON_DEPTH} levels.", loc=loc)
+        raise _located(loc, f"The JSON nests deeper than {MAX_JSON_DEPTH} levels.")
     if isinstance(value, str):
         if "\x00" in value:
-            raise Invalid("Text may not contain NUL characters.", loc=loc)
+            raise _located(loc, "Text may not contain NUL characters.")
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            raise Invalid("Text must be valid Unicode (no lone surrogates).", loc=loc) from None
+            raise _located(loc, "Text must be valid Unicode (no lone surrogates).") from None
     elif isinstance(value, dict):
         for key, item in value.items():
             _check_text(key, [*loc, key], depth + 1)
@@ -72,11 +78,11 @@ class StrictJsonParser(Parser):
                 raw.decode("utf-8"), parse_constant=_refuse_constant, parse_float=_finite_float
             )
         except UnicodeDecodeError:
-            raise Invalid("The body is not valid UTF-8.", loc=["body"]) from None
+            raise _located(["body"], "The body is not valid UTF-8.") from None
         except _NotJsonNumber as exc:
-            raise Invalid(str(exc), loc=["body"]) from None
+            raise _located(["body"], str(exc)) from None
         except (ValueError, RecursionError):
-            raise Invalid("The body is not valid JSON.", loc=["body"]) from None
+            raise _located(["body"], "The body is not valid JSON.") from None
         _check_text(data, ["body"])
         return data
 
@@ -102,9 +108,29 @@ def error_response(request: HttpRequest, status: int, code: str, detail: str, **
     return api.create_response(request, {"error": code, "detail": detail, **extra}, status=status)
 
 
+READ_METHODS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
+
+
+def field_location(request: HttpRequest, field: tuple) -> tuple[str, ...]:
+    """Where the request carried ``field``: a path parameter, the query string or the body."""
+    if not field:
+        return ()
+    match = getattr(request, "resolver_match", None)
+    if match is not None and field[0] in match.kwargs:
+        return ("path",)
+    if request.method in READ_METHODS or field[0] in request.GET:
+        return ("query",)
+    return ("body",)
+
+
 @api.exception_handler(DomainError)
 def on_domain_error(request, exc: DomainError):
-    response = api.create_response(request, exc.as_body(), status=exc.status)
+    body = (
+        exc.body_at(field_location(request, exc.field))
+        if isinstance(exc, Invalid)
+        else exc.as_body()
+    )
+    response = api.create_response(request, body, status=exc.status)
     if exc.status == 429:
         response["Retry-After"] = str(exc.extra.get("retry_after", 60))
     return response

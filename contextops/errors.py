@@ -1,5 +1,6 @@
 """Domain errors. Services raise them; the API maps each to its documented JSON body once."""
 
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -65,17 +66,50 @@ class TooLarge(DomainError):
 
 
 class Invalid(DomainError):
-    """422 with a code of its own (``budget_too_small``) or field errors (``validation_error``)."""
+    """422 with a code of its own (``budget_too_small``) or a field error (``validation_error``).
+
+    ``field`` names the input the error is about, as a dotted path or a sequence of names
+    and indexes (``"budget.total"``, ``("messages", 3, "role")``): the service's own words
+    for its input, never where an HTTP request carried it. The API layer adds that.
+    """
 
     status = 422
 
     def __init__(
-        self, detail: str, *, code: str = "validation_error", loc: list | None = None, **extra: Any
+        self,
+        detail: str,
+        *,
+        code: str = "validation_error",
+        field: str | Sequence[str | int] | None = None,
+        **extra: Any,
     ) -> None:
         self.code = code
-        if code == "validation_error" and "errors" not in extra:
-            extra["errors"] = [{"loc": loc or [], "msg": detail}]
+        if field is None and "loc" in extra:
+            # Transitional: an HTTP location given by a module not yet converted.
+            loc = list(extra.pop("loc") or [])
+            field = loc[1:] if loc[:1] in (["body"], ["query"], ["path"]) else loc
+        self.field: tuple[str | int, ...] = field_path(field)
         super().__init__(detail, **extra)
+
+    def as_body(self) -> dict[str, Any]:
+        """The error without an HTTP location: ``errors[].loc`` is the field path alone."""
+        return self.body_at(())
+
+    def body_at(self, where: tuple[str, ...]) -> dict[str, Any]:
+        """The documented body, each field error located under ``where`` (``("body",)``)."""
+        body = super().as_body()
+        if self.code == "validation_error" and "errors" not in self.extra:
+            body["errors"] = [{"loc": [*where, *self.field], "msg": self.detail}]
+        return body
+
+
+def field_path(field: str | Sequence[str | int] | None) -> tuple[str | int, ...]:
+    """``"a.b"`` and ``("a", "b")`` alike as ``("a", "b")``; nothing as ``()``."""
+    if field is None:
+        return ()
+    if isinstance(field, str):
+        return tuple(field.split(".")) if field else ()
+    return tuple(field)
 
 
 class Unavailable(DomainError):

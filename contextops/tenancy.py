@@ -39,7 +39,7 @@ def api_key_create(
     if authority is not None and authority not in ladder:
         raise Invalid(
             f"Unknown authority {authority!r}; {org.name}'s ladder is {', '.join(ladder)}.",
-            loc=["authority"],
+            field="authority",
         )
     default = "employee" if "employee" in ladder else ladder[-1]
     agent, created = Agent.objects.get_or_create(

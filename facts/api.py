@@ -114,7 +114,7 @@ def fact_list(request, filters: Query[FactFilters]):
     ):
         value = getattr(filters, name)
         if value and value not in allowed:
-            raise Invalid(f"{name} must be one of {', '.join(allowed)}.", loc=["query", name])
+            raise Invalid(f"{name} must be one of {', '.join(allowed)}.", field=name)
     facts = selectors.fact_list(
         organization=request.organization,
         valid={"true": True, "false": False, "any": None}[filters.valid],
@@ -361,7 +361,7 @@ def environment_get(request, session_id: str):
 )
 def environment_put(request, session_id: str, payload: EnvironmentIn):
     if payload.timezone is not None and not payload.timezone:
-        raise Invalid("timezone may not be empty.", loc=["body", "timezone"])
+        raise Invalid("timezone may not be empty.", field="timezone")
     session = services.environment_update(
         session=_session(request, session_id),
         timezone_name=payload.timezone,

@@ -50,7 +50,7 @@ def value_text(value: Any) -> str:
 
 
 def _invalid(detail: str, field: str) -> Invalid:
-    return Invalid(detail, loc=["body", field])
+    return Invalid(detail, field=field)
 
 
 def _has_nul(value: Any, depth: int = 0) -> bool:
@@ -742,9 +742,9 @@ def working_set_put(
     from frames.events import event_append
 
     if not key or len(key) > MAX_KEY_LENGTH:
-        raise Invalid(f"key must be 1 to {MAX_KEY_LENGTH} characters.", loc=["path", "key"])
+        raise Invalid(f"key must be 1 to {MAX_KEY_LENGTH} characters.", field="key")
     if ttl_seconds is not None and ttl_seconds <= 0:
-        raise Invalid("ttl_seconds must be positive.", loc=["body", "ttl_seconds"])
+        raise Invalid("ttl_seconds must be positive.", field="ttl_seconds")
     now = timezone.now()
     expires_at = now + timedelta(seconds=ttl_seconds) if ttl_seconds else None
     tokens = count_tokens(f"{key}: {value_text(value)}")
@@ -813,9 +813,9 @@ def environment_update(
     from frames.events import event_append
 
     if timezone_name is not None:
-        zone_check(timezone_name, loc=["body", "timezone"])
+        zone_check(timezone_name, field="timezone")
     if external_data is not None and not isinstance(external_data, dict):
-        raise Invalid("external_data must be an object.", loc=["body", "external_data"])
+        raise Invalid("external_data must be an object.", field="external_data")
     with transaction.atomic():
         session = _session_open(session)
         environment = dict(session.environment or {})

@@ -50,6 +50,15 @@ class Budget:
         return Budget(self.total, self.used + amount, self.reserved, self.subcall_allocation)
 
 
+def full_input_tokens(
+    *, input_tokens: int, cache_creation_input_tokens: int = 0, cache_read_input_tokens: int = 0
+) -> int:
+    """Everything a model call read into its window: uncached, cache-written and cache-read
+    input. Anthropic's ``input_tokens`` excludes both cache fields, so the full input is the
+    sum of the three; cached reads are cheaper but still occupy the window (design note)."""
+    return input_tokens + cache_creation_input_tokens + cache_read_input_tokens
+
+
 def usage_tokens(
     *,
     input_tokens: int,
@@ -57,12 +66,16 @@ def usage_tokens(
     cache_creation_input_tokens: int = 0,
     cache_read_input_tokens: int = 0,
 ) -> int:
-    """What one model call spends of a frame's budget: every token it put in the window.
-
-    Anthropic's ``input_tokens`` excludes both cache fields, so the full input is the sum
-    of the three; cached reads are cheaper but still occupy the window (design note).
-    """
-    return input_tokens + cache_creation_input_tokens + cache_read_input_tokens + output_tokens
+    """A model call's window occupancy, and what it spends of a frame's budget: its full
+    input (``full_input_tokens``) plus its output. The one home of that formula."""
+    return (
+        full_input_tokens(
+            input_tokens=input_tokens,
+            cache_creation_input_tokens=cache_creation_input_tokens,
+            cache_read_input_tokens=cache_read_input_tokens,
+        )
+        + output_tokens
+    )
 
 
 def cost_weighted_tokens(

@@ -19,33 +19,18 @@ from contextops.zones import zone_check
 
 from .budget import Budget, usage_tokens
 from .events import event_append
+from .locks import frame_lock, session_lock, session_require_not_ended
 from .models import ContextHandle, Frame, Session, Usage
 from .pressure import pressure_update
 
 DEFAULT_MAX_SUBFRAME_DEPTH = 8
 
 
-def session_require_not_ended(session: Session) -> None:
-    if session.lifecycle_state == Session.Lifecycle.ENDED:
-        raise Conflict("session_ended", "This session has ended; start a new one.")
-
-
-def _session_locked(session: Session) -> Session:
-    locked = Session.objects.select_for_update().get(pk=session.pk)
-    session_require_not_ended(locked)
-    return locked
-
-
-def _frame_locked(frame: Frame | Any) -> Frame:
-    pk = frame.pk if isinstance(frame, Frame) else frame
-    return Frame.objects.select_for_update().get(pk=pk)
-
-
-def _open_frame_locked(frame: Frame, *, action: str) -> tuple[Session, Frame]:
+def _openframe_lock(frame: Frame, *, action: str) -> tuple[Session, Frame]:
     """Lock ``frame``'s session, then the frame (always in that order), and require the
     frame open; for a change to one frame, inside the caller's transaction."""
-    session = _session_locked(frame.session)
-    locked = _frame_locked(frame)
+    session = session_lock(frame.session)
+    locked = frame_lock(frame)
     frame_require_open(locked, action=action)
     return session, locked
 
@@ -95,14 +80,14 @@ def session_create(
     """
     identity = dict(identity or {})
     if (environment or {}).get("timezone"):
-        zone_check(environment["timezone"], loc=["body", "environment", "timezone"])
+        zone_check(environment["timezone"], field="environment.timezone")
     if agent is not None:
         agent_authority = agent.authority
         claimed = identity.get("authority") or agent_authority
         if claimed not in organization.authority_ladder:
             raise Invalid(
                 f"Unknown authority {claimed!r}; this organization's ladder is {', '.join(organization.authority_ladder)}.",
-                loc=["body", "identity", "authority"],
+                field=("identity", "authority"),
             )
         if organization.authority_rank(claimed) < organization.authority_rank(agent_authority):
             raise AuthorityTooLow(
@@ -166,7 +151,7 @@ def actor_resumed_record(*, session: Session, current_frame, pending: int, actor
 def session_end(*, session: Session, actor: str = "") -> Session:
     """End the session: open frames are cancelled, the working set goes, lifecycle ``ended``."""
     with transaction.atomic():
-        session = _session_locked(session)
+        session = session_lock(session)
         Session.objects.filter(pk=session.pk).update(lifecycle_state=Session.Lifecycle.PERSISTING)
         event_append(session=session, type="session.persisting", actor=actor)
         now = timezone.now()
@@ -178,7 +163,7 @@ def session_end(*, session: Session, actor: str = "") -> Session:
         )
         for pk in open_frames:
             frame_close(
-                session=session, frame=_frame_locked(pk), status=Frame.Status.CANCELLED, actor=actor
+                session=session, frame=frame_lock(pk), status=Frame.Status.CANCELLED, actor=actor
             )
         _suspensions_close(session=session, actor=actor)
         _working_set_clear(session)
@@ -241,13 +226,13 @@ def frame_push(
     ``frame_not_active`` when the parent is closed or suspended.
     """
     with transaction.atomic():
-        session = _session_locked(session)
+        session = session_lock(session)
         depth = 0
         if parent is not None:
-            parent = _frame_locked(parent)
+            parent = frame_lock(parent)
             if parent.session_id != session.pk:
                 raise Invalid(
-                    "The parent frame belongs to another session.", loc=["body", "parent_frame_id"]
+                    "The parent frame belongs to another session.", field="parent_frame_id"
                 )
             frame_require_open(parent, action="push a child under")
             if parent.depth >= parent.max_subframe_depth:
@@ -261,7 +246,7 @@ def frame_push(
             elif max_subframe_depth > parent.max_subframe_depth:
                 raise Invalid(
                     f"A child may only lower its parent's depth limit ({parent.max_subframe_depth}).",
-                    loc=["body", "budget", "max_subframe_depth"],
+                    field=("budget", "max_subframe_depth"),
                 )
             funded = _budget(parent).allocate_for_subcall(budget_total)
             parent_status = (
@@ -311,7 +296,7 @@ def frame_push(
 def frame_reserve(*, frame: Frame, purpose: str, amount: int, actor: str = "") -> Frame:
     """Set ``amount`` more tokens aside for ``purpose``; InsufficientTokens if they are not there."""
     with transaction.atomic():
-        session, frame = _open_frame_locked(frame, action="reserve tokens on")
+        session, frame = _openframe_lock(frame, action="reserve tokens on")
         reserved = _budget(frame).reserve(amount)
         reservations = dict(frame.reservations)
         reservations[purpose] = reservations.get(purpose, 0) + amount
@@ -343,7 +328,7 @@ def _result_refs_extended(frame: Frame, result_refs: list) -> list:
         raise Invalid(
             f"A frame holds at most {MAX_RESULT_REFS} result references; this one has "
             f"{len(frame.result_refs)} and {len(result_refs)} more would not fit.",
-            loc=["body", "result_refs"],
+            field="result_refs",
         )
     return refs
 
@@ -352,7 +337,7 @@ def frame_results_add(*, frame: Frame, result_refs: list, actor: str = "") -> Fr
     """Record results an open frame has produced so far (a file written, a fact's key),
     before it pops: its parent and the dashboard see them while it works."""
     with transaction.atomic():
-        session, frame = _open_frame_locked(frame, action="add results to")
+        session, frame = _openframe_lock(frame, action="add results to")
         refs = _result_refs_extended(frame, result_refs)
         Frame.objects.filter(pk=frame.pk).update(result_refs=refs)
         event_append(
@@ -397,9 +382,9 @@ def usage_record(
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=session.pk)
         if frame is not None:
-            frame = _frame_locked(frame)
+            frame = frame_lock(frame)
             if frame.session_id != session.pk:
-                raise Invalid("The frame belongs to another session.", loc=["body", "frame_id"])
+                raise Invalid("The frame belongs to another session.", field="frame_id")
         if message_id:
             # A retry of a record whose answer was lost (even once the frame or the
             # session has closed): the call is charged already.
@@ -452,9 +437,9 @@ def frame_pop(
     what the child used; when no other child is open, a waiting parent is active again.
     """
     if status not in (Frame.Status.COMPLETED, Frame.Status.FAILED, Frame.Status.CANCELLED):
-        raise Invalid("A frame pops as completed, failed or cancelled.", loc=["body", "status"])
+        raise Invalid("A frame pops as completed, failed or cancelled.", field="status")
     with transaction.atomic():
-        session, frame = _open_frame_locked(frame, action="pop")
+        session, frame = _openframe_lock(frame, action="pop")
         if Frame.objects.filter(parent=frame, status__in=Frame.OPEN_STATUSES).exists():
             raise Conflict(
                 "frame_has_open_children", "Pop or cancel this frame's open children first."
@@ -474,7 +459,7 @@ def frame_close(
     Shared by a pop, a rejected suspension and the end of a session, so a frame closes
     the same way, with the same ``frame.popped`` event, whatever closed it.
     """
-    parent = _frame_locked(frame.parent_id) if frame.parent_id else None
+    parent = frame_lock(frame.parent_id) if frame.parent_id else None
     now = timezone.now()
     frame.status = status
     frame.completed_at = now
@@ -517,8 +502,8 @@ def frame_status_set(
 ) -> Frame:
     """Move an open frame to another open status (suspended, active) and log why."""
     with transaction.atomic():
-        session = _session_locked(frame.session)
-        frame = _frame_locked(frame)
+        session = session_lock(frame.session)
+        frame = frame_lock(frame)
         Frame.objects.filter(pk=frame.pk).update(status=status)
         frame.status = status
         event_append(
@@ -549,7 +534,7 @@ def handle_add(
     """
     tokens = count_tokens(content) if content else (estimated_tokens or 0)
     with transaction.atomic():
-        session, frame = _open_frame_locked(frame, action="add a handle to")
+        session, frame = _openframe_lock(frame, action="add a handle to")
         handle = ContextHandle.objects.create(
             frame=frame,
             session=session,

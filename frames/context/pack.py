@@ -229,7 +229,7 @@ def context_pack_assemble(
     if min_compaction not in packing.LEVELS:
         raise Invalid(
             f"min_compaction must be one of {', '.join(packing.LEVELS)}.",
-            loc=["body", "min_compaction"],
+            field="min_compaction",
         )
     if store:  # an agent's pack is work in the session; a person's preview only looks
         session_require_not_ended(session)

@@ -153,7 +153,7 @@ def handle_page_in(*, handle: ContextHandle, mode: str = "summary", actor: str =
     content), "full" the full content.
     """
     if mode not in ("summary", "full"):
-        raise Invalid("mode must be summary or full.", loc=["query", "mode"])
+        raise Invalid("mode must be summary or full.", field="mode")
     with transaction.atomic():
         session, handle = _locked(handle.pk)
         previous = handle.state
@@ -177,7 +177,7 @@ def handle_page_in(*, handle: ContextHandle, mode: str = "summary", actor: str =
 def handle_attention_set(*, handle: ContextHandle, weight: float, actor: str = "") -> ContextHandle:
     """Set the attention weight; an active handle becomes hot above 1 and loaded at or below."""
     if not 0 <= weight <= MAX_ATTENTION:
-        raise Invalid(f"weight must be between 0 and {MAX_ATTENTION:g}.", loc=["body", "weight"])
+        raise Invalid(f"weight must be between 0 and {MAX_ATTENTION:g}.", field="weight")
     with transaction.atomic():
         session, handle = _locked(handle.pk)
         previous = handle.state

@@ -318,11 +318,9 @@ def messages_append(
     a lost answer) appends nothing, charges nothing and answers as the first time did.
     """
     if not messages:
-        raise Invalid("Send at least one message.", loc=["body", "messages"])
+        raise Invalid("Send at least one message.", field="messages")
     if len(messages) > MAX_MESSAGES_PER_REQUEST:
-        raise Invalid(
-            f"At most {MAX_MESSAGES_PER_REQUEST} messages per request.", loc=["body", "messages"]
-        )
+        raise Invalid(f"At most {MAX_MESSAGES_PER_REQUEST} messages per request.", field="messages")
     figures = _usage_check(usage)
     from frames.selectors import session_top_frame
 
@@ -506,22 +504,18 @@ def compaction_request(
 ) -> CompactionRun:
     """Queue a compaction of ``session``; 409 ``compaction_in_progress`` while one is open."""
     if strategy not in sel.STRATEGIES:
-        raise Invalid(
-            f"strategy must be one of {', '.join(sel.STRATEGIES)}.", loc=["body", "strategy"]
-        )
+        raise Invalid(f"strategy must be one of {', '.join(sel.STRATEGIES)}.", field="strategy")
     if strategy == sel.TRUNCATE_AT and keep_turns is None:
         raise Invalid(
-            "truncate_at needs keep_turns: how many recent turns stay.", loc=["body", "keep_turns"]
+            "truncate_at needs keep_turns: how many recent turns stay.", field="keep_turns"
         )
     if target_tokens is not None and not 1 <= target_tokens <= sel.MAX_TARGET_TOKENS:
         raise Invalid(
             f"target_tokens must be from 1 to {sel.MAX_TARGET_TOKENS:,}.",
-            loc=["body", "target_tokens"],
+            field="target_tokens",
         )
     if keep_turns is not None and not 0 <= keep_turns <= sel.MAX_KEEP_TURNS:
-        raise Invalid(
-            f"keep_turns must be from 0 to {sel.MAX_KEEP_TURNS:,}.", loc=["body", "keep_turns"]
-        )
+        raise Invalid(f"keep_turns must be from 0 to {sel.MAX_KEEP_TURNS:,}.", field="keep_turns")
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=session.pk)
         session_require_not_ended(session)

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from contextops.models import Agent, Organization
 
-from ..budget import cost_weighted_tokens
+from ..budget import cost_weighted_tokens, full_input_tokens, usage_tokens
 
 
 class Session(models.Model):
@@ -249,11 +249,21 @@ class Usage(models.Model):
     @property
     def window_input_tokens(self) -> int:
         """Everything the call put in the window: uncached, cache-written and cache-read input."""
-        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+        return full_input_tokens(
+            input_tokens=self.input_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens,
+        )
 
     @property
     def occupancy_tokens(self) -> int:
-        return self.window_input_tokens + self.output_tokens
+        """Everything the call put in the window: its full input plus its output."""
+        return usage_tokens(
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens,
+        )
 
 
 class Event(models.Model):

@@ -262,7 +262,10 @@ def _bounded(value: Any, limit: int, loc: list) -> Any:
 def normalize(document: Any) -> dict[str, Any]:
     """A copy of ``document`` with the seed's quirks rewritten as described above."""
     if not isinstance(document, dict):
-        raise Invalid("The document is a JSON object.", loc=["body"])
+        raise Invalid(
+            "The document is a JSON object.",
+            errors=[{"loc": ["body"], "msg": "The document is a JSON object."}],
+        )
     doc = dict(document)
     variables = doc.get("variables")
     if isinstance(variables, dict):
@@ -499,7 +502,7 @@ def import_plan(document: Any) -> ImportPlan:
         m["mutation_id"] for c in checkpoint_rows for m in c["folded_mutations"]
     ]
     if len(set(ids)) != len(ids):
-        raise Invalid("Mutation ids must be unique.", loc=["body", "history", "mutations"])
+        raise Invalid("Mutation ids must be unique.", field=("history", "mutations"))
     rows = [_variable_row(name, v, ["body", "variables", name]) for name, v in variables.items()]
     final = next((r for r in rows if r["name"] == FINAL), None)
     status = metadata.get("completion_status", RlmState.Completion.INCOMPLETE)

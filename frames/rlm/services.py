@@ -410,7 +410,7 @@ def _check_session_and_frame(*, organization, session: Session | None, frame: Fr
     if frame is not None and frame.organization_id != organization.pk:
         raise NotFound("No such frame.")
     if session is not None and frame is not None and frame.session_id != session.pk:
-        raise Invalid("The frame belongs to another session.", loc=["body", "frame_id"])
+        raise Invalid("The frame belongs to another session.", field="frame_id")
     if session is not None or frame is not None:
         session_require_not_ended(session or frame.session)
 
@@ -427,17 +427,17 @@ def state_initialize(
 ) -> RlmState:
     """Create a state: new id, read-only ``prompt``, no ``Final``, an initial checkpoint."""
     if not isinstance(prompt, str) or not prompt.strip():
-        raise Invalid("The prompt is required.", loc=["body", "prompt"])
+        raise Invalid("The prompt is required.", field="prompt")
     _check_session_and_frame(organization=organization, session=session, frame=frame)
     root = None
     if frame is not None:
         session = session or frame.session
         frame_tree, root = tree_id_for(frame)
         if tree_id and tree_id != frame_tree:
-            raise Invalid(f"The frame belongs to tree {frame_tree}.", loc=["body", "tree_id"])
+            raise Invalid(f"The frame belongs to tree {frame_tree}.", field="tree_id")
         tree_id = frame_tree
     if tree_id and not TREE_ID_PATTERN.fullmatch(tree_id):
-        raise Invalid("A tree id is tree- and 8 hex digits.", loc=["body", "tree_id"])
+        raise Invalid("A tree id is tree- and 8 hex digits.", field="tree_id")
     now = timezone.now()
     with transaction.atomic():
         state = RlmState.objects.create(
@@ -552,17 +552,17 @@ def _write_locked(
     check_type(type_, value, loc=["body", "type"])
     scope = scope or (existing.scope if existing is not None else Scope.SESSION)
     if scope not in Scope.values:
-        raise Invalid(f"Unknown scope {scope!r}.", loc=["body", "scope"])
+        raise Invalid(f"Unknown scope {scope!r}.", field="scope")
     if scope == Scope.TEMPORARY:
         ttl_seconds = (
             ttl_seconds if ttl_seconds is not None else (existing.ttl_seconds if existing else None)
         )
         if ttl_seconds is None:
-            raise Invalid("A temporary variable needs ttl_seconds.", loc=["body", "ttl_seconds"])
+            raise Invalid("A temporary variable needs ttl_seconds.", field="ttl_seconds")
     elif ttl_seconds is not None:
-        raise Invalid("Only temporary variables have a TTL.", loc=["body", "ttl_seconds"])
+        raise Invalid("Only temporary variables have a TTL.", field="ttl_seconds")
     if ttl_seconds is not None and ttl_seconds < 0:
-        raise Invalid("ttl_seconds cannot be negative.", loc=["body", "ttl_seconds"])
+        raise Invalid("ttl_seconds cannot be negative.", field="ttl_seconds")
     if name == FINAL and state.frame_id:
         open_children = Frame.objects.filter(
             parent_id=state.frame_id, status__in=Frame.OPEN_STATUSES
@@ -681,7 +681,7 @@ def checkpoint_create(
 ) -> RlmCheckpoint:
     """A full snapshot under a new ``ckpt-`` id; 409 ``checkpoint_limit_reached`` at the limit."""
     if not isinstance(name, str) or not name.strip():
-        raise Invalid("A checkpoint needs a name.", loc=["body", "name"])
+        raise Invalid("A checkpoint needs a name.", field="name")
     with transaction.atomic():
         state = _locked(state)
         now = timezone.now()

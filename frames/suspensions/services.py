@@ -209,10 +209,10 @@ def suspension_create(
     if not 1 <= expires_in_seconds <= MAX_EXPIRES_IN_SECONDS:
         raise Invalid(
             f"expires_in_seconds must be between 1 and {MAX_EXPIRES_IN_SECONDS}.",
-            loc=["body", "expires_in_seconds"],
+            field="expires_in_seconds",
         )
     if not reason.strip():
-        raise Invalid("Say why the frame is suspended.", loc=["body", "reason"])
+        raise Invalid("Say why the frame is suspended.", field="reason")
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=frame.session_id)
         if session.lifecycle_state == Session.Lifecycle.ENDED:
@@ -369,7 +369,7 @@ def suspension_reject(*, suspension: Suspension, user, note: str) -> Suspension:
 
     note = (note or "").strip()
     if not note:
-        raise Invalid("Say why the suspension is rejected.", loc=["body", "note"])
+        raise Invalid("Say why the suspension is rejected.", field="note")
     if _expire_if_overdue(suspension):
         raise _gone()
     actor = user_actor(user)

@@ -1,0 +1,27 @@
+"""Who did something, as the event log and the audit trail name them: one rule for every
+API module, view and task."""
+
+from typing import Protocol
+
+
+class _Named(Protocol):
+    name: str
+
+
+class _User(Protocol):
+    def get_username(self) -> str: ...
+
+
+def agent_actor(agent: _Named) -> str:
+    """``agent:<name>``: an agent acting through its API key."""
+    return f"agent:{agent.name}"
+
+
+def user_actor(user: _User) -> str:
+    """``user:<username>``: a person acting in the dashboard or the admin."""
+    return f"user:{user.get_username()}"
+
+
+def system_actor(job: str) -> str:
+    """``system:<job>``: the server acting on its own (an expiry, a purge)."""
+    return f"system:{job}"
