@@ -7,7 +7,7 @@ LangGraph's side: `PostgresSaver.put` of a checkpoint whose channel values are t
 1,000 variables, and `get_tuple` loading it back. A rollback writes 1,000 rows where
 `get_tuple` only reads, so read the "load" ratio with that in mind.
 
-Needs PostgreSQL and the benchmark-only dependencies in requirements-bench.txt (make
+Needs PostgreSQL and the benchmark-only dependencies in requirements/bench.txt (make
 bench installs them). Figures go to docs/benchmarks-rlm-langgraph.md.
 """
 
@@ -48,7 +48,7 @@ def _conninfo() -> str:
 
 def test_bench_rlm_beside_langgraph(api):
     postgres = pytest.importorskip(
-        "langgraph.checkpoint.postgres", reason="pip install -r requirements-bench.txt"
+        "langgraph.checkpoint.postgres", reason="pip install -r requirements/bench.txt"
     )
     from langgraph.checkpoint.base import empty_checkpoint
     from psycopg import Connection
