@@ -1,4 +1,5 @@
-# The agent client (contextops.client) runs where neither Django nor Celery is installed.
+# Celery is optional for importing the package (the deprecated contextops.client alias
+# re-exports contextops_client, which needs neither Django nor Celery).
 try:
     from .celery import app as celery_app
 except ImportError:

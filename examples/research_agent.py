@@ -21,13 +21,15 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-try:
-    from contextops.client import Client, ContextopsError
-except ImportError:  # run from a checkout without the package installed
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from contextops.client import Client, ContextopsError
+import anthropic
 
-from contextops.client.anthropic import wrap
+try:
+    from contextops_client import Client, ContextopsError
+except ImportError:  # run from a checkout without the package installed
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "clients" / "python"))
+    from contextops_client import Client, ContextopsError
+
+from contextops_client.anthropic import wrap
 
 try:
     from fake_model import FakeModel
@@ -74,8 +76,6 @@ def main(argv: list[str] | None = None) -> int:
 
     with ExitStack() as stack:
         ops = stack.enter_context(Client(args.url, args.api_key))
-        import anthropic
-
         if os.environ.get("ANTHROPIC_API_KEY"):
             sdk = anthropic.Anthropic()
             model_note = f"Claude ({args.model})"

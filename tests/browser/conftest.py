@@ -84,7 +84,8 @@ def page(browser, live_server, celery_worker) -> Iterator:
 @pytest.fixture
 def agent(live_server) -> Iterator:
     """An agent of Acme calling the live server over HTTP with its own API key."""
-    from contextops.client import Client
+    from contextops_client import Client
+
     from contextops.tenancy import api_key_create
 
     _, raw = api_key_create(org_name="Acme", agent_name="browser-agent", authority="employee")

@@ -4,8 +4,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from contextops_client import AsyncClient, Client
 
-from contextops.client import AsyncClient, Client
 from contextops.tenancy import api_key_create
 
 

@@ -7,9 +7,9 @@ import anthropic
 import pytest
 from anthropic.lib.streaming import MessageStream, MessageStreamManager
 from anthropic.types import Message
+from contextops_client import AsyncClient, Client, FrameNotActive, InsufficientTokens, NotFound
+from contextops_client.anthropic import SUMMARY_PREFIX, estimate_tokens, wrap
 
-from contextops.client import AsyncClient, FrameNotActive, InsufficientTokens, NotFound
-from contextops.client.anthropic import SUMMARY_PREFIX, estimate_tokens, wrap
 from tests.fakes.anthropic_server import AnthropicFakeServer, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("live")]
@@ -252,8 +252,6 @@ class _ProxyWithoutMessages:
 
 
 def test_it_falls_back_to_frame_usage_without_the_messages_endpoint(agent, sdk, fake):
-    from contextops.client import Client
-
     proxy = _ProxyWithoutMessages(agent.url)
     try:
         with Client(proxy.url, agent.key, retries=0) as ops:

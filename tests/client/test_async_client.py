@@ -4,8 +4,7 @@ import asyncio
 import uuid
 
 import pytest
-
-from contextops.client import AsyncClient, InsufficientTokens, NotFound, Session
+from contextops_client import AsyncClient, InsufficientTokens, NotFound, Session
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("live")]
 

@@ -3,8 +3,7 @@
 import uuid
 
 import pytest
-
-from contextops.client import (
+from contextops_client import (
     AlreadySuperseded,
     Client,
     ContextopsError,

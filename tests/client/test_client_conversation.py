@@ -3,8 +3,7 @@
 import time
 
 import pytest
-
-from contextops.client import Client, CompactionInProgress, IllegalTransition, NotFound
+from contextops_client import Client, CompactionInProgress, IllegalTransition, NotFound
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("live")]
 

@@ -72,7 +72,7 @@ def test_it_runs_and_skips_publishing_when_nobody_approves(agent, celery_worker)
 
 
 def test_it_publishes_once_a_person_approves(agent, celery_worker):
-    from frames.suspensions import suspension_approve
+    from frames.suspensions.services import suspension_approve
 
     approver = user_create(org_name="Acme", username="grace", password="pw-12345678", approver=True)
     process = _start(agent, "--approval-timeout", "60")

@@ -1,6 +1,6 @@
 """The wrapper's bookkeeping without any server: turn grouping and the compacted history."""
 
-from contextops.client.anthropic import SUMMARY_PREFIX, History, canonical, estimate_tokens
+from contextops_client.anthropic import SUMMARY_PREFIX, History, canonical, estimate_tokens
 
 
 def _conversation():

@@ -12,8 +12,8 @@ import threading
 from urllib.parse import urlsplit
 
 import pytest
+from contextops_client import Client, ConnectionFailed
 
-from contextops.client import Client, ConnectionFailed
 from frames.conversation.models import Turn
 from frames.models import Usage
 

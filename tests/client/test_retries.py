@@ -9,8 +9,7 @@ from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
-from contextops.client import (
+from contextops_client import (
     AsyncClient,
     Client,
     ConnectionFailed,

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-CLIENT = Path(__file__).resolve().parents[2] / "contextops" / "client"
+CLIENT = Path(__file__).resolve().parents[2] / "clients" / "python" / "contextops_client"
 ALLOWED = {"httpx", "anthropic"} | set(sys.stdlib_module_names)
 
 
@@ -24,17 +24,15 @@ def test_it_imports_only_httpx_anthropic_and_the_standard_library():
 
 def test_it_loads_and_works_with_django_and_celery_blocked():
     code = f"""
-import importlib.abc, sys, types
+import importlib.abc, sys
 class Block(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in {{"django", "celery", "kombu", "ninja"}}:
+        if name.split(".")[0] in {{"django", "celery", "kombu", "ninja", "contextops"}}:
             raise ImportError("blocked: " + name)
 sys.meta_path.insert(0, Block())
-package = types.ModuleType("contextops")  # the client alone, without the server's __init__
-package.__path__ = [{str(CLIENT.parent)!r}]
-sys.modules["contextops"] = package
-from contextops.client import Client, AsyncClient, InsufficientTokens
-from contextops.client.anthropic import wrap
+sys.path.insert(0, {str(CLIENT.parent)!r})  # the client alone, without the server
+from contextops_client import Client, AsyncClient, InsufficientTokens
+from contextops_client.anthropic import wrap
 ops = Client("http://127.0.0.1:9", "key", retries=0)
 print(ops.absolute_url("/sessions/x/"))
 """
@@ -46,7 +44,7 @@ print(ops.absolute_url("/sessions/x/"))
 
 
 def test_it_exports_every_error_class_by_name():
-    from contextops.client import errors
+    from contextops_client import errors
 
     classes = {
         name

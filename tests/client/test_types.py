@@ -1,4 +1,4 @@
-"""The TypedDicts of contextops.client.types against real answers of the live server."""
+"""The TypedDicts of contextops_client.types against real answers of the live server."""
 
 import types
 import typing
@@ -6,8 +6,7 @@ import uuid
 from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
 
 import pytest
-
-from contextops.client import (
+from contextops_client import (
     ContextPack,
     FactWrite,
     MessagesAppended,

@@ -3,7 +3,7 @@
 Every endpoint method builds one request and hands it to ``self._call``; the sync client
 runs it and returns the result, the async client returns an awaitable of it. Results are
 plain JSON (``dict`` / ``list``, typed by the ``TypedDict`` classes of
-:mod:`contextops.client.types`) except for three objects with methods of their own:
+:mod:`contextops_client.types`) except for three objects with methods of their own:
 :class:`Session`, :class:`Frame` and :class:`Suspension`.
 
 A method's return annotation names what the sync client returns. ``@endpoint`` tells a
@@ -28,6 +28,7 @@ from typing import (
 )
 from urllib.parse import quote
 
+from .errors import ContextopsError, FrameNotActive
 from .types import (
     Compaction,
     CompactionQueued,
@@ -63,14 +64,12 @@ from .types import (
     WorkingSetItem,
 )
 
-if TYPE_CHECKING:
-    from .aio import AsyncClient
-    from .sync import Client
-
 JSON = dict[str, Any]
 
 OPEN_STATUSES = frozenset({"active", "waiting", "suspended"})
 CLOSED_STATUSES = frozenset({"completed", "failed", "cancelled"})
+FINISHED_COMPACTION = frozenset({"completed", "failed", "reverted"})
+MAX_LONG_POLL = 30.0
 
 # The frames each ``ops.frame(...)`` block has open, per session, in this thread or task.
 _frame_stacks: contextvars.ContextVar[dict[str, tuple[Frame, ...]]] = contextvars.ContextVar(
@@ -335,7 +334,8 @@ if TYPE_CHECKING:
 
     class endpoint(Generic[_P, _R]):
         """An endpoint method ``(self, ...) -> R`` as the type checker sees it: ``R`` on a
-        :class:`Client`, a coroutine of ``R`` on an :class:`AsyncClient`."""
+        :class:`SyncApi` (the ``Client``), a coroutine of ``R`` on an :class:`AsyncApi`
+        (the ``AsyncClient``)."""
 
         def __init__(self, method: Callable[Concatenate[Any, _P], _R]) -> None: ...
 
@@ -343,10 +343,10 @@ if TYPE_CHECKING:
         def __get__(self, obj: None, owner: type[Any]) -> Self: ...
         @overload
         def __get__(
-            self, obj: AsyncClient, owner: type[Any] | None = None
+            self, obj: AsyncApi, owner: type[Any] | None = None
         ) -> Callable[_P, Coroutine[Any, Any, _R]]: ...
         @overload
-        def __get__(self, obj: Client, owner: type[Any] | None = None) -> Callable[_P, _R]: ...
+        def __get__(self, obj: SyncApi, owner: type[Any] | None = None) -> Callable[_P, _R]: ...
         @overload
         def __get__(self, obj: Api, owner: type[Any] | None = None) -> Callable[_P, Any]: ...
         def __get__(self, obj: Any, owner: Any = None) -> Any: ...
@@ -1083,3 +1083,23 @@ class Api:
     def current_frame(self, session: Any) -> Frame | None:
         """The innermost open ``frame(...)`` block of ``session`` here (thread or task)."""
         return current_frame(session)
+
+
+class SyncApi(Api):
+    """The base of ``Client``: each endpoint method returns its result."""
+
+
+class AsyncApi(Api):
+    """The base of ``AsyncClient``: each endpoint method returns an awaitable of its result."""
+
+
+def settled_elsewhere(frame: Frame, err: ContextopsError) -> bool:
+    """True when popping found the frame closed already (``Final`` of its RLM state, a
+    rejected suspension) or suspended (its token resumes it later): nothing to do then."""
+    if not isinstance(err, FrameNotActive):
+        return False
+    status = err.frame_status or ""
+    if status in CLOSED_STATUSES or status == "suspended":
+        frame.data = {**frame.data, "status": status}
+        return True
+    return False

@@ -1,6 +1,6 @@
 """The synchronous client.
 
-from contextops.client import Client
+from contextops_client import Client
 
 ops = Client()  # CONTEXTOPS_URL and CONTEXTOPS_API_KEY from the environment
 session = ops.session(identity={"user_name": "Ada"}, model="claude-sonnet-4-5")
@@ -18,22 +18,29 @@ from typing import Any
 
 import httpx
 
-from ._core import CLOSED_STATUSES, Api, Frame, Suspension, _stack_pop, _stack_push, current_frame
+from ._core import (
+    FINISHED_COMPACTION,
+    MAX_LONG_POLL,
+    Frame,
+    Suspension,
+    SyncApi,
+    _stack_pop,
+    _stack_push,
+    current_frame,
+    settled_elsewhere,
+)
 from ._http import DEFAULT_TIMEOUT, RetryPolicy, SyncTransport
-from .errors import ContextopsError, FrameNotActive
+from .errors import ContextopsError
 from .types import Compaction
 
-logger = logging.getLogger("contextops.client")
-
-FINISHED_COMPACTION = frozenset({"completed", "failed", "reverted"})
-MAX_LONG_POLL = 30.0
+logger = logging.getLogger("contextops_client")
 
 
-class Client(Api):
+class Client(SyncApi):
     """The contextops API over HTTP. ``base_url`` defaults to ``$CONTEXTOPS_URL`` (the
     site, e.g. ``http://127.0.0.1:8000``; a trailing ``/api/v1`` is fine too), ``api_key``
     to ``$CONTEXTOPS_API_KEY``. ``retries``/``backoff`` tune the retry policy (see
-    ``contextops.client._http``)."""
+    ``contextops_client._http``)."""
 
     def __init__(
         self,
@@ -168,18 +175,6 @@ class FrameBlock:
                 raise
             logger.warning("could not pop frame %s as failed", frame.id, exc_info=True)
         return False
-
-
-def settled_elsewhere(frame: Frame, err: ContextopsError) -> bool:
-    """True when popping found the frame closed already (``Final`` of its RLM state, a
-    rejected suspension) or suspended (its token resumes it later): nothing to do then."""
-    if not isinstance(err, FrameNotActive):
-        return False
-    status = err.frame_status or ""
-    if status in CLOSED_STATUSES or status == "suspended":
-        frame.data = {**frame.data, "status": status}
-        return True
-    return False
 
 
 __all__ = ["Client", "FrameBlock"]

@@ -37,7 +37,7 @@ DEFAULT_TIMEOUT = 30.0
 # A proxy's answers when the server failed or was too slow: it may have done the work.
 GATEWAY_STATUSES = frozenset({502, 504})
 IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
-USER_AGENT = "contextops-client/0.1"
+USER_AGENT = "contextops-client/0.2.0"
 
 
 @dataclass(frozen=True)

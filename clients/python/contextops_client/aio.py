@@ -1,4 +1,4 @@
-"""The asynchronous twin of :class:`contextops.client.Client`: the same methods, awaited.
+"""The asynchronous twin of :class:`contextops_client.Client`: the same methods, awaited.
 
 async with AsyncClient() as ops:
     session = await ops.session(model="claude-sonnet-4-5")
@@ -15,16 +15,25 @@ from typing import Any
 
 import httpx
 
-from ._core import Api, Frame, Suspension, _stack_pop, _stack_push, current_frame
+from ._core import (
+    FINISHED_COMPACTION,
+    MAX_LONG_POLL,
+    AsyncApi,
+    Frame,
+    Suspension,
+    _stack_pop,
+    _stack_push,
+    current_frame,
+    settled_elsewhere,
+)
 from ._http import DEFAULT_TIMEOUT, AsyncTransport, RetryPolicy
 from .errors import ContextopsError
-from .sync import FINISHED_COMPACTION, MAX_LONG_POLL, settled_elsewhere
 from .types import Compaction
 
-logger = logging.getLogger("contextops.client")
+logger = logging.getLogger("contextops_client")
 
 
-class AsyncClient(Api):
+class AsyncClient(AsyncApi):
     """Every endpoint method returns an awaitable; ``frame(...)`` is an ``async with`` block."""
 
     def __init__(
