@@ -1,7 +1,7 @@
 """Who did something, as the event log and the audit trail name them: one rule for every
 API module, view and task."""
 
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class _Named(Protocol):
@@ -25,3 +25,9 @@ def user_actor(user: _User) -> str:
 def system_actor(job: str) -> str:
     """``system:<job>``: the server acting on its own (an expiry, a purge)."""
     return f"system:{job}"
+
+
+def request_actor(request: Any) -> str:
+    """The actor of a request: its agent for an API call, its user in the dashboard."""
+    agent = getattr(request, "agent", None)
+    return agent_actor(agent) if agent is not None else user_actor(request.user)

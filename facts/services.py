@@ -795,6 +795,13 @@ def working_set_delete(*, session, key: str, actor: str = "") -> None:
         event_append(session=session, type="working_set.deleted", actor=actor, payload={"key": key})
 
 
+def working_set_clear(*, session) -> int:
+    """Drop the whole working set of a session that ends (layer 3 lives as long as its
+    session); inside the caller's transaction, the session locked. Returns how many went."""
+    deleted, _ = WorkingSetItem.objects.filter(session=session).delete()
+    return deleted
+
+
 def working_set_expire(*, now: datetime | None = None) -> int:
     """Delete every expired working-set item; returns how many went."""
     deleted, _ = WorkingSetItem.objects.filter(expires_at__lte=now or timezone.now()).delete()

@@ -7,10 +7,10 @@ from ninja import Query, Router, Schema
 from ninja.responses import Status
 from pydantic import Field
 
+from contextops.actors import request_actor
 from contextops.errors import Conflict
 
 from . import selectors, services
-from .pressure import session_pressure, top_frame
 from .schemas import (
     EventOut,
     FrameHandleOut,
@@ -28,15 +28,16 @@ from .schemas import (
     frame_out,
     session_out,
 )
+from .selectors import session_pressure, top_frame
 
 router = Router(tags=["sessions and frames"])
 
 
-def actor_of(request) -> str:
-    return f"agent:{request.agent.name}"
+actor_of = request_actor
 
 
-def _session_body(session):
+def session_body(session):
+    """The ``SessionOut`` answer: the session with its pressure and the top of its stack."""
     top = top_frame(session)
     return session_out(
         session, pressure=session_pressure(session), top_frame_id=top.pk if top else None
@@ -58,7 +59,7 @@ def session_create(request, payload: SessionIn):
             eviction_policy=payload.eviction_policy,
             actor=actor_of(request),
         )
-        return Status(201, _session_body(session))
+        return Status(201, session_body(session))
 
 
 class SessionFilters(Schema):
@@ -75,7 +76,7 @@ def session_list(request, filters: Query[SessionFilters]):
     count = sessions.count()
     page = list(sessions[filters.offset : filters.offset + filters.limit])
     next_offset = filters.offset + filters.limit if filters.offset + filters.limit < count else None
-    return {"items": [_session_body(s) for s in page], "count": count, "next_offset": next_offset}
+    return {"items": [session_body(s) for s in page], "count": count, "next_offset": next_offset}
 
 
 @router.get(
@@ -84,7 +85,7 @@ def session_list(request, filters: Query[SessionFilters]):
     summary="A session with its pressure and usage totals",
 )
 def session_get(request, session_id: str):
-    return _session_body(
+    return session_body(
         selectors.session_get(organization=request.organization, session_id=session_id)
     )
 
@@ -100,13 +101,6 @@ def session_identity_put(request, session_id: str):
         "identity_read_only",
         "A session's identity is set when it starts and cannot change afterwards.",
     )
-
-
-@router.post("/sessions/{session_id}/end", response=SessionOut, summary="End the session")
-def session_end(request, session_id: str):
-    session = selectors.session_get(organization=request.organization, session_id=session_id)
-    with transaction.atomic():
-        return _session_body(services.session_end(session=session, actor=actor_of(request)))
 
 
 @router.post(

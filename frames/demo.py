@@ -12,6 +12,7 @@ from contextops.models import Organization
 from contextops.tenancy import api_key_create, user_create
 
 from . import services
+from .context import lifecycle
 from .models import Frame, Session
 
 DEMO_ORG = "Demo"
@@ -221,7 +222,7 @@ def _small_sessions(org, agent) -> None:
     services.frame_pop(
         frame=frame, status="completed", result_refs=["refund:approved"], actor=actor
     )
-    services.session_end(session=done, actor=actor)
+    lifecycle.session_end(session=done, actor=actor)
 
     busy = services.session_create(
         organization=org,

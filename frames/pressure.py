@@ -8,8 +8,6 @@ several levels.
 
 from dataclasses import dataclass
 
-from django.db import transaction
-
 LOW, MEDIUM, HIGH, CRITICAL = "low", "medium", "high", "critical"
 LEVELS = (LOW, MEDIUM, HIGH, CRITICAL)
 HYSTERESIS = 0.05
@@ -99,83 +97,3 @@ class Pressure:
 
 def utilization_of(occupancy_tokens: int, window_tokens: int) -> float:
     return occupancy_tokens / window_tokens if window_tokens > 0 else 0.0
-
-
-def pressure_update(*, session, frame) -> str:
-    """Move ``frame``'s pressure level to the next one for its latest occupancy; return it.
-
-    Call it inside the transaction that recorded the usage (the session row locked).
-    The level steps from the stored ``Frame.pressure_level`` with hysteresis. When
-    ``frame`` is the top of the session's stack, the session's level (the gauge)
-    follows it, the session enters ``active_pressure`` at CRITICAL and returns to
-    ``active`` below it, and a ``pressure.changed`` event is appended on a change.
-    """
-    from .events import event_append
-    from .models import Frame, Session
-
-    utilization = utilization_of(frame.last_occupancy_tokens, session.context_window_tokens)
-    new_level = level_next(frame.pressure_level, utilization)
-    if new_level != frame.pressure_level:
-        Frame.objects.filter(pk=frame.pk).update(pressure_level=new_level)
-        frame.pressure_level = new_level
-    top = top_frame(session)
-    if top is None or top.pk != frame.pk:
-        return new_level
-    updates: dict = {}
-    if session.pressure_level != new_level:
-        updates["pressure_level"] = new_level
-    lifecycle = session.lifecycle_state
-    if lifecycle in (Session.Lifecycle.ACTIVE, Session.Lifecycle.ACTIVE_PRESSURE):
-        wanted = (
-            Session.Lifecycle.ACTIVE_PRESSURE if new_level == CRITICAL else Session.Lifecycle.ACTIVE
-        )
-        if wanted != lifecycle:
-            updates["lifecycle_state"] = wanted
-    if updates:
-        previous = session.pressure_level
-        with transaction.atomic():
-            Session.objects.filter(pk=session.pk).update(**updates)
-            for name, value in updates.items():
-                setattr(session, name, value)
-            if "pressure_level" in updates:
-                event_append(
-                    session=session,
-                    type="pressure.changed",
-                    frame=frame,
-                    payload={
-                        "from": previous,
-                        "to": new_level,
-                        "utilization": round(utilization, 4),
-                    },
-                )
-    return new_level
-
-
-def top_frame(session):
-    """The top of the session's stack: its newest active frame, else its newest open one."""
-    from .models import Frame
-
-    frames = Frame.objects.filter(session=session).only(
-        "id",
-        "session_id",
-        "last_occupancy_tokens",
-        "pressure_level",
-        "status",
-        "goal",
-        "created_at",
-    )
-    return (
-        frames.filter(status=Frame.Status.ACTIVE).order_by("-depth", "-created_at").first()
-        or frames.filter(status__in=Frame.OPEN_STATUSES).order_by("-depth", "-created_at").first()
-    )
-
-
-def session_pressure(session) -> Pressure:
-    """The pressure the session's gauge shows: that of the frame at the top of its stack."""
-    frame = top_frame(session)
-    occupancy = frame.last_occupancy_tokens if frame is not None else 0
-    utilization = utilization_of(occupancy, session.context_window_tokens)
-    level = frame.pressure_level if frame is not None else session.pressure_level
-    if level not in LEVELS:
-        level = level_next(LOW, utilization)
-    return Pressure(level, utilization, occupancy, session.context_window_tokens)

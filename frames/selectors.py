@@ -15,7 +15,7 @@ from django.db.models import Q, QuerySet
 from contextops.errors import NotFound
 
 from .models import ContextHandle, ContextPackRecord, Event, Frame, Session, Usage
-from .pressure import top_frame
+from .pressure import LEVELS, LOW, Pressure, level_next, utilization_of
 
 
 def _uuid(value: Any) -> uuid.UUID | None:
@@ -256,3 +256,31 @@ def frame_usage_recent(*, frame: Frame, limit: int) -> list[Usage]:
 def context_packs_newest_first(session: Session) -> QuerySet[ContextPackRecord]:
     """The packs agents asked for in ``session`` (previews are never stored)."""
     return ContextPackRecord.objects.filter(session=session).order_by("-created_at", "-id")
+
+
+def top_frame(session):
+    """The top of the session's stack: its newest active frame, else its newest open one."""
+    frames = Frame.objects.filter(session=session).only(
+        "id",
+        "session_id",
+        "last_occupancy_tokens",
+        "pressure_level",
+        "status",
+        "goal",
+        "created_at",
+    )
+    return (
+        frames.filter(status=Frame.Status.ACTIVE).order_by("-depth", "-created_at").first()
+        or frames.filter(status__in=Frame.OPEN_STATUSES).order_by("-depth", "-created_at").first()
+    )
+
+
+def session_pressure(session) -> Pressure:
+    """The pressure the session's gauge shows: that of the frame at the top of its stack."""
+    frame = top_frame(session)
+    occupancy = frame.last_occupancy_tokens if frame is not None else 0
+    utilization = utilization_of(occupancy, session.context_window_tokens)
+    level = frame.pressure_level if frame is not None else session.pressure_level
+    if level not in LEVELS:
+        level = level_next(LOW, utilization)
+    return Pressure(level, utilization, occupancy, session.context_window_tokens)

@@ -7,6 +7,7 @@ is what keeps budget arithmetic exact when many agents write at once; on SQLite 
 IMMEDIATE transaction mode gives the same guarantee for the whole database.
 """
 
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -20,8 +21,9 @@ from contextops.zones import zone_check
 from .budget import Budget, usage_tokens
 from .events import event_append
 from .locks import frame_lock, session_lock, session_require_not_ended
-from .models import ContextHandle, Frame, Session, Usage
-from .pressure import pressure_update
+from .models import ContextHandle, Frame, Session, Suspension, Usage, token_hash
+from .pressure import CRITICAL, level_next, utilization_of
+from .selectors import top_frame
 
 DEFAULT_MAX_SUBFRAME_DEPTH = 8
 
@@ -146,67 +148,6 @@ def actor_resumed_record(*, session: Session, current_frame, pending: int, actor
             actor=actor,
             payload={"pending_work": pending},
         )
-
-
-def session_end(*, session: Session, actor: str = "") -> Session:
-    """End the session: open frames are cancelled, the working set goes, lifecycle ``ended``."""
-    with transaction.atomic():
-        session = session_lock(session)
-        Session.objects.filter(pk=session.pk).update(lifecycle_state=Session.Lifecycle.PERSISTING)
-        event_append(session=session, type="session.persisting", actor=actor)
-        now = timezone.now()
-        # Deepest first, so every frame closes after its children and settles with its parent.
-        open_frames = list(
-            Frame.objects.filter(session=session, status__in=Frame.OPEN_STATUSES)
-            .order_by("-depth", "-created_at")
-            .values_list("pk", flat=True)
-        )
-        for pk in open_frames:
-            frame_close(
-                session=session, frame=frame_lock(pk), status=Frame.Status.CANCELLED, actor=actor
-            )
-        _suspensions_close(session=session, actor=actor)
-        _working_set_clear(session)
-        Session.objects.filter(pk=session.pk).update(
-            lifecycle_state=Session.Lifecycle.ENDED, ended_at=now, updated_at=now
-        )
-        event_append(
-            session=session,
-            type="session.ended",
-            actor=actor,
-            payload={"frames_cancelled": len(open_frames)},
-        )
-        session.refresh_from_db()
-    return session
-
-
-def _suspensions_close(*, session: Session, actor: str) -> None:
-    """Expire the open suspensions of frames the end of the session just closed."""
-    from .models import Suspension
-    from .suspensions.services import _expire_locked
-
-    now = timezone.now()
-    for suspension in Suspension.objects.select_for_update().filter(
-        session=session, status__in=Suspension.OPEN_STATUSES
-    ):
-        _expire_locked(
-            session=session,
-            suspension=suspension,
-            frame_id=suspension.frame_id,
-            actor=actor,
-            now=now,
-            frame_closed=True,
-        )
-
-
-def _working_set_clear(session: Session) -> None:
-    from django.apps import apps
-
-    try:
-        model = apps.get_model("facts", "WorkingSetItem")
-    except LookupError:
-        return
-    model.objects.filter(session=session).delete()
 
 
 def frame_push(
@@ -559,3 +500,104 @@ def handle_add(
             },
         )
     return handle
+
+
+def suspension_expire_locked(
+    *,
+    session: Session,
+    suspension: Suspension,
+    frame_id,
+    actor: str,
+    now: datetime,
+    frame_closed: bool = False,
+) -> bool:
+    """Mark an open suspension expired with a conditional UPDATE and log it; True if this
+    call was the one that did. It must be overdue, or (``frame_closed``) its frame must
+    no longer be suspended, e.g. cancelled when the session ended."""
+    rows = Suspension.objects.filter(pk=suspension.pk, status__in=Suspension.OPEN_STATUSES)
+    if frame_closed:
+        rows = rows.exclude(frame__status=Frame.Status.SUSPENDED)
+    else:
+        rows = rows.filter(expires_at__lte=now)
+    changed = rows.update(status=Suspension.Status.EXPIRED)
+    if changed:
+        payload = {
+            "token_hash": token_hash(suspension.pk),
+            "expires_at": suspension.expires_at.isoformat() if suspension.expires_at else None,
+        }
+        if frame_closed:
+            payload["reason"] = "frame_closed"
+        event_append(
+            session=session,
+            type="suspension.expired",
+            frame=Frame.objects.only("pk").get(pk=frame_id),
+            actor=actor,
+            payload=payload,
+        )
+    return bool(changed)
+
+
+def suspensions_close(*, session: Session, actor: str) -> int:
+    """Expire the open suspensions of the session's frames that are no longer suspended
+    (cancelled by the end of the session); inside the caller's transaction, the session
+    locked. Returns how many were expired."""
+    now = timezone.now()
+    expired = 0
+    for suspension in Suspension.objects.select_for_update().filter(
+        session=session, status__in=Suspension.OPEN_STATUSES
+    ):
+        expired += suspension_expire_locked(
+            session=session,
+            suspension=suspension,
+            frame_id=suspension.frame_id,
+            actor=actor,
+            now=now,
+            frame_closed=True,
+        )
+    return expired
+
+
+def pressure_update(*, session: Session, frame: Frame) -> str:
+    """Move ``frame``'s pressure level to the next one for its latest occupancy; return it.
+
+    Call it inside the transaction that recorded the usage (the session row locked).
+    The level steps from the stored ``Frame.pressure_level`` with hysteresis. When
+    ``frame`` is the top of the session's stack, the session's level (the gauge)
+    follows it, the session enters ``active_pressure`` at CRITICAL and returns to
+    ``active`` below it, and a ``pressure.changed`` event is appended on a change.
+    """
+    utilization = utilization_of(frame.last_occupancy_tokens, session.context_window_tokens)
+    new_level = level_next(frame.pressure_level, utilization)
+    if new_level != frame.pressure_level:
+        Frame.objects.filter(pk=frame.pk).update(pressure_level=new_level)
+        frame.pressure_level = new_level
+    top = top_frame(session)
+    if top is None or top.pk != frame.pk:
+        return new_level
+    updates: dict = {}
+    if session.pressure_level != new_level:
+        updates["pressure_level"] = new_level
+    lifecycle = session.lifecycle_state
+    if lifecycle in (Session.Lifecycle.ACTIVE, Session.Lifecycle.ACTIVE_PRESSURE):
+        wanted = (
+            Session.Lifecycle.ACTIVE_PRESSURE if new_level == CRITICAL else Session.Lifecycle.ACTIVE
+        )
+        if wanted != lifecycle:
+            updates["lifecycle_state"] = wanted
+    if updates:
+        previous = session.pressure_level
+        Session.objects.filter(pk=session.pk).update(**updates)
+        for name, value in updates.items():
+            setattr(session, name, value)
+        if "pressure_level" in updates:
+            event_append(
+                session=session,
+                type="pressure.changed",
+                frame=frame,
+                payload={
+                    "from": previous,
+                    "to": new_level,
+                    "utilization": round(utilization, 4),
+                },
+            )
+    return new_level

@@ -17,8 +17,8 @@ from contextops.errors import NotFound
 
 from . import selectors
 from .models import Event, Frame, Session
-from .pressure import session_pressure
 from .rlm.selectors import state_list
+from .selectors import session_pressure
 
 SESSIONS_PER_PAGE = 25
 CHILDREN_PER_REQUEST = 100

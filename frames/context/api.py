@@ -7,11 +7,15 @@ from ninja import Query, Router, Schema
 from ninja.responses import Status
 from pydantic import Field
 
+from contextops.actors import request_actor as _actor
 from contextops.errors import NotFound
 from frames import selectors
+from frames.api import session_body
 from frames.models import ContextHandle, Frame, Session
-from frames.pressure import session_pressure, top_frame
+from frames.schemas import SessionOut
+from frames.selectors import session_pressure, top_frame
 
+from . import lifecycle
 from .eviction import eviction_candidates
 from .pack import context_pack_assemble, context_pack_body
 from .paging import handle_attention_set, handle_page_in, handle_page_out_request, handle_state_set
@@ -47,8 +51,11 @@ def _handle(request, handle_id: UUID) -> ContextHandle:
     return handle
 
 
-def _actor(request) -> str:
-    return f"agent:{request.agent.name}"
+@router.post("/sessions/{session_id}/end", response=SessionOut, summary="End the session")
+def session_end(request, session_id: str):
+    session = selectors.session_get(organization=request.organization, session_id=session_id)
+    with transaction.atomic():
+        return session_body(lifecycle.session_end(session=session, actor=_actor(request)))
 
 
 @router.post(

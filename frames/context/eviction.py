@@ -76,7 +76,7 @@ def eviction_order(candidates: list[Candidate], policy: str) -> list[Candidate]:
 def eviction_candidates(*, session, frame=None, limit: int = 10) -> list[Candidate]:
     """The first ``limit`` handles to evict in ``frame`` (else the session's top frame)."""
     from frames.models import ContextHandle
-    from frames.pressure import top_frame
+    from frames.selectors import top_frame
 
     frame = frame or top_frame(session)
     if frame is None:

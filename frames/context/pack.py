@@ -22,7 +22,7 @@ from django.utils import timezone
 from contextops.errors import Invalid, NotFound
 from facts.selectors import facts_for_context, working_set_for_context
 from frames.models import ContextHandle, ContextPackRecord, Frame, Session
-from frames.pressure import top_frame
+from frames.selectors import top_frame
 from frames.services import session_bootstrapped, session_require_not_ended
 
 from . import packing

@@ -13,7 +13,8 @@ from contextops.dashboard import organization_required
 from contextops.errors import DomainError
 from frames import selectors
 from frames.models import ContextHandle, ContextPackRecord, Frame, Session
-from frames.pressure import LEVELS, session_pressure, top_frame
+from frames.pressure import LEVELS
+from frames.selectors import session_pressure, top_frame
 
 from . import packing
 from .eviction import eviction_candidates

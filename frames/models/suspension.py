@@ -1,11 +1,18 @@
 """Suspensions: opaque single-use tokens for suspended frames (seed 000 §3)."""
 
+import hashlib
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
 from .core import Frame, Session
+
+
+def token_hash(token: str) -> str:
+    """The SHA-256 hex digest of ``token``: what the log and the dashboard show instead."""
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
 class Suspension(models.Model):

@@ -15,7 +15,6 @@ ask for a fresh token by suspending the frame again (a suspended frame whose las
 suspension expired may be suspended anew).
 """
 
-import hashlib
 import re
 import secrets
 import time
@@ -24,9 +23,11 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from contextops.actors import user_actor
 from contextops.errors import Conflict, Gone, Invalid, NotFound
 from frames.events import event_append
-from frames.models import Frame, Session, Suspension
+from frames.models import Frame, Session, Suspension, token_hash
+from frames.services import suspension_expire_locked
 
 DEFAULT_EXPIRES_IN_SECONDS = 24 * 3600
 MAX_EXPIRES_IN_SECONDS = 30 * 24 * 3600
@@ -37,19 +38,10 @@ HASH_PATTERN = re.compile(r"^[0-9a-f]{64}$")
 EXPIRY_ACTOR = "system:suspension-expiry"
 
 
-def token_hash(token: str) -> str:
-    """The SHA-256 hex digest of ``token``: what the log and the dashboard show instead."""
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
 def suspension_status(suspension: Suspension, now: datetime | None = None) -> str:
     """The status an observer should see: ``expired`` once the expiry has passed, even
     before the periodic job has written it."""
     return Suspension.Status.EXPIRED if suspension.is_expired(now) else suspension.status
-
-
-def user_actor(user) -> str:
-    return f"user:{user.get_username()}"
 
 
 # --- selectors -----------------------------------------------------------------------
@@ -137,41 +129,6 @@ def _locked(suspension: Suspension) -> tuple[Session, Suspension]:
     return session, Suspension.objects.select_for_update().get(pk=suspension.pk)
 
 
-def _expire_locked(
-    *,
-    session: Session,
-    suspension: Suspension,
-    frame_id,
-    actor: str,
-    now: datetime,
-    frame_closed: bool = False,
-) -> bool:
-    """Mark an open suspension expired with a conditional UPDATE and log it; True if this
-    call was the one that did. It must be overdue, or (``frame_closed``) its frame must
-    no longer be suspended, e.g. cancelled when the session ended."""
-    rows = Suspension.objects.filter(pk=suspension.pk, status__in=Suspension.OPEN_STATUSES)
-    if frame_closed:
-        rows = rows.exclude(frame__status=Frame.Status.SUSPENDED)
-    else:
-        rows = rows.filter(expires_at__lte=now)
-    changed = rows.update(status=Suspension.Status.EXPIRED)
-    if changed:
-        payload = {
-            "token_hash": token_hash(suspension.pk),
-            "expires_at": suspension.expires_at.isoformat() if suspension.expires_at else None,
-        }
-        if frame_closed:
-            payload["reason"] = "frame_closed"
-        event_append(
-            session=session,
-            type="suspension.expired",
-            frame=Frame.objects.only("pk").get(pk=frame_id),
-            actor=actor,
-            payload=payload,
-        )
-    return bool(changed)
-
-
 def _gone() -> Gone:
     return Gone(
         "suspension_expired",
@@ -226,7 +183,7 @@ def suspension_create(
             and open_one is not None
             and open_one.is_expired()
         ):
-            _expire_locked(
+            suspension_expire_locked(
                 session=session,
                 suspension=open_one,
                 frame_id=frame.pk,
@@ -311,7 +268,7 @@ def _expire_if_overdue(suspension: Suspension) -> bool:
         if locked.status == Suspension.Status.EXPIRED:
             return True
         if locked.is_expired():
-            _expire_locked(
+            suspension_expire_locked(
                 session=session,
                 suspension=locked,
                 frame_id=locked.frame_id,
@@ -488,7 +445,7 @@ def suspensions_expire(*, now: datetime | None = None, batch: int = 500) -> int:
                 seen.add(suspension.pk)
                 with transaction.atomic():
                     session = Session.objects.select_for_update().get(pk=suspension.session_id)
-                    if _expire_locked(
+                    if suspension_expire_locked(
                         session=session,
                         suspension=suspension,
                         frame_id=suspension.frame_id,

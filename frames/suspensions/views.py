@@ -20,7 +20,7 @@ from contextops.dashboard import organization_required, render_page
 from contextops.errors import DomainError, Invalid, NotFound
 from frames import selectors
 from frames.context.pack import context_pack_assemble
-from frames.models import Suspension
+from frames.models import Suspension, token_hash
 from frames.views import budget_segments
 
 from . import services as services
@@ -79,7 +79,7 @@ def _pending_item(suspension: Suspension, *, error: str = "", note: str = "") ->
     return {
         "suspension": suspension,
         "frame": frame,
-        "hashed": services.token_hash(suspension.token),
+        "hashed": token_hash(suspension.token),
         "ancestry": selectors.frame_ancestry(frame)[:-1],
         "segments": budget_segments(frame),
         "preview": context_preview(suspension),
@@ -95,7 +95,7 @@ def _decided_item(suspension: Suspension, *, notice: str = "", error: str = "") 
 def pending_fingerprint(pending: list[Suspension]) -> str:
     """A short digest of which suspensions wait, in order; it changes when one arrives or
     leaves. Made from the tokens' hashes, so it reveals no token."""
-    joined = "|".join(services.token_hash(s.token) for s in pending)
+    joined = "|".join(token_hash(s.token) for s in pending)
     return hashlib.sha256(joined.encode()).hexdigest()[:16]
 
 

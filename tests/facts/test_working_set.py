@@ -96,7 +96,7 @@ def test_it_updates_the_environment_and_computes_local_time(api, other_api, make
 
 
 def test_it_drops_the_working_set_when_the_session_ends(api, make_session):
-    from frames.services import session_end
+    from frames.context.lifecycle import session_end
 
     session = make_session(api)
     api.put(f"/sessions/{session.id}/working-set/k", {"value": 1})

@@ -4,6 +4,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from frames import services
+from frames.context import lifecycle
 from frames.models import Frame
 
 
@@ -69,7 +70,7 @@ def test_ending_a_session_closes_every_open_frame_and_keeps_the_sums(api):
     from frames.projections import budget_audit, projection_diff
 
     session, root = _busy_session(api)
-    services.session_end(session=session)
+    lifecycle.session_end(session=session)
     assert not Frame.objects.filter(session=session, status__in=Frame.OPEN_STATUSES).exists()
     root.refresh_from_db()
     assert root.subcall_allocation == 0

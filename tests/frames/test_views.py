@@ -6,6 +6,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from frames import services
+from frames.context import lifecycle
 from frames.models import Frame
 
 
@@ -197,7 +198,7 @@ def test_changes_cost_the_same_queries_for_ten_or_a_thousand_children(api, membe
 
 def test_an_ended_session_page_does_not_poll(api, member_client):
     session = _session(api)
-    services.session_end(session=session)
+    lifecycle.session_end(session=session)
     page = member_client.get(f"/sessions/{session.pk}/").content.decode()
     assert 'id="tree-updates" hidden>' in page and "The session has ended." in page
 
@@ -214,7 +215,7 @@ def test_a_page_behind_an_ended_session_keeps_polling_until_it_has_caught_up(
         services.frame_push(session=session, parent=root, goal=f"Child {i}", budget_total=10)
     page = member_client.get(f"/sessions/{session.pk}/").content.decode()
     seen = int(re.search(r"changes/\?after=(\d+)", page).group(1))
-    services.session_end(session=session)  # cancels five frames: more than one poll's worth
+    lifecycle.session_end(session=session)  # cancels five frames: more than one poll's worth
     url = f"/sessions/{session.pk}/changes/"
     first = member_client.get(url, {"after": seen}, HTTP_HX_REQUEST="true").content.decode()
     after = int(re.search(r"changes/\?after=(\d+)", first).group(1))

@@ -3,7 +3,7 @@
 import pytest
 
 from frames import services
-from frames.suspensions.services import token_hash
+from frames.models import token_hash
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from frames import services
 from frames.conversation.models import CompactionRun
 from frames.models import ContextHandle, Suspension
 from frames.rlm.models import RlmVariable
-from frames.suspensions.services import token_hash
+from frames.models import token_hash
 
 NO_ID = "00000000-0000-0000-0000-000000000000"
 

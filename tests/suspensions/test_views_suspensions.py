@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from frames.models import Event, Frame, Suspension
-from frames.suspensions.services import token_hash
+from frames.models import token_hash
 
 
 def _url(action, body):
