@@ -2,7 +2,6 @@
 
 from uuid import UUID
 
-from django.db import transaction
 from ninja import Query, Router, Schema
 from ninja.responses import Status
 from pydantic import Field
@@ -11,6 +10,7 @@ from contextops.actors import request_actor
 from contextops.errors import Conflict
 
 from . import selectors, services
+from .models import Frame, Session
 from .schemas import (
     EventOut,
     FrameHandleOut,
@@ -28,7 +28,6 @@ from .schemas import (
     frame_out,
     session_out,
 )
-from .selectors import session_pressure, top_frame
 
 router = Router(tags=["sessions and frames"])
 
@@ -36,30 +35,37 @@ router = Router(tags=["sessions and frames"])
 actor_of = request_actor
 
 
-def session_body(session):
+def session_body(session: Session) -> dict:
     """The ``SessionOut`` answer: the session with its pressure and the top of its stack."""
-    top = top_frame(session)
+    return session_body_with_top(session, selectors.top_frame(session))
+
+
+def session_body_with_top(session: Session, top: Frame | None) -> dict:
+    """``session_body`` for a caller that has read the top of the stack already (the
+    sessions list reads a whole page's in one query)."""
     return session_out(
-        session, pressure=session_pressure(session), top_frame_id=top.pk if top else None
+        session,
+        pressure=selectors.pressure_of(session, top),
+        top_frame_id=top.pk if top is not None else None,
     )
 
 
 @router.post("/sessions", response={201: SessionOut}, summary="Start a session")
 def session_create(request, payload: SessionIn):
-    with transaction.atomic():  # the answer is read before the commit, never after it
-        session = services.session_create(
-            organization=request.organization,
-            agent=request.agent,
-            identity=payload.identity.model_dump(exclude_defaults=True),
-            environment=payload.environment.model_dump(exclude_defaults=True),
-            context_window_tokens=payload.context_window_tokens,
-            model=payload.model,
-            title=payload.title,
-            compaction_threshold=payload.compaction_threshold,
-            eviction_policy=payload.eviction_policy,
-            actor=actor_of(request),
-        )
-        return Status(201, session_body(session))
+    session = services.session_create(
+        organization=request.organization,
+        agent=request.agent,
+        identity=payload.identity.model_dump(exclude_defaults=True),
+        environment=payload.environment.model_dump(exclude_defaults=True),
+        context_window_tokens=payload.context_window_tokens,
+        model=payload.model,
+        title=payload.title,
+        compaction_threshold=payload.compaction_threshold,
+        eviction_policy=payload.eviction_policy,
+        actor=actor_of(request),
+    )
+    # A new session has no frame yet: its answer needs no read after the commit.
+    return Status(201, session_body_with_top(session, None))
 
 
 class SessionFilters(Schema):
@@ -74,9 +80,10 @@ class SessionFilters(Schema):
 def session_list(request, filters: Query[SessionFilters]):
     sessions = selectors.session_list(organization=request.organization, search=filters.search)
     count = sessions.count()
-    page = list(sessions[filters.offset : filters.offset + filters.limit])
+    page = selectors.top_frames(sessions, slice(filters.offset, filters.offset + filters.limit))
     next_offset = filters.offset + filters.limit if filters.offset + filters.limit < count else None
-    return {"items": [session_body(s) for s in page], "count": count, "next_offset": next_offset}
+    items = [session_body_with_top(session, top) for session, top in page]
+    return {"items": items, "count": count, "next_offset": next_offset}
 
 
 @router.get(
@@ -173,12 +180,11 @@ def frame_reserve(request, frame_id: str, payload: ReserveIn):
 @router.post("/frames/{frame_id}/usage", response=FrameOut, summary="Record one model call's usage")
 def usage_record(request, frame_id: str, payload: UsageIn):
     frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
-    with transaction.atomic():
-        services.usage_record(
-            session=frame.session, frame=frame, actor=actor_of(request), **payload.model_dump()
-        )
-        frame.refresh_from_db()
-        return frame_out(frame)
+    usage = services.usage_record(
+        session=frame.session, frame=frame, actor=actor_of(request), **payload.model_dump()
+    )
+    assert usage.frame is not None  # charged to this frame, read as it stood at the commit
+    return frame_out(usage.frame)
 
 
 @router.post(

@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 
 from contextops.errors import NotFound
 
@@ -258,29 +258,59 @@ def context_packs_newest_first(session: Session) -> QuerySet[ContextPackRecord]:
     return ContextPackRecord.objects.filter(session=session).order_by("-created_at", "-id")
 
 
-def top_frame(session):
+TOP_FRAME_FIELDS = (
+    "id",
+    "session_id",
+    "last_occupancy_tokens",
+    "pressure_level",
+    "status",
+    "goal",
+    "created_at",
+)
+_STACK_ORDER = ("-depth", "-created_at")
+
+
+def top_frame(session: Session) -> Frame | None:
     """The top of the session's stack: its newest active frame, else its newest open one."""
-    frames = Frame.objects.filter(session=session).only(
-        "id",
-        "session_id",
-        "last_occupancy_tokens",
-        "pressure_level",
-        "status",
-        "goal",
-        "created_at",
-    )
+    frames = Frame.objects.filter(session=session).only(*TOP_FRAME_FIELDS)
     return (
-        frames.filter(status=Frame.Status.ACTIVE).order_by("-depth", "-created_at").first()
-        or frames.filter(status__in=Frame.OPEN_STATUSES).order_by("-depth", "-created_at").first()
+        frames.filter(status=Frame.Status.ACTIVE).order_by(*_STACK_ORDER).first()
+        or frames.filter(status__in=Frame.OPEN_STATUSES).order_by(*_STACK_ORDER).first()
     )
 
 
-def session_pressure(session) -> Pressure:
-    """The pressure the session's gauge shows: that of the frame at the top of its stack."""
-    frame = top_frame(session)
-    occupancy = frame.last_occupancy_tokens if frame is not None else 0
+def _top_frame_id(**status: Any) -> Subquery:
+    return Subquery(
+        Frame.objects.filter(session=OuterRef("pk"), **status)
+        .order_by(*_STACK_ORDER)
+        .values("pk")[:1]
+    )
+
+
+def top_frames(sessions: QuerySet[Session], page: slice) -> list[tuple[Session, Frame | None]]:
+    """The ``page`` of ``sessions``, each with the top of its stack (as ``top_frame``
+    chooses it), in two queries whatever the page's length."""
+    annotated = sessions.annotate(
+        top_active_id=_top_frame_id(status=Frame.Status.ACTIVE),
+        top_open_id=_top_frame_id(status__in=Frame.OPEN_STATUSES),
+    )
+    rows = list(annotated[page])
+    wanted = {row.top_active_id or row.top_open_id for row in rows} - {None}
+    frames = Frame.objects.filter(pk__in=wanted).only(*TOP_FRAME_FIELDS) if wanted else []
+    by_pk = {frame.pk: frame for frame in frames}
+    return [(row, by_pk.get(row.top_active_id or row.top_open_id)) for row in rows]
+
+
+def pressure_of(session: Session, top: Frame | None) -> Pressure:
+    """The pressure the session's gauge shows, given the top of its stack (no query)."""
+    occupancy = top.last_occupancy_tokens if top is not None else 0
     utilization = utilization_of(occupancy, session.context_window_tokens)
-    level = frame.pressure_level if frame is not None else session.pressure_level
+    level = top.pressure_level if top is not None else session.pressure_level
     if level not in LEVELS:
         level = level_next(LOW, utilization)
     return Pressure(level, utilization, occupancy, session.context_window_tokens)
+
+
+def session_pressure(session: Session) -> Pressure:
+    """The pressure the session's gauge shows: that of the frame at the top of its stack."""
+    return pressure_of(session, top_frame(session))

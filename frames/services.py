@@ -312,6 +312,9 @@ def usage_record(
 
     Idempotent by ``message_id``: a second record of the same message in the session (a
     retry after a lost answer) charges nothing and returns the first record.
+
+    The returned record's ``frame`` is the charged frame as it stands at the commit (its
+    budget and pressure level included), so an answer needs no read after the commit.
     """
     counts = {
         "input_tokens": input_tokens,
@@ -331,6 +334,8 @@ def usage_record(
             # session has closed): the call is charged already.
             replayed = Usage.objects.filter(session=session, message_id=message_id).first()
             if replayed is not None:
+                if frame is not None and replayed.frame_id == frame.pk:
+                    replayed.frame = frame  # as it stands now, read under the lock
                 return replayed
         session_require_not_ended(session)
         if frame is not None:

@@ -6,7 +6,6 @@ budget card (an htmx request for ``frame_detail``).
 """
 
 from django.core.paginator import Paginator
-from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
@@ -17,14 +16,12 @@ from contextops.errors import NotFound
 
 from . import selectors
 from .models import Event, Frame, Session
-from .rlm.selectors import state_list
 from .selectors import session_pressure
 
 SESSIONS_PER_PAGE = 25
 CHILDREN_PER_REQUEST = 100
 RECENT_EVENTS = 15
 USAGE_SHOWN = 20
-RLM_STATES_SHOWN = 20
 # How often open pages poll, in seconds.
 TREE_POLL_SECONDS = 3
 FRAME_POLL_SECONDS = 3
@@ -108,9 +105,6 @@ def session_detail(request: HttpRequest, session_id) -> HttpResponse:
         "pressure": session_pressure(session),
         "lifecycle_steps": LIFECYCLE_STEPS,
         "events": _recent_events(session),
-        "rlm_states": state_list(organization=request.organization, session_id=str(session.pk))[
-            :RLM_STATES_SHOWN
-        ],
         # Read with the session, before the roots: a frame pushed in between is then both
         # on the page and in the first update, and the page keeps the node it has.
         "after": session.last_event_seq,
@@ -205,11 +199,5 @@ def frame_detail(request: HttpRequest, frame_id) -> HttpResponse:
         "next_offset": CHILDREN_PER_REQUEST,
         "parent": frame,
         "events": selectors.event_list(session=frame.session, frame=frame, limit=50),
-        # States attached to this frame, and those of the task tree rooted at it.
-        "rlm_states": list(
-            state_list(organization=request.organization).filter(
-                Q(frame=frame) | Q(root_frame=frame)
-            )[:RLM_STATES_SHOWN]
-        ),
     }
     return render(request, "frames/frame_detail.html", context)
