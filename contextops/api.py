@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import re
+from typing import Any
 
 from django.db import DataError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest
@@ -92,7 +93,14 @@ class StrictJsonParser(Parser):
         return result
 
 
-api = NinjaAPI(
+class ContextopsAPI(NinjaAPI):
+    """The NinjaAPI whose OpenAPI schema carries links between operations."""
+
+    def get_openapi_schema(self, *args: Any, **kwargs: Any) -> Any:
+        return openapi_links_add(super().get_openapi_schema(*args, **kwargs))
+
+
+api = ContextopsAPI(
     title="contextops API",
     version="1",
     description="Working context for LLM agents: frames, budgets, facts, context packs.",
@@ -152,9 +160,10 @@ def _loc(loc) -> list:
 @api.exception_handler(NinjaValidationError)
 def on_validation_error(request, exc: NinjaValidationError):
     errors = [{"loc": _loc(e.get("loc", [])), "msg": e.get("msg", "invalid")} for e in exc.errors]
-    first = errors[0] if errors else {"loc": [], "msg": "invalid"}
-    where = ".".join(str(p) for p in first["loc"][1:] or first["loc"])
-    detail = f"{where}: {first['msg']}" if where else first["msg"]
+    loc: list = errors[0]["loc"] if errors else []
+    msg = str(errors[0]["msg"]) if errors else "invalid"
+    where = ".".join(str(p) for p in loc[1:] or loc)
+    detail = f"{where}: {msg}" if where else msg
     return error_response(request, 422, "validation_error", detail, errors=errors)
 
 
@@ -288,13 +297,3 @@ def openapi_links_add(schema: dict) -> dict:
             if str(status).startswith("2"):
                 response["links"] = links
     return schema
-
-
-_openapi_schema_plain = api.get_openapi_schema
-
-
-def _openapi_schema_with_links(*args, **kwargs):
-    return openapi_links_add(_openapi_schema_plain(*args, **kwargs))
-
-
-api.get_openapi_schema = _openapi_schema_with_links

@@ -1,12 +1,14 @@
 """Bearer-key authentication for the API."""
 
 import hmac
+from typing import cast
 
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja.security import HttpBearer
 
 from .errors import Unauthenticated
+from .http import ApiRequest
 from .models import KEY_PREFIX, ApiKey, hash_secret
 from .ratelimit import WRITE_METHODS, rate_limit_check
 
@@ -32,7 +34,8 @@ class ApiKeyAuth(HttpBearer):
             ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
         if request.method in WRITE_METHODS:
             rate_limit_check(key_id=str(key.pk))
-        request.api_key = key
-        request.agent = key.agent
-        request.organization = key.agent.organization
+        authed = cast(ApiRequest, request)
+        authed.api_key = key
+        authed.agent = key.agent
+        authed.organization = key.agent.organization
         return key

@@ -2,11 +2,14 @@
 
 from collections.abc import Callable
 from functools import wraps
+from typing import Any, cast
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+
+from .http import MemberRequest
 
 
 def organization_required(view: Callable) -> Callable:
@@ -14,11 +17,11 @@ def organization_required(view: Callable) -> Callable:
 
     @login_required
     @wraps(view)
-    def wrapper(request: HttpRequest, *args, **kwargs):
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         member = getattr(request.user, "member", None)
         if member is None:
             raise PermissionDenied("This account does not belong to an organization.")
-        request.organization = member.organization
+        cast(MemberRequest, request).organization = member.organization
         return view(request, *args, **kwargs)
 
     return wrapper
@@ -32,7 +35,8 @@ def render_page(
     status: int = 200,
 ) -> HttpResponse:
     """The whole page, or only ``partial`` when htmx asked for a fragment."""
-    if partial and getattr(request, "htmx", False) and not request.htmx.boosted:
+    htmx = getattr(request, "htmx", None)
+    if partial and htmx and not htmx.boosted:
         return render(request, f"{template}#{partial}", context, status=status)
     return render(request, template, context, status=status)
 

@@ -23,3 +23,4 @@ class MemberRequest(HttpRequest):
     user: User  # type: ignore[assignment]  # organization_required admits signed-in users only
     organization: Organization
     htmx: HtmxDetails
+    nav_section: str

@@ -202,7 +202,8 @@ class ExtractiveSummarizer:
         files: list[str] = []
         for turn in turns:
             for call in turn.tool_calls:
-                data = call.get("input") if isinstance(call.get("input"), dict) else {}
+                data = call.get("input")
+                data = data if isinstance(data, dict) else {}
                 path = data.get("file_path") or data.get("path") or data.get("notebook_path")
                 if path and str(path) not in files:
                     files.append(str(path))

@@ -60,7 +60,7 @@ def replay(events) -> Replay:
     frames = state.frames
     for event in events:
         payload = event.payload
-        frame_id = str(event.frame_id) if event.frame_id else None
+        frame_id = str(event.frame_id) if event.frame_id else ""  # "": a session-level event
         kind = event.type
         if kind == "frame.pushed":
             parent_id = payload.get("parent_frame_id")
@@ -96,7 +96,7 @@ def replay(events) -> Replay:
             session["cache_creation_tokens_total"] += payload["cache_creation_input_tokens"]
             session["cache_read_tokens_total"] += payload["cache_read_input_tokens"]
             session["api_calls_total"] += 1
-            if frame_id is not None:
+            if frame_id:
                 frames[frame_id]["budget_used"] += payload["tokens"]
         elif kind == "frame.popped":
             frame = frames[frame_id]

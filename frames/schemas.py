@@ -28,8 +28,10 @@ class SessionEnvironmentIn(Schema):
 
 
 class SessionIn(Schema):
-    identity: IdentityIn = Field(default_factory=IdentityIn)
-    environment: SessionEnvironmentIn = Field(default_factory=SessionEnvironmentIn)
+    identity: IdentityIn = Field(default_factory=lambda: IdentityIn.model_validate({}))
+    environment: SessionEnvironmentIn = Field(
+        default_factory=lambda: SessionEnvironmentIn.model_validate({})
+    )
     context_window_tokens: int = Field(200_000, ge=1_000, le=10_000_000)
     model: str = Field("", max_length=120)
     title: str = Field("", max_length=300)
@@ -228,7 +230,7 @@ def session_out(session: Session, *, pressure, top_frame_id) -> dict[str, Any]:
     return {
         "id": session.pk,
         "title": session.title,
-        "agent": session.agent.name if session.agent_id else None,
+        "agent": session.agent.name if session.agent is not None else None,
         "identity": session.identity,
         "environment": session.environment,
         "model": session.model,

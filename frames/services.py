@@ -81,7 +81,8 @@ def session_create(
     agent cannot start a session that speaks with more authority than its key has.
     """
     identity = dict(identity or {})
-    if (environment or {}).get("timezone"):
+    environment = dict(environment or {})
+    if environment.get("timezone"):
         zone_check(environment["timezone"], field="environment.timezone")
     if agent is not None:
         agent_authority = agent.authority

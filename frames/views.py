@@ -6,13 +6,14 @@ budget card (an htmx request for ``frame_detail``).
 """
 
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from contextops.dashboard import organization_required, render_page
 from contextops.errors import NotFound
+from contextops.http import MemberRequest
 
 from . import selectors
 from .models import Event, Frame, Session
@@ -66,7 +67,7 @@ def _get_or_404(getter, **kwargs):
 @require_GET
 @organization_required
 @vary_on_headers("HX-Request")
-def session_list(request: HttpRequest) -> HttpResponse:
+def session_list(request: MemberRequest) -> HttpResponse:
     request.nav_section = "sessions"
     search = request.GET.get("q", "")[:200].replace("\x00", "")
     sessions = selectors.session_list(organization=request.organization, search=search)
@@ -89,7 +90,7 @@ def _recent_events(session: Session) -> list[Event]:
 @require_GET
 @organization_required
 @vary_on_headers("HX-Request")
-def session_detail(request: HttpRequest, session_id) -> HttpResponse:
+def session_detail(request: MemberRequest, session_id) -> HttpResponse:
     request.nav_section = "sessions"
     session = _get_or_404(
         selectors.session_get, organization=request.organization, session_id=session_id
@@ -115,7 +116,7 @@ def session_detail(request: HttpRequest, session_id) -> HttpResponse:
 
 @require_GET
 @organization_required
-def session_changes(request: HttpRequest, session_id) -> HttpResponse:
+def session_changes(request: MemberRequest, session_id) -> HttpResponse:
     """What the session page polls: 204 when no event came after ``after``, else
     out-of-band updates of its tree, lifecycle, usage and recent events, and the poller
     again with the new ``after``."""
@@ -151,7 +152,7 @@ def session_changes(request: HttpRequest, session_id) -> HttpResponse:
 
 @require_GET
 @organization_required
-def frame_children(request: HttpRequest, frame_id) -> HttpResponse:
+def frame_children(request: MemberRequest, frame_id) -> HttpResponse:
     """The children of a frame as tree nodes, one page at a time: what "expand" loads."""
     frame = _get_or_404(selectors.frame_get, organization=request.organization, frame_id=frame_id)
     try:
@@ -173,7 +174,7 @@ def frame_children(request: HttpRequest, frame_id) -> HttpResponse:
 @require_GET
 @organization_required
 @vary_on_headers("HX-Request")
-def frame_detail(request: HttpRequest, frame_id) -> HttpResponse:
+def frame_detail(request: MemberRequest, frame_id) -> HttpResponse:
     """The frame page; for htmx only its budget card, with its status line and model
     calls out of band: what the open page polls every FRAME_POLL_SECONDS."""
     request.nav_section = "sessions"
