@@ -16,6 +16,13 @@ from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.parser import Parser
 
+from facts.api import router as facts_router
+from frames.api import router as frames_router
+from frames.context.api import router as context_router
+from frames.conversation.api import router as conversation_router
+from frames.rlm.api import router as rlm_router
+from frames.suspensions.api import router as suspension_router
+
 from .auth import ApiKeyAuth
 from .errors import DomainError, Invalid
 
@@ -234,23 +241,12 @@ def health(request):
     return {"status": "ok"}
 
 
-def _register_routers() -> None:
-    from facts.api import router as facts_router
-    from frames.api import router as frames_router
-    from frames.context.api import router as context_router
-    from frames.conversation.api import router as conversation_router
-    from frames.rlm.api import router as rlm_router
-    from frames.suspensions.api import router as suspension_router
-
-    api.add_router("", frames_router)
-    api.add_router("", suspension_router)
-    api.add_router("", context_router)
-    api.add_router("", facts_router)
-    api.add_router("", conversation_router)
-    api.add_router("/rlm", rlm_router)
-
-
-_register_routers()
+api.add_router("", frames_router)
+api.add_router("", suspension_router)
+api.add_router("", context_router)
+api.add_router("", facts_router)
+api.add_router("", conversation_router)
+api.add_router("/rlm", rlm_router)
 __all__ = ["api"]
 
 

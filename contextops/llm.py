@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import anthropic
+from django.conf import settings
 
 logger = logging.getLogger(__name__)
 
@@ -241,8 +242,6 @@ def _clip(text: str, limit: int) -> str:
 
 def summarizer_default() -> Summarizer:
     """Anthropic when ANTHROPIC_API_KEY is set (or CONTEXTOPS_SUMMARIZER="anthropic"), else extractive."""
-    from django.conf import settings
-
     choice = getattr(settings, "CONTEXTOPS_SUMMARIZER", "") or (
         "anthropic" if settings.ANTHROPIC_API_KEY else "extractive"
     )

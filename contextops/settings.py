@@ -7,6 +7,7 @@ a separate Celery worker process still receives the jobs. Production sets DATABA
 """
 
 import os
+import secrets
 from pathlib import Path
 
 import dj_database_url
@@ -42,8 +43,6 @@ if not SECRET_KEY:
     # never a key that is the same for everyone who cloned the repository.
     _key_file = VAR_DIR / "secret-key"
     if not _key_file.exists():
-        import secrets
-
         VAR_DIR.mkdir(parents=True, exist_ok=True)
         try:
             with os.fdopen(

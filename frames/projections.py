@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Sum
 
 from .budget import Budget
-from .models import Event, Frame, Session
+from .models import Event, Frame, Session, Usage
 
 FRAME_FIELDS = (
     "parent_id",
@@ -186,10 +187,6 @@ def budget_audit(session: Session) -> list[str]:
     For every frame: its subcall allocation is the total of its open children, and its
     used is what its own model calls spent plus what its closed children used.
     """
-    from django.db.models import Sum
-
-    from .models import Usage
-
     frames = {
         f["id"]: f
         for f in Frame.objects.filter(session=session).values(
