@@ -84,10 +84,6 @@ class Invalid(DomainError):
         **extra: Any,
     ) -> None:
         self.code = code
-        if field is None and "loc" in extra:
-            # Transitional: an HTTP location given by a module not yet converted.
-            loc = list(extra.pop("loc") or [])
-            field = loc[1:] if loc[:1] in (["body"], ["query"], ["path"]) else loc
         self.field: tuple[str | int, ...] = field_path(field)
         super().__init__(detail, **extra)
 

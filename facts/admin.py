@@ -1,12 +1,17 @@
 """Admins edit facts here, but never in place: saving writes a new version that supersedes
 the old one (author: the admin user, rule ``admin_edit``), and deleting is invalidation."""
 
+from typing import Any
+
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.http import HttpRequest
 
 from contextops.errors import AuthorityTooLow, DomainError
+from contextops.models import Organization
+from contextops.text import value_text
 
 from . import services
 from .models import Fact, SourceAuthority, WorkingSetItem
@@ -23,7 +28,7 @@ EDITABLE = [
 ]
 
 
-def admin_authority(user, organization) -> str:
+def admin_authority(user: Any, organization: Organization) -> str:
     """The level an admin user writes with: the top of the ladder for superusers, else admin."""
     ladder = organization.authority_ladder or ["policy"]
     if user.is_superuser or "admin" not in ladder:
@@ -51,7 +56,7 @@ class FactAdminForm(forms.ModelForm):
     memory_type = forms.ChoiceField(
         choices=[("", "derive from the source"), *Fact.MemoryType.choices], required=False
     )
-    request = None  # set by FactAdmin.get_form
+    request: HttpRequest | None = None  # set by FactAdmin.get_form
 
     class Meta:
         model = Fact
@@ -61,7 +66,9 @@ class FactAdminForm(forms.ModelForm):
         """The service call behind this form: a new version when editing, a new fact when adding."""
         data = self.cleaned_data
         changes = {name: data[name] for name in EDITABLE if name in data}
+        assert self.request is not None, "FactAdmin.get_form sets the request"
         user = self.request.user
+        # The admin's own actor prefix (contextops.actors has agent, user and system only).
         author = f"admin:{user.get_username()}"
         if self.instance.pk:
             original = Fact.objects.select_related("organization").get(pk=self.instance.pk)
@@ -92,7 +99,9 @@ class FactAdminForm(forms.ModelForm):
             self.add_error("value", "A fact needs a value.")
         if self.errors:
             return data
-        # Run the write once and roll it back, so every rule's refusal shows on the form.
+        # Run the write once and roll it back, so every rule's refusal shows on the form:
+        # this savepoint is the form's validation (a dry run), not the write's transaction,
+        # which the service owns when save_model runs it for real.
         try:
             with transaction.atomic():
                 self.write()
@@ -144,7 +153,7 @@ class FactAdmin(admin.ModelAdmin):
 
     @admin.display(description="value")
     def short_value(self, fact: Fact) -> str:
-        return services.value_text(fact.value)[:80]
+        return value_text(fact.value)[:80]
 
     def get_readonly_fields(self, request, obj=None):
         fields = list(self.readonly_fields)

@@ -1,17 +1,18 @@
 """Facts, constraints, the working set and the environment: ``/facts``, ``/constraints``,
 ``/sessions/{id}/working-set``, ``/sessions/{id}/environment``."""
 
-from datetime import datetime
-from typing import Literal
-from zoneinfo import ZoneInfo
+from typing import Any, Literal
 
-from django.db import transaction
-from django.utils import timezone
 from ninja import Query, Router, Schema
 from ninja.responses import Status
 from pydantic import Field
 
+from contextops.actors import agent_actor
 from contextops.errors import Invalid
+from contextops.http import ApiRequest
+from contextops.zones import local_now, local_zone
+from frames.models import Session
+from frames.selectors import session_get
 
 from . import selectors, services
 from .models import Fact
@@ -34,25 +35,20 @@ from .schemas import (
 router = Router(tags=["facts"])
 
 
-def _author(request) -> str:
-    return f"agent:{request.agent.name}"
-
-
-def _write_body(result: services.FactWriteResult) -> dict:
+def _write_body(result: services.FactWriteResult) -> dict[str, Any]:
+    """The answer to a write, from what the service read before its commit."""
+    fact = result.fact
     if result.created:
-        fact = result.fact
         links = {
             "supersedes": result.superseded.key if result.superseded else None,
             "superseded_by": None,
-            "contested": fact.contested.key if fact.contested_id else None,
+            "contested": fact.contested.key if fact.contested is not None else None,
             "depends_on": sorted(result.depends_on or []),
             "derived_facts": [],
         }
         body = fact_out(fact, links=links)
     else:
-        body = fact_out(
-            selectors.fact_get(organization=result.fact.organization, key=result.fact.key)
-        )
+        body = fact_out(fact)
     return {
         **body,
         "outcome": result.outcome,
@@ -79,11 +75,12 @@ def _write_body(result: services.FactWriteResult) -> dict:
         "409 `key_exists`, 422 for bad scope, memory type, constraint or a cycle in `depends_on`."
     ),
 )
-def fact_create(request, payload: FactIn):
+def fact_create(request: ApiRequest, payload: FactIn) -> Status:
+    # Not wrapped in a transaction: a refused supersession commits its proposal, then raises.
     result = services.fact_write(
         organization=request.organization,
         authority=request.agent.authority,
-        author=_author(request),
+        author=agent_actor(request.agent),
         **payload.model_dump(),
     )
     return Status(201 if result.created else 200, _write_body(result))
@@ -106,7 +103,7 @@ class FactFilters(Schema):
     response=FactListOut,
     summary="The organization's facts, newest first (valid only by default)",
 )
-def fact_list(request, filters: Query[FactFilters]):
+def fact_list(request: ApiRequest, filters: Query[FactFilters]) -> dict[str, Any]:
     for name, allowed in (
         ("scope", Fact.Scope.values),
         ("memory_type", Fact.MemoryType.values),
@@ -136,7 +133,7 @@ def fact_list(request, filters: Query[FactFilters]):
 
 
 @router.get("/facts/{key}", response=FactOut, summary="One version, as stored under its key")
-def fact_get(request, key: str):
+def fact_get(request: ApiRequest, key: str) -> dict[str, Any]:
     return fact_out(selectors.fact_get(organization=request.organization, key=key))
 
 
@@ -146,7 +143,7 @@ def fact_get(request, key: str):
     summary="The valid head of the key's chain (one query)",
     description="404 when the key is unknown or its chain has no valid version.",
 )
-def fact_current(request, key: str):
+def fact_current(request: ApiRequest, key: str) -> dict[str, Any]:
     fact = selectors.fact_current_get(organization=request.organization, key=key)
     return fact_out(selectors.fact_get(organization=request.organization, key=fact.key))
 
@@ -156,7 +153,7 @@ def fact_current(request, key: str):
     response=LineageOut,
     summary="The key's supersession chain, oldest first, and every fact depending on a version",
 )
-def fact_lineage(request, key: str):
+def fact_lineage(request: ApiRequest, key: str) -> dict[str, Any]:
     lineage = selectors.fact_lineage(organization=request.organization, key=key)
     chain = lineage.chain
     keys = {f.pk: f.key for f in (*lineage.chain, *lineage.dependents)}
@@ -203,15 +200,14 @@ def fact_lineage(request, key: str):
     summary="Promote a hypothetical or draft fact to global (a supersession like any other)",
     description="403 `authority_too_low` when the current global fact of the subject ranks above you; 422 for a global fact.",
 )
-def fact_promote(request, key: str):
-    with transaction.atomic():  # the answer is read before the commit, never after it
-        result = services.fact_promote(
-            organization=request.organization,
-            key=key,
-            authority=request.agent.authority,
-            author=_author(request),
-        )
-        return _write_body(result)
+def fact_promote(request: ApiRequest, key: str) -> dict[str, Any]:
+    result = services.fact_promote(
+        organization=request.organization,
+        key=key,
+        authority=request.agent.authority,
+        author=agent_actor(request.agent),
+    )
+    return _write_body(result)
 
 
 @router.post(
@@ -220,12 +216,11 @@ def fact_promote(request, key: str):
     summary="Discard a hypothetical or draft fact",
     description="It stays in its lineage with status `discarded`; 422 for other scopes.",
 )
-def fact_discard(request, key: str):
-    with transaction.atomic():
-        fact = services.fact_discard(
-            organization=request.organization, key=key, authority=request.agent.authority
-        )
-        return fact_out(selectors.fact_get(organization=request.organization, key=fact.key))
+def fact_discard(request: ApiRequest, key: str) -> dict[str, Any]:
+    fact = services.fact_discard(
+        organization=request.organization, key=key, authority=request.agent.authority
+    )
+    return fact_out(fact)
 
 
 @router.post(
@@ -233,10 +228,8 @@ def fact_discard(request, key: str):
     response=FactOut,
     summary="Clear needs_review after checking a fact whose dependency changed",
 )
-def fact_review(request, key: str):
-    with transaction.atomic():
-        fact = services.fact_review_clear(organization=request.organization, key=key)
-        return fact_out(selectors.fact_get(organization=request.organization, key=fact.key))
+def fact_review(request: ApiRequest, key: str) -> dict[str, Any]:
+    return fact_out(services.fact_review_clear(organization=request.organization, key=key))
 
 
 @router.post(
@@ -244,12 +237,11 @@ def fact_review(request, key: str):
     response=FactOut,
     summary="Withdraw the current version of a chain without a successor (flags its dependents)",
 )
-def fact_invalidate(request, key: str):
-    with transaction.atomic():
-        fact = services.fact_invalidate(
-            organization=request.organization, key=key, authority=request.agent.authority
-        )
-        return fact_out(selectors.fact_get(organization=request.organization, key=fact.key))
+def fact_invalidate(request: ApiRequest, key: str) -> dict[str, Any]:
+    fact = services.fact_invalidate(
+        organization=request.organization, key=key, authority=request.agent.authority
+    )
+    return fact_out(fact)
 
 
 @router.post(
@@ -258,7 +250,7 @@ def fact_invalidate(request, key: str):
     tags=["constraints"],
     summary="Is a proposed value allowed by the constraint facts governing its subject?",
 )
-def constraints_check(request, payload: ConstraintCheckIn):
+def constraints_check(request: ApiRequest, payload: ConstraintCheckIn) -> dict[str, Any]:
     check = selectors.constraints_check(
         organization=request.organization,
         subject=payload.subject,
@@ -274,16 +266,14 @@ def constraints_check(request, payload: ConstraintCheckIn):
     }
 
 
-def _session(request, session_id: str):
-    from frames.selectors import session_get
-
+def _session(request: ApiRequest, session_id: str) -> Session:
     return session_get(organization=request.organization, session_id=session_id)
 
 
 @router.get(
     "/sessions/{session_id}/working-set", response=list[WorkingSetOut], tags=["working set"]
 )
-def working_set_list(request, session_id: str):
+def working_set_list(request: ApiRequest, session_id: str) -> list[dict[str, Any]]:
     return [
         working_set_out(i)
         for i in selectors.working_set_list(session=_session(request, session_id))
@@ -296,13 +286,15 @@ def working_set_list(request, session_id: str):
     tags=["working set"],
     summary="Set a working-set item (optional ttl_seconds; invisible as soon as it expires)",
 )
-def working_set_put(request, session_id: str, key: str, payload: WorkingSetIn):
+def working_set_put(
+    request: ApiRequest, session_id: str, key: str, payload: WorkingSetIn
+) -> dict[str, Any]:
     item = services.working_set_put(
         session=_session(request, session_id),
         key=key,
         value=payload.value,
         ttl_seconds=payload.ttl_seconds,
-        actor=_author(request),
+        actor=agent_actor(request.agent),
     )
     return working_set_out(item)
 
@@ -310,7 +302,7 @@ def working_set_put(request, session_id: str, key: str, payload: WorkingSetIn):
 @router.get(
     "/sessions/{session_id}/working-set/{key}", response=WorkingSetOut, tags=["working set"]
 )
-def working_set_get(request, session_id: str, key: str):
+def working_set_get(request: ApiRequest, session_id: str, key: str) -> dict[str, Any]:
     return working_set_out(
         selectors.working_set_get(session=_session(request, session_id), key=key)
     )
@@ -319,23 +311,18 @@ def working_set_get(request, session_id: str, key: str):
 @router.delete(
     "/sessions/{session_id}/working-set/{key}", response={204: None}, tags=["working set"]
 )
-def working_set_delete(request, session_id: str, key: str):
+def working_set_delete(request: ApiRequest, session_id: str, key: str) -> Status:
     services.working_set_delete(
-        session=_session(request, session_id), key=key, actor=_author(request)
+        session=_session(request, session_id), key=key, actor=agent_actor(request.agent)
     )
     return Status(204, None)
 
 
-def _environment_body(session) -> dict:
+def _environment_body(session: Session) -> dict[str, Any]:
     env = session.environment or {}
-    tz_name = env.get("timezone") or "UTC"
-    try:
-        zone = ZoneInfo(tz_name)
-    except Exception:  # stored before validation existed: fall back to UTC
-        tz_name, zone = "UTC", ZoneInfo("UTC")
-    now: datetime = timezone.now().astimezone(zone)
+    now = local_now(env)
     return {
-        "timezone": tz_name,
+        "timezone": local_zone(env)[0],
         "location": env.get("location"),
         "external_data": env.get("external_data") or {},
         "current_time": now,
@@ -349,7 +336,7 @@ def _environment_body(session) -> dict:
     tags=["environment"],
     summary="Layer 4, with the current time and date in the session's time zone",
 )
-def environment_get(request, session_id: str):
+def environment_get(request: ApiRequest, session_id: str) -> dict[str, Any]:
     return _environment_body(_session(request, session_id))
 
 
@@ -359,7 +346,7 @@ def environment_get(request, session_id: str):
     tags=["environment"],
     summary="Update layer 4 (fields left out keep their value); 422 for an unknown time zone",
 )
-def environment_put(request, session_id: str, payload: EnvironmentIn):
+def environment_put(request: ApiRequest, session_id: str, payload: EnvironmentIn) -> dict[str, Any]:
     if payload.timezone is not None and not payload.timezone:
         raise Invalid("timezone may not be empty.", field="timezone")
     session = services.environment_update(
@@ -367,6 +354,6 @@ def environment_put(request, session_id: str, payload: EnvironmentIn):
         timezone_name=payload.timezone,
         location=payload.location,
         external_data=payload.external_data,
-        actor=_author(request),
+        actor=agent_actor(request.agent),
     )
     return _environment_body(session)

@@ -5,6 +5,9 @@ coordinates; the template only draws them.
 """
 
 from dataclasses import dataclass
+from typing import Any
+
+from contextops.text import value_text
 
 from .selectors import Lineage
 
@@ -59,9 +62,7 @@ class Graph:
     node_h: int = NODE_H
 
 
-def _label(value, limit: int = 20) -> str:
-    from .services import value_text
-
+def _label(value: Any, limit: int = 20) -> str:
     text = value_text(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

@@ -1,7 +1,8 @@
 """Reads of facts, constraints and the working set, always scoped to one organization.
 
 The current head of any key and the lineage of its chain are one indexed query each,
-however long the chain: every version of a chain shares ``Fact.chain``.
+however long the chain: every version of a chain shares ``Fact.chain``; what depends on
+what, transitively, is one recursive query (``dependents_closure``, ``dependencies_closure``).
 """
 
 from dataclasses import dataclass, field
@@ -20,14 +21,16 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.expressions import RawSQL
+from django.db.models.expressions import Combinable, RawSQL
 from django.utils import timezone
 
 from contextops.errors import NotFound
+from contextops.models import Organization
+from contextops.text import value_text
+from frames.models import Session
 
 from . import supersession as rules
-from .models import Fact, WorkingSetItem
-from .services import dependents_closure
+from .models import Fact, FactDependency, WorkingSetItem
 
 CONTEXT_FIELDS = (
     "id",
@@ -46,6 +49,44 @@ CONTEXT_FIELDS = (
 )
 
 
+def _table(model: type[Fact] | type[FactDependency]) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+def dependents_closure(fact_ids: list[int]) -> list[int]:
+    """Ids of every fact that depends on ``fact_ids``, transitively: one recursive query."""
+    if not fact_ids:
+        return []
+    links = _table(FactDependency)
+    marks = ", ".join(["%s"] * len(fact_ids))
+    sql = (
+        f"WITH RECURSIVE dependents(id) AS ("
+        f" SELECT fact_id FROM {links} WHERE depends_on_id IN ({marks})"
+        f" UNION SELECT l.fact_id FROM {links} l JOIN dependents d ON l.depends_on_id = d.id"
+        f") SELECT id FROM dependents"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, list(fact_ids))
+        return [row[0] for row in cursor.fetchall()]
+
+
+def dependencies_closure(fact_ids: list[int]) -> list[int]:
+    """``fact_ids`` and every fact they depend on, transitively: one recursive query."""
+    if not fact_ids:
+        return []
+    facts, links = _table(Fact), _table(FactDependency)
+    marks = ", ".join(["%s"] * len(fact_ids))
+    sql = (
+        f"WITH RECURSIVE upstream(id) AS ("
+        f" SELECT id FROM {facts} WHERE id IN ({marks})"
+        f" UNION SELECT l.depends_on_id FROM {links} l JOIN upstream u ON l.fact_id = u.id"
+        f") SELECT id FROM upstream"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, list(fact_ids))
+        return [row[0] for row in cursor.fetchall()]
+
+
 def _keys_only() -> QuerySet[Fact]:
     return Fact.objects.only("id", "key")
 
@@ -58,7 +99,7 @@ def with_relations(queryset: QuerySet[Fact]) -> QuerySet[Fact]:
     )
 
 
-def fact_get(*, organization, key: str) -> Fact:
+def fact_get(*, organization: Organization, key: str) -> Fact:
     """The version stored under ``key``; NotFound for unknown keys and other organizations."""
     fact = with_relations(Fact.objects.filter(organization=organization, key=key)).first()
     if fact is None:
@@ -66,7 +107,7 @@ def fact_get(*, organization, key: str) -> Fact:
     return fact
 
 
-def fact_current_get(*, organization, key: str) -> Fact:
+def fact_current_get(*, organization: Organization, key: str) -> Fact:
     """The valid head of the chain ``key`` belongs to: one query whatever the chain's length.
 
     NotFound when the key is unknown, and when its chain has no valid version (withdrawn,
@@ -103,7 +144,7 @@ class Lineage:
         return self.chain[index + 1].supersession_rule if index + 1 < len(self.chain) else ""
 
 
-def fact_lineage(*, organization, key: str) -> Lineage:
+def fact_lineage(*, organization: Organization, key: str) -> Lineage:
     """The supersession chain of ``key`` (one query), its contested writes and dependents."""
     fact = (
         Fact.objects.filter(organization=organization, key=key).only("id", "key", "chain").first()
@@ -136,7 +177,7 @@ def fact_lineage(*, organization, key: str) -> Lineage:
 
 def fact_list(
     *,
-    organization,
+    organization: Organization,
     valid: bool | None = True,
     scope: str = "",
     scope_id: str = "",
@@ -167,16 +208,22 @@ def fact_list(
     return with_relations(queryset).order_by("-created_at", "-id")
 
 
-def readable_levels(organization, authority: str) -> list[str]:
+def fact_review_count(*, organization: Organization) -> int:
+    """How many facts of the organization are flagged for review (any validity)."""
+    return Fact.objects.filter(organization=organization, needs_review=True).count()
+
+
+def readable_levels(organization: Organization, authority: str) -> list[str]:
     """The ``read_authority`` values a reader at ``authority`` may see ("" is everyone's)."""
     ladder = list(organization.authority_ladder or [])
     return ["", *ladder[organization.authority_rank(authority or "") :]]
 
 
-def _relevance(terms: list[str]):
+def _relevance(terms: list[str]) -> Combinable:
+    """How many of ``terms`` a fact's search text contains (0 without terms)."""
     if not terms:
         return Value(0, output_field=IntegerField())
-    score = None
+    score: Combinable | None = None
     for term in terms:
         when = Case(
             When(search_text__contains=term, then=Value(1)),
@@ -184,6 +231,7 @@ def _relevance(terms: list[str]):
             output_field=IntegerField(),
         )
         score = when if score is None else score + when
+    assert score is not None  # terms is not empty
     return score
 
 
@@ -225,8 +273,8 @@ def _governs(fact: Fact) -> bool:
 
 def facts_for_context(
     *,
-    organization,
-    session,
+    organization: Organization,
+    session: Session,
     scope_ids: list[str],
     query: str = "",
     limit: int = 50,
@@ -273,11 +321,7 @@ def facts_for_context(
     rows = {
         f.pk: f for f in Fact.objects.filter(pk__in=list(scores)).only(*CONTEXT_FIELDS).order_by()
     }
-    ranked = []
-    for pk, score in order:
-        fact = rows[pk]
-        fact.relevance = score
-        ranked.append(fact)
+    ranked = [rows[pk] for pk, _ in order]
     subjects = {f.subject for f in ranked if f.subject}
     have = {f.pk for f in ranked}
     governing = [
@@ -287,10 +331,8 @@ def facts_for_context(
         .only(*CONTEXT_FIELDS)
         .order_by("-is_constraint", "-created_at", "-id")[: max(1, limit)]
     ]
-    for fact in governing:
-        fact.relevance = 0
-    governed = subjects | {f.subject for f in ranked if _governs(f) and f.relevance}
-    first = [f for f in ranked if _governs(f) and (f.relevance or f.subject in governed)]
+    governed = subjects | {f.subject for f in ranked if _governs(f) and scores[f.pk]}
+    first = [f for f in ranked if _governs(f) and (scores[f.pk] or f.subject in governed)]
     first.sort(key=lambda f: not f.is_constraint)  # stable: constraints, then policy
     first += governing
     first_ids = {f.pk for f in first}
@@ -308,7 +350,7 @@ class ConstraintCheck:
 
 
 def constraints_check(
-    *, organization, subject: str, value: Any, scope_id: str = ""
+    *, organization: Organization, subject: str, value: Any, scope_id: str = ""
 ) -> ConstraintCheck:
     """Whether ``value`` is allowed for ``subject`` by every current constraint fact governing it.
 
@@ -342,14 +384,14 @@ def constraints_check(
 # Working set (layer 3) -----------------------------------------------------------------------
 
 
-def _live(session) -> QuerySet[WorkingSetItem]:
+def _live(session: Session) -> QuerySet[WorkingSetItem]:
     now = timezone.now()
     return WorkingSetItem.objects.filter(session=session).filter(
         Q(expires_at__isnull=True) | Q(expires_at__gt=now)
     )
 
 
-def working_set_get(*, session, key: str) -> WorkingSetItem:
+def working_set_get(*, session: Session, key: str) -> WorkingSetItem:
     """The live item ``key``: NotFound when missing or expired (expiry is immediate)."""
     item = _live(session).filter(key=key).first()
     if item is None:
@@ -357,11 +399,12 @@ def working_set_get(*, session, key: str) -> WorkingSetItem:
     return item
 
 
-def working_set_list(*, session) -> list[WorkingSetItem]:
+def working_set_list(*, session: Session) -> list[WorkingSetItem]:
+    """The session's live working set, by key."""
     return list(_live(session).order_by("key"))
 
 
-def working_set_for_context(*, session, query: str = "") -> list[WorkingSetItem]:
+def working_set_for_context(*, session: Session, query: str = "") -> list[WorkingSetItem]:
     """The session's live working set, items that mention a word of ``query`` first."""
     items = list(_live(session).order_by("-updated_at", "-id"))
     terms = rules.query_terms(query)
@@ -369,8 +412,6 @@ def working_set_for_context(*, session, query: str = "") -> list[WorkingSetItem]
         return items
 
     def hits(item: WorkingSetItem) -> int:
-        from .services import value_text
-
         text = f"{item.key} {value_text(item.value)}".lower()
         return sum(1 for term in terms if term in text)
 

@@ -1,13 +1,14 @@
 """Writes to facts, the working set and the environment: one transaction each.
 
 The rules themselves live in ``facts.supersession``; this module loads and locks the
-rows they apply to and stores the outcome. Facts belong to an organization, not a
-session, so their writes append no session events; working-set and environment
-writes do.
+rows they apply to, asks the rules once, and stores the outcome. Every write returns its
+answer read inside its own transaction (facts with the relations their API body reads),
+so no caller reads after the commit. Facts belong to an organization, not a session, so
+their writes append no session events; working-set and environment writes do, under the
+session lock.
 """
 
 import hashlib
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,18 +17,28 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from contextops.errors import AuthorityTooLow, Conflict, Invalid, NotFound
+from contextops.models import Organization
+from contextops.text import value_text
 from contextops.tokens import count_tokens
 from contextops.zones import zone_check
+from frames.events import event_append
+from frames.locks import session_lock
+from frames.models import Session
 
+from . import selectors
 from . import supersession as rules
 from .models import Fact, FactDependency, SourceAuthority, WorkingSetItem
+from .selectors import Lineage, dependencies_closure, dependents_closure
 
 MAX_KEY_LENGTH = 200
 
 
 @dataclass
 class FactWriteResult:
-    """What a write did: ``outcome`` is created, superseded, proposal, outdated or unchanged."""
+    """What a write did: ``outcome`` is created, superseded, proposal, outdated, unchanged
+    or promoted. ``fact`` is read before the commit: a fact just written with the rows the
+    write itself set (``superseded``, ``contested``), any other with ``selectors.with_relations``.
+    """
 
     fact: Fact
     created: bool
@@ -40,13 +51,6 @@ class FactWriteResult:
     # An explicit supersession a lower authority asked for: the write is kept as its
     # proposal, and ``fact_write`` raises this once that is committed.
     refusal: AuthorityTooLow | None = None
-
-
-def value_text(value: Any) -> str:
-    """The value as the context pack renders it: strings as they are, anything else as JSON."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
 def _invalid(detail: str, field: str) -> Invalid:
@@ -65,7 +69,7 @@ def _has_nul(value: Any, depth: int = 0) -> bool:
     return False
 
 
-def _check_level(organization, level: str, field: str) -> None:
+def _check_level(organization: Organization, level: str, field: str) -> None:
     if level and level not in (organization.authority_ladder or []):
         raise _invalid(
             f"Unknown authority {level!r}; this organization's ladder is {', '.join(organization.authority_ladder)}.",
@@ -75,7 +79,7 @@ def _check_level(organization, level: str, field: str) -> None:
 
 def _validate(
     *,
-    organization,
+    organization: Organization,
     key: str,
     value: Any,
     memory_type: str,
@@ -132,7 +136,7 @@ def _validate(
         raise _invalid("observed_at needs a time zone (e.g. 2026-01-15T00:00:00Z).", "observed_at")
 
 
-def fact_authority(*, organization, writer_level: str, source: str) -> str:
+def fact_authority(*, organization: Organization, writer_level: str, source: str) -> str:
     """The level a fact is written with: the writer's own, lowered to the level the
     organization gives ``source`` when that is lower. Citing a source never raises it."""
     mapped = (
@@ -149,7 +153,7 @@ def fact_authority(*, organization, writer_level: str, source: str) -> str:
     return writer_level
 
 
-def _version(fact: Fact, organization) -> rules.Version:
+def _version(fact: Fact, organization: Organization) -> rules.Version:
     return rules.Version(
         key=fact.key,
         value=fact.value,
@@ -157,6 +161,7 @@ def _version(fact: Fact, organization) -> rules.Version:
         observed_at=fact.observed_at,
         is_constraint=fact.is_constraint,
         constraint=fact.constraint,
+        chain=fact.chain,
     )
 
 
@@ -190,44 +195,6 @@ def _not_current(target: Fact) -> Conflict:
     )
 
 
-def _table(model) -> str:
-    return connection.ops.quote_name(model._meta.db_table)
-
-
-def dependents_closure(fact_ids: list[int]) -> list[int]:
-    """Ids of every fact that depends on ``fact_ids``, transitively: one recursive query."""
-    if not fact_ids:
-        return []
-    links = _table(FactDependency)
-    marks = ", ".join(["%s"] * len(fact_ids))
-    sql = (
-        f"WITH RECURSIVE dependents(id) AS ("
-        f" SELECT fact_id FROM {links} WHERE depends_on_id IN ({marks})"
-        f" UNION SELECT l.fact_id FROM {links} l JOIN dependents d ON l.depends_on_id = d.id"
-        f") SELECT id FROM dependents"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, list(fact_ids))
-        return [row[0] for row in cursor.fetchall()]
-
-
-def dependencies_closure(fact_ids: list[int]) -> list[int]:
-    """``fact_ids`` and every fact they depend on, transitively: one recursive query."""
-    if not fact_ids:
-        return []
-    facts, links = _table(Fact), _table(FactDependency)
-    marks = ", ".join(["%s"] * len(fact_ids))
-    sql = (
-        f"WITH RECURSIVE upstream(id) AS ("
-        f" SELECT id FROM {facts} WHERE id IN ({marks})"
-        f" UNION SELECT l.depends_on_id FROM {links} l JOIN upstream u ON l.fact_id = u.id"
-        f") SELECT id FROM upstream"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, list(fact_ids))
-        return [row[0] for row in cursor.fetchall()]
-
-
 def _flag_dependents(fact_ids: list[int]) -> int:
     ids = dependents_closure(fact_ids)
     if not ids:
@@ -237,7 +204,9 @@ def _flag_dependents(fact_ids: list[int]) -> int:
     )
 
 
-def _current_of_subject(organization, subject: str, scope: str, scope_id: str) -> list[Fact]:
+def _current_of_subject(
+    organization: Organization, subject: str, scope: str, scope_id: str
+) -> list[Fact]:
     """The valid facts of a subject in a scope, locked, newest first.
 
     A row that another transaction superseded while we waited for its lock drops out of
@@ -262,7 +231,7 @@ def _supersede(target: Fact, now: datetime) -> None:
         raise _already_superseded(target)
 
 
-def _subject_lock(*, organization, subject: str, scope: str, scope_id: str) -> None:
+def _subject_lock(*, organization: Organization, subject: str, scope: str, scope_id: str) -> None:
     """Serialize writes on one subject in one scope until the transaction ends.
 
     Row locks cannot cover the first fact of a subject (there is no row yet), so two
@@ -282,7 +251,7 @@ def _subject_lock(*, organization, subject: str, scope: str, scope_id: str) -> N
 
 def fact_write(
     *,
-    organization,
+    organization: Organization,
     key: str,
     value: Any,
     source: str = "",
@@ -294,7 +263,7 @@ def fact_write(
     scope: str = Fact.Scope.GLOBAL,
     scope_id: str = "",
     supersedes: str = "",
-    depends_on: list[str] | tuple = (),
+    depends_on: list[str] | tuple[str, ...] = (),
     is_constraint: bool = False,
     constraint_type: str = "",
     constraint: dict | None = None,
@@ -307,15 +276,16 @@ def fact_write(
     Same key, other value: 409 ``key_exists``. Explicit ``supersedes``: 404 when the key
     is not in this organization, 409 ``already_superseded`` (naming the winner) when
     another write got there first, and 403 ``authority_too_low`` when the writer ranks
-    below it: that error is raised after the write was committed as the writer's
-    proposal (never current; its key is the error's ``proposal``), so a caller's own
-    enclosing transaction would roll the proposal back with it. Without ``supersedes``
-    the current fact of the subject in the same scope is superseded (rule implicit,
-    authority or temporal), or the write is kept as a proposal / as outdated and stays
-    out of every context. A write under a new key stating what the subject's current
-    fact states is the current fact, unchanged (``created`` False, nothing stored),
-    unless it carries a higher authority or a later observation; dependents are only
-    flagged when the superseding version states something else.
+    below it: this commits the proposal, then raises AuthorityTooLow (the write is kept
+    as the writer's proposal, never current; its key is the error's ``proposal``), so a
+    caller's own enclosing transaction would roll the proposal back with it and an API
+    handler must not wrap this call. Without ``supersedes`` the current fact of the
+    subject in the same scope is superseded (rule implicit, authority or temporal), or
+    the write is kept as a proposal / as outdated and stays out of every context. A write
+    under a new key stating what the subject's current fact states is the current fact,
+    unchanged (``created`` False, nothing stored), unless it carries a higher authority
+    or a later observation; dependents are only flagged when the superseding version
+    states something else.
     """
     depends_on = [str(k) for k in (depends_on or [])]
     scope_id = scope_id or ""
@@ -367,7 +337,9 @@ def fact_write(
     except IntegrityError as exc:
         # A concurrent write won a race the locks could not see (the constraints on
         # supersedes, chain versions and keys are the last line): say who won.
-        existing = Fact.objects.filter(organization=organization, key=key).first()
+        existing = selectors.with_relations(
+            Fact.objects.filter(organization=organization, key=key)
+        ).first()
         if existing is not None:
             if existing.value == value:
                 return FactWriteResult(fact=existing, created=False, outcome="unchanged")
@@ -383,52 +355,68 @@ def fact_write(
 
 
 def _fact_write(
-    *, organization, key, value, subject, depends_on, supersedes, rule, **fields
+    *,
+    organization: Organization,
+    key: str,
+    value: Any,
+    subject: str,
+    depends_on: list[str],
+    supersedes: str,
+    rule: str,
+    **fields: Any,
 ) -> FactWriteResult:
-    existing = (
-        Fact.objects.select_related("contested").filter(organization=organization, key=key).first()
-    )
+    """``fact_write`` inside its transaction: load what the rules need, ask
+    ``rules.decide_write`` once, then write what the decision says."""
+    existing = selectors.with_relations(
+        Fact.objects.filter(organization=organization, key=key)
+    ).first()
     if existing is not None:
-        if existing.value == value:
-            refused = (
-                supersedes
-                and existing.status == Fact.Status.PROPOSAL
-                and existing.contested is not None
-                and existing.contested.key == supersedes
-            )
-            return FactWriteResult(
-                fact=existing,
-                created=False,
-                outcome="unchanged",
-                # The same refused request again: the same answer.
-                refusal=_refusal(
-                    proposal=existing, target=existing.contested, authority=existing.authority
-                )
-                if refused
-                else None,
-            )
-        raise Conflict(
-            "key_exists",
-            f"A fact with key {key} already exists with another value; write a new key that supersedes it.",
-            key=key,
-        )
-    dependencies = list(Fact.objects.filter(organization=organization, key__in=depends_on))
-    missing = sorted(set(depends_on) - {d.key for d in dependencies})
-    if missing:
-        raise _invalid(
-            f"depends_on names facts that do not exist: {', '.join(missing)}.", "depends_on"
-        )
+        return _fact_rewritten(existing, value=value, supersedes=supersedes)
 
-    authority = fields["authority"]
-    rank = organization.authority_rank(authority)
-    new = rules.Version(
-        key=key,
-        value=value,
-        authority_rank=rank,
-        observed_at=fields["observed_at"],
-        is_constraint=fields["is_constraint"],
-        constraint=fields["constraint"],
+    # Load: the facts it depends on, the fact it names or its subject's current facts
+    # (hypothetical and draft writes never supersede, so they need neither), and the
+    # chains its dependencies reach when there is a chain it could supersede.
+    dependencies = _dependencies_load(organization, depends_on)
+    scope, scope_id = fields["scope"], fields["scope_id"]
+    named = _named_load(organization, supersedes, scope, scope_id) if supersedes else None
+    current = (
+        _current_of_subject(organization, subject, scope, scope_id)
+        if not supersedes and scope not in Fact.PRIVATE_SCOPES
+        else []
     )
+    candidates = {f.key: f for f in ([named] if named else current)}
+    upstream_chains = (
+        _chains_of(dependencies_closure([d.pk for d in dependencies]))
+        if dependencies and candidates
+        else set()
+    )
+
+    decision = rules.decide_write(
+        new=rules.Version(
+            key=key,
+            value=value,
+            authority_rank=organization.authority_rank(fields["authority"]),
+            observed_at=fields["observed_at"],
+            is_constraint=fields["is_constraint"],
+            constraint=fields["constraint"],
+        ),
+        named=_version(named, organization) if named else None,
+        current=[_version(f, organization) for f in current],
+        upstream_chains=upstream_chains,
+    )
+    target = candidates[decision.against.key] if decision.against else None
+
+    # Write what the decision says.
+    if decision.outcome == rules.UNCHANGED:
+        assert target is not None
+        return FactWriteResult(
+            fact=selectors.fact_get(organization=organization, key=target.key),
+            created=False,
+            outcome="unchanged",
+            notice=decision.reason,
+        )
+    if decision.outcome == rules.CYCLE:
+        raise _invalid(decision.reason, "depends_on")
     now = timezone.now()
     text = value_text(value)
     row = {
@@ -442,62 +430,6 @@ def _fact_write(
         "updated_at": now,
         **fields,
     }
-    target: Fact | None = None
-    decision: rules.Decision
-    if supersedes:
-        target = (
-            Fact.objects.select_for_update()
-            .filter(organization=organization, key=supersedes)
-            .first()
-        )
-        if target is None:
-            raise NotFound(f"No fact {supersedes} in this organization to supersede.")
-        if target.is_private_scope:
-            raise _invalid(
-                f"{supersedes} is {target.scope}: promote or discard it instead of superseding it.",
-                "supersedes",
-            )
-        if (target.scope, target.scope_id) != (fields["scope"], fields["scope_id"]):
-            raise _invalid(
-                f"{supersedes} lives in scope {target.scope}{':' + target.scope_id if target.scope_id else ''}; "
-                "a fact only supersedes within its own scope.",
-                "supersedes",
-            )
-        if not target.is_valid:
-            raise _not_current(target)
-        decision = rules.decide_explicit(new=new, target=_version(target, organization))
-    elif fields["scope"] in Fact.PRIVATE_SCOPES:
-        decision = rules.Decision(rules.CREATE)
-    else:
-        current = _current_of_subject(organization, subject, fields["scope"], fields["scope_id"])
-        constraints = [f for f in current if f.is_constraint]
-        plain = [f for f in current if not f.is_constraint]
-        if new.is_constraint:
-            head, guard = (constraints or plain or [None])[0], None
-        else:
-            head, guard = (plain or [None])[0], (constraints or [None])[0]
-        decision = rules.decide_implicit(
-            new=new,
-            current=_version(head, organization) if head else None,
-            guard=_version(guard, organization) if guard else None,
-        )
-        by_key = {f.key: f for f in (head, guard) if f is not None}
-        target = by_key.get(decision.against.key) if decision.against else None
-        if decision.outcome == rules.UNCHANGED:
-            assert target is not None
-            return FactWriteResult(
-                fact=target, created=False, outcome="unchanged", notice=decision.reason
-            )
-
-    if dependencies:
-        chain_ids = [target.chain] if decision.outcome == rules.SUPERSEDE and target else []
-        upstream = dependencies_closure([d.pk for d in dependencies])
-        if chain_ids and Fact.objects.filter(pk__in=upstream, chain__in=chain_ids).exists():
-            raise _invalid(
-                "depends_on would make a cycle: it leads back to the chain this fact supersedes.",
-                "depends_on",
-            )
-
     flagged = 0
     if decision.outcome == rules.SUPERSEDE:
         assert target is not None
@@ -509,7 +441,7 @@ def _fact_write(
             supersedes=target,
             supersession_rule=rule or decision.rule,
         )
-        if not rules.same_statement(new, _version(target, organization)):
+        if decision.flag_dependents:
             flagged = _flag_dependents([target.pk])
         outcome, notice = "superseded", f"Supersedes {target.key} (rule: {rule or decision.rule})."
     elif decision.outcome in (rules.PROPOSAL, rules.OUTDATED, rules.FORBIDDEN):
@@ -535,25 +467,87 @@ def _fact_write(
         superseded=target if outcome == "superseded" else None,
         flagged=flagged,
         depends_on=[d.key for d in dependencies],
-        refusal=_refusal(proposal=fact, target=target, authority=authority)
+        refusal=_refusal(proposal=fact, target=target, authority=fields["authority"])
         if decision.outcome == rules.FORBIDDEN and target is not None
         else None,
     )
 
 
-def _locked(organization, key: str) -> Fact:
+def _fact_rewritten(existing: Fact, *, value: Any, supersedes: str) -> FactWriteResult:
+    """A write under a key that is taken: the same value again is the stored fact,
+    unchanged (the same refused supersession again: the same refusal); another value is
+    409 ``key_exists``."""
+    if existing.value != value:
+        raise Conflict(
+            "key_exists",
+            f"A fact with key {existing.key} already exists with another value; write a new key that supersedes it.",
+            key=existing.key,
+        )
+    contested = existing.contested
+    refusal = None
+    if (
+        supersedes
+        and existing.status == Fact.Status.PROPOSAL
+        and contested is not None
+        and contested.key == supersedes
+    ):
+        refusal = _refusal(proposal=existing, target=contested, authority=existing.authority)
+    return FactWriteResult(fact=existing, created=False, outcome="unchanged", refusal=refusal)
+
+
+def _dependencies_load(organization: Organization, keys: list[str]) -> list[Fact]:
+    """The facts ``keys`` name; 422 naming those that do not exist."""
+    dependencies = list(Fact.objects.filter(organization=organization, key__in=keys))
+    missing = sorted(set(keys) - {d.key for d in dependencies})
+    if missing:
+        raise _invalid(
+            f"depends_on names facts that do not exist: {', '.join(missing)}.", "depends_on"
+        )
+    return dependencies
+
+
+def _named_load(organization: Organization, key: str, scope: str, scope_id: str) -> Fact:
+    """The fact a write explicitly supersedes, locked: 404 when there is none, 422 when it
+    is hypothetical or draft or lives in another scope, 409 when it is no longer current."""
+    target = Fact.objects.select_for_update().filter(organization=organization, key=key).first()
+    if target is None:
+        raise NotFound(f"No fact {key} in this organization to supersede.")
+    if target.is_private_scope:
+        raise _invalid(
+            f"{key} is {target.scope}: promote or discard it instead of superseding it.",
+            "supersedes",
+        )
+    if (target.scope, target.scope_id) != (scope, scope_id):
+        raise _invalid(
+            f"{key} lives in scope {target.scope}{':' + target.scope_id if target.scope_id else ''}; "
+            "a fact only supersedes within its own scope.",
+            "supersedes",
+        )
+    if not target.is_valid:
+        raise _not_current(target)
+    return target
+
+
+def _chains_of(fact_ids: list[int]) -> set[Any]:
+    return set(Fact.objects.filter(pk__in=fact_ids).values_list("chain", flat=True).distinct())
+
+
+def _locked(organization: Organization, key: str) -> Fact:
     fact = Fact.objects.select_for_update().filter(organization=organization, key=key).first()
     if fact is None:
         raise NotFound(f"No fact {key} in this organization.")
     return fact
 
 
-def fact_promote(*, organization, key: str, authority: str, author: str = "") -> FactWriteResult:
+def fact_promote(
+    *, organization: Organization, key: str, authority: str, author: str = ""
+) -> FactWriteResult:
     """Make a hypothetical or draft fact global: a supersession like any other.
 
     It supersedes the current global fact of its subject (rule ``promotion``); 403
     ``authority_too_low`` when the promoter ranks below that fact, 409 when a later
-    observation is current or the fact is no longer valid, 422 for a global fact.
+    observation is current or the fact is no longer valid, 422 for a global fact. The
+    result's ``fact`` is the promoted fact with its relations, read before the commit.
     """
     try:
         with transaction.atomic():
@@ -573,18 +567,12 @@ def fact_promote(*, organization, key: str, authority: str, author: str = "") ->
                 constraint=fact.constraint,
             )
             current = _current_of_subject(organization, fact.subject, Fact.Scope.GLOBAL, "")
-            same_kind = [f for f in current if f.is_constraint == fact.is_constraint] or (
-                current if fact.is_constraint else []
+            by_key = {f.key: f for f in current}
+            head, guard = rules.head_and_guard(
+                new=new, current=[_version(f, organization) for f in current]
             )
-            guard = (
-                None if fact.is_constraint else next((f for f in current if f.is_constraint), None)
-            )
-            head = same_kind[0] if same_kind else None
             decision = rules.decide_implicit(
-                new=new,
-                current=_version(head, organization) if head else None,
-                guard=_version(guard, organization) if guard else None,
-                allow_unchanged=False,
+                new=new, current=head, guard=guard, allow_unchanged=False
             )
             if decision.outcome == rules.PROPOSAL:
                 raise AuthorityTooLow(
@@ -607,19 +595,20 @@ def fact_promote(*, organization, key: str, authority: str, author: str = "") ->
                 fact.author = author
             fact.supersession_rule = Fact.Rule.PROMOTION
             flagged = 0
-            target = head if decision.outcome == rules.SUPERSEDE else None
+            target = by_key[head.key] if head and decision.outcome == rules.SUPERSEDE else None
             if target is not None:
                 _supersede(target, now)
                 fact.chain, fact.version, fact.supersedes = target.chain, target.version + 1, target
                 if not rules.same_statement(new, _version(target, organization)):
                     flagged = _flag_dependents([target.pk])
             fact.save()
+            promoted = selectors.fact_get(organization=organization, key=fact.key)
     except IntegrityError as exc:
         raise Conflict(
             "write_conflict", "A concurrent write changed this chain; retry the promotion."
         ) from exc
     return FactWriteResult(
-        fact=fact,
+        fact=promoted,
         created=False,
         outcome="superseded" if target else "promoted",
         rule=Fact.Rule.PROMOTION,
@@ -629,7 +618,9 @@ def fact_promote(*, organization, key: str, authority: str, author: str = "") ->
     )
 
 
-def _withdraw(*, organization, key: str, status: str, private_only: bool, authority: str) -> Fact:
+def _withdraw(
+    *, organization: Organization, key: str, status: str, private_only: bool, authority: str
+) -> Fact:
     with transaction.atomic():
         fact = _locked(organization, key)
         if organization.authority_rank(authority) > organization.authority_rank(fact.authority):
@@ -645,11 +636,13 @@ def _withdraw(*, organization, key: str, status: str, private_only: bool, author
         fact.is_valid, fact.status, fact.updated_at = False, status, timezone.now()
         fact.save(update_fields=["is_valid", "status", "updated_at"])
         _flag_dependents([fact.pk])
-    return fact
+        return selectors.fact_get(organization=organization, key=key)
 
 
-def fact_discard(*, organization, key: str, authority: str) -> Fact:
-    """Throw a hypothetical or draft fact away (it stays visible in its lineage)."""
+def fact_discard(*, organization: Organization, key: str, authority: str) -> Fact:
+    """Throw a hypothetical or draft fact away (it stays visible in its lineage).
+
+    Returns the fact with its relations, read before the commit."""
     return _withdraw(
         organization=organization,
         key=key,
@@ -659,10 +652,11 @@ def fact_discard(*, organization, key: str, authority: str) -> Fact:
     )
 
 
-def fact_invalidate(*, organization, key: str, authority: str) -> Fact:
+def fact_invalidate(*, organization: Organization, key: str, authority: str) -> Fact:
     """Withdraw the current fact of a chain without a successor: what deleting means here.
 
     Its dependents are flagged for review; 403 when ``authority`` ranks below the writer's.
+    Returns the fact with its relations, read before the commit.
     """
     return _withdraw(
         organization=organization,
@@ -673,17 +667,34 @@ def fact_invalidate(*, organization, key: str, authority: str) -> Fact:
     )
 
 
-def fact_review_clear(*, organization, key: str) -> Fact:
-    """A reviewer checked the fact after a dependency changed: clear ``needs_review``."""
+def _review_clear(organization: Organization, key: str) -> None:
+    fact = _locked(organization, key)
+    if fact.needs_review:
+        fact.needs_review, fact.updated_at = False, timezone.now()
+        fact.save(update_fields=["needs_review", "updated_at"])
+
+
+def fact_review_clear(*, organization: Organization, key: str) -> Fact:
+    """A reviewer checked the fact after a dependency changed: clear ``needs_review``.
+
+    Returns the fact with its relations, read before the commit."""
     with transaction.atomic():
-        fact = _locked(organization, key)
-        if fact.needs_review:
-            fact.needs_review, fact.updated_at = False, timezone.now()
-            fact.save(update_fields=["needs_review", "updated_at"])
-    return fact
+        _review_clear(organization, key)
+        return selectors.fact_get(organization=organization, key=key)
 
 
-def next_version_key(organization, fact: Fact) -> str:
+def fact_review_clear_in_lineage(
+    *, organization: Organization, key: str, lineage_key: str
+) -> Lineage:
+    """``fact_review_clear`` from the lineage page of ``lineage_key``: returns that
+    lineage as the commit leaves it, read before the commit. NotFound for either key,
+    and then nothing is cleared."""
+    with transaction.atomic():
+        _review_clear(organization, key)
+        return selectors.fact_lineage(organization=organization, key=lineage_key)
+
+
+def next_version_key(organization: Organization, fact: Fact) -> str:
     """A free key for the next version of ``fact``: ``<base>_v<n>``."""
     base = rules.subject_for_key(fact.key)
     version = fact.version + 1
@@ -697,7 +708,7 @@ def next_version_key(organization, fact: Fact) -> str:
 def fact_admin_edit(*, fact: Fact, author: str, authority: str, **changes: Any) -> FactWriteResult:
     """An admin's edit: a new version superseding ``fact`` (rule ``admin_edit``), never in place."""
     organization = fact.organization
-    fields = {
+    fields: dict[str, Any] = {
         "value": fact.value,
         "source": fact.source,
         "subject": fact.subject,
@@ -726,21 +737,17 @@ def fact_admin_edit(*, fact: Fact, author: str, authority: str, **changes: Any) 
 # Working set (layer 3) and environment (layer 4) --------------------------------------------
 
 
-def _session_open(session):
-    from frames.models import Session
-
-    locked = Session.objects.select_for_update().get(pk=session.pk)
-    if locked.lifecycle_state == Session.Lifecycle.ENDED:
-        raise Conflict("session_ended", "This session has ended; its working set is gone.")
-    return locked
-
-
 def working_set_put(
-    *, session, key: str, value: Any, ttl_seconds: int | None = None, actor: str = ""
+    *,
+    session: Session,
+    key: str,
+    value: Any,
+    ttl_seconds: int | None = None,
+    actor: str = "",
 ) -> WorkingSetItem:
-    """Set ``key`` in the session's working set, replacing any earlier value and TTL."""
-    from frames.events import event_append
+    """Set ``key`` in the session's working set, replacing any earlier value and TTL.
 
+    409 ``session_ended`` once the session has ended."""
     if not key or len(key) > MAX_KEY_LENGTH:
         raise Invalid(f"key must be 1 to {MAX_KEY_LENGTH} characters.", field="key")
     if ttl_seconds is not None and ttl_seconds <= 0:
@@ -749,7 +756,7 @@ def working_set_put(
     expires_at = now + timedelta(seconds=ttl_seconds) if ttl_seconds else None
     tokens = count_tokens(f"{key}: {value_text(value)}")
     with transaction.atomic():
-        session = _session_open(session)
+        session = session_lock(session)
         item, _ = WorkingSetItem.objects.update_or_create(
             session=session,
             key=key,
@@ -780,12 +787,11 @@ def working_set_put(
     return item
 
 
-def working_set_delete(*, session, key: str, actor: str = "") -> None:
-    """Remove ``key``; 404 when it is not there or has already expired."""
-    from frames.events import event_append
-
+def working_set_delete(*, session: Session, key: str, actor: str = "") -> None:
+    """Remove ``key``; 404 when it is not there or has already expired, 409
+    ``session_ended`` once the session has ended."""
     with transaction.atomic():
-        session = _session_open(session)
+        session = session_lock(session)
         item = WorkingSetItem.objects.filter(session=session, key=key).first()
         if item is None or item.is_expired():
             if item is not None:
@@ -795,7 +801,7 @@ def working_set_delete(*, session, key: str, actor: str = "") -> None:
         event_append(session=session, type="working_set.deleted", actor=actor, payload={"key": key})
 
 
-def working_set_clear(*, session) -> int:
+def working_set_clear(*, session: Session) -> int:
     """Drop the whole working set of a session that ends (layer 3 lives as long as its
     session); inside the caller's transaction, the session locked. Returns how many went."""
     deleted, _ = WorkingSetItem.objects.filter(session=session).delete()
@@ -810,23 +816,22 @@ def working_set_expire(*, now: datetime | None = None) -> int:
 
 def environment_update(
     *,
-    session,
+    session: Session,
     timezone_name: str | None = None,
     location: str | None = None,
     external_data: dict | None = None,
     actor: str = "",
-):
-    """Update layer 4; fields left out keep their value. 422 for an unknown time zone."""
-    from frames.events import event_append
-
+) -> Session:
+    """Update layer 4; fields left out keep their value. 422 for an unknown time zone, 409
+    ``session_ended`` once the session has ended. Returns the session as committed."""
     if timezone_name is not None:
         zone_check(timezone_name, field="timezone")
     if external_data is not None and not isinstance(external_data, dict):
         raise Invalid("external_data must be an object.", field="external_data")
     with transaction.atomic():
-        session = _session_open(session)
+        session = session_lock(session)
         environment = dict(session.environment or {})
-        changed = {}
+        changed: dict[str, Any] = {}
         if timezone_name is not None:
             changed["timezone"] = timezone_name
         if location is not None:

@@ -8,6 +8,7 @@ fact already states: how often something is said never matters).
 """
 
 import re
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -32,6 +33,7 @@ PROPOSAL = "proposal"
 OUTDATED = "outdated"
 FORBIDDEN = "forbidden"
 UNCHANGED = "unchanged"
+CYCLE = "cycle"
 
 
 def memory_type_for_source(source: str) -> str:
@@ -62,6 +64,7 @@ class Version:
     observed_at: datetime | None = None
     is_constraint: bool = False
     constraint: dict | None = None
+    chain: Any = None  # the chain it belongs to; only the cycle rule of ``decide_write`` reads it
 
 
 def same_statement(new: Version, old: Version) -> bool:
@@ -78,10 +81,13 @@ def same_statement(new: Version, old: Version) -> bool:
 
 @dataclass(frozen=True)
 class Decision:
-    outcome: str  # create | supersede | proposal | outdated | forbidden | unchanged
+    outcome: str  # create | supersede | proposal | outdated | forbidden | unchanged | cycle
     rule: str = ""
     against: Version | None = None
     reason: str = ""
+    # For a supersession: the new version says something else, so facts derived from
+    # ``against`` need a review (``decide_write`` sets it).
+    flag_dependents: bool = False
 
 
 def decide_explicit(*, new: Version, target: Version) -> Decision:
@@ -154,6 +160,62 @@ def decide_implicit(
     if new.authority_rank < current.authority_rank:
         return Decision(SUPERSEDE, "authority", current)
     return Decision(SUPERSEDE, "implicit", current)
+
+
+def head_and_guard(
+    *, new: Version, current: Sequence[Version]
+) -> tuple[Version | None, Version | None]:
+    """Of a subject's current facts in one scope (newest first): the one a write of ``new``
+    would replace, and the constraint that guards the subject against it.
+
+    A constraint replaces the newest constraint (the newest plain statement when there is
+    none) and nothing guards it; a plain statement replaces the newest plain statement and
+    is guarded by the newest constraint. Either is None when there is no such fact.
+    """
+    constraint = next((f for f in current if f.is_constraint), None)
+    statement = next((f for f in current if not f.is_constraint), None)
+    if new.is_constraint:
+        return constraint or statement, None
+    return statement, constraint
+
+
+def decide_write(
+    *,
+    new: Version,
+    named: Version | None = None,
+    current: Sequence[Version] = (),
+    upstream_chains: Collection[Any] = (),
+) -> Decision:
+    """The one decision for a write under a new key.
+
+    ``named``: the fact it explicitly supersedes (``decide_explicit``); otherwise
+    ``current``: its subject's current facts in its scope, newest first (empty for a
+    hypothetical or draft write, which never supersedes), decided by ``decide_implicit``
+    against ``head_and_guard``. ``upstream_chains``: the chains of every fact ``new``
+    depends on, transitively. ``cycle`` when the write would supersede a chain it depends
+    on; a supersession says in ``flag_dependents`` whether it states something else.
+    """
+    if named is not None:
+        decision = decide_explicit(new=new, target=named)
+    else:
+        head, guard = head_and_guard(new=new, current=current)
+        decision = decide_implicit(new=new, current=head, guard=guard)
+    target = decision.against
+    if decision.outcome != SUPERSEDE or target is None:
+        return decision
+    if target.chain is not None and target.chain in upstream_chains:
+        return Decision(
+            CYCLE,
+            against=target,
+            reason="depends_on would make a cycle: it leads back to the chain this fact supersedes.",
+        )
+    return Decision(
+        SUPERSEDE,
+        decision.rule,
+        target,
+        decision.reason,
+        flag_dependents=not same_statement(new, target),
+    )
 
 
 # Constraints ---------------------------------------------------------------------------

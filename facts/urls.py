@@ -1,3 +1,5 @@
+"""The facts dashboard pages: the list, a key's lineage, and clearing a review flag."""
+
 from django.urls import path
 
 from . import views

@@ -1,18 +1,21 @@
 """The facts dashboard: the organization's facts, and the lineage of a key."""
 
+from typing import Any
+
 from django.core.paginator import Paginator
-from django.db import transaction
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from contextops.dashboard import organization_required, render_page
 from contextops.errors import DomainError, NotFound
+from contextops.http import MemberRequest
 
 from . import selectors, services
 from .lineage_graph import lineage_graph
 from .models import Fact
+from .selectors import Lineage
 
 PAGE_SIZE = 25
 VALIDITY = {"valid": True, "invalid": False, "all": None}
@@ -20,18 +23,17 @@ VALIDITY = {"valid": True, "invalid": False, "all": None}
 
 @require_GET
 @organization_required
-def fact_list(request: HttpRequest) -> HttpResponse:
+def fact_list(request: MemberRequest) -> HttpResponse:
     request.nav_section = "facts"
     params = request.GET
-    filters = {
-        "scope": params.get("scope", "") if params.get("scope", "") in Fact.Scope.values else "",
-        "memory_type": params.get("memory_type", "")
-        if params.get("memory_type", "") in Fact.MemoryType.values
-        else "",
+    scope = params.get("scope", "")
+    memory_type = params.get("memory_type", "")
+    validity = params.get("validity", "valid")
+    filters: dict[str, Any] = {
+        "scope": scope if scope in Fact.Scope.values else "",
+        "memory_type": memory_type if memory_type in Fact.MemoryType.values else "",
         "subject": params.get("subject", "").strip()[:200].replace("\x00", ""),
-        "validity": params.get("validity", "valid")
-        if params.get("validity") in VALIDITY
-        else "valid",
+        "validity": validity if validity in VALIDITY else "valid",
         "needs_review": params.get("needs_review") == "1",
     }
     facts = selectors.fact_list(
@@ -52,18 +54,20 @@ def fact_list(request: HttpRequest) -> HttpResponse:
         "scopes": Fact.Scope.values,
         "memory_types": Fact.MemoryType.values,
         "query": query.urlencode(),
-        "review_count": Fact.objects.filter(
-            organization=request.organization, needs_review=True
-        ).count(),
+        "review_count": selectors.fact_review_count(organization=request.organization),
     }
     return render_page(request, "facts/fact_list.html", context, partial="fact-table")
 
 
-def _lineage_context(request: HttpRequest, key: str, error: str = "") -> dict:
-    try:
-        lineage = selectors.fact_lineage(organization=request.organization, key=key)
-    except NotFound:
-        raise Http404("No such fact.") from None
+def _lineage_context(
+    request: MemberRequest, key: str, error: str = "", lineage: Lineage | None = None
+) -> dict[str, Any]:
+    """The lineage page of ``key``: ``lineage`` when a write already read it, else read now."""
+    if lineage is None:
+        try:
+            lineage = selectors.fact_lineage(organization=request.organization, key=key)
+        except NotFound:
+            raise Http404("No such fact.") from None
     timeline = [
         {
             "fact": fact,
@@ -83,7 +87,7 @@ def _lineage_context(request: HttpRequest, key: str, error: str = "") -> dict:
 
 @require_GET
 @organization_required
-def fact_lineage(request: HttpRequest, key: str) -> HttpResponse:
+def fact_lineage(request: MemberRequest, key: str) -> HttpResponse:
     request.nav_section = "facts"
     return render_page(
         request, "facts/lineage.html", _lineage_context(request, key), partial="lineage-body"
@@ -92,14 +96,20 @@ def fact_lineage(request: HttpRequest, key: str) -> HttpResponse:
 
 @require_POST
 @organization_required
-@transaction.atomic  # the answer (a fragment) is rendered before the commit
-def fact_review_clear(request: HttpRequest, key: str) -> HttpResponse:
-    """A reviewer clears ``needs_review`` on ``key``; htmx gets the lineage body back."""
+def fact_review_clear(request: MemberRequest, key: str) -> HttpResponse:
+    """A reviewer clears ``needs_review`` on ``key``; htmx gets the lineage body back, read
+    by the service before its commit."""
     request.nav_section = "facts"
     back = request.POST.get("lineage") or key
     error = ""
+    lineage = None
     try:
-        services.fact_review_clear(organization=request.organization, key=key)
+        if request.htmx:
+            lineage = services.fact_review_clear_in_lineage(
+                organization=request.organization, key=key, lineage_key=back
+            )
+        else:
+            services.fact_review_clear(organization=request.organization, key=key)
     except NotFound:
         raise Http404("No such fact.") from None
     except DomainError as exc:
@@ -108,7 +118,7 @@ def fact_review_clear(request: HttpRequest, key: str) -> HttpResponse:
         return render_page(
             request,
             "facts/lineage.html",
-            _lineage_context(request, back, error),
+            _lineage_context(request, back, error, lineage),
             partial="lineage-body",
         )
     return redirect(reverse("facts:lineage", args=[back]))

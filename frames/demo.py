@@ -10,10 +10,16 @@ from django.db import transaction
 
 from contextops.models import Organization
 from contextops.tenancy import api_key_create, user_create
+from facts.services import fact_write
 
 from . import services
 from .context import lifecycle
+from .context.pack import context_pack_assemble
+from .conversation.ingest import messages_append
 from .models import Frame, Session
+from .rlm.protocol import state_initialize, variable_write
+from .rlm.snapshots import checkpoint_create
+from .suspensions.services import suspension_create
 
 DEMO_ORG = "Demo"
 DEMO_USER = "demo"
@@ -264,12 +270,6 @@ def demo_build(*, password: str) -> Demo:
 
 def _extras(session: Session) -> None:
     """Facts with a supersession and a dependent, an RLM state, a conversation, an approval."""
-    from facts.services import fact_write
-    from frames.conversation.services import messages_append
-    from frames.rlm.services import checkpoint_create, state_initialize, variable_write
-
-    from .suspensions.services import suspension_create
-
     org, author = session.organization, "agent:research-agent"
     fact_write(
         organization=org,
@@ -433,8 +433,6 @@ def _extras(session: Session) -> None:
 
     # The pack the agent asked for before formatting its table: a small budget, so the
     # session page shows what went in, what was dropped and at which level.
-    from .context.pack import context_pack_assemble
-
     table = Frame.objects.get(session=session, goal="Format the summary as a table")
     context_pack_assemble(
         session=session,

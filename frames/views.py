@@ -6,7 +6,7 @@ budget card (an htmx request for ``frame_detail``).
 """
 
 from django.core.paginator import Paginator
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
@@ -56,8 +56,6 @@ def budget_segments(frame: Frame) -> list[dict]:
 
 
 def _get_or_404(getter, **kwargs):
-    from django.http import Http404
-
     try:
         return getter(**kwargs)
     except NotFound as error:

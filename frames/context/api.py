@@ -1,24 +1,25 @@
-"""Context packs, window pressure and paging: ``/sessions/{id}/context-pack``, ``/handles/{id}/...``."""
+"""Ending a session, context packs, window pressure and paging:
+``/sessions/{id}/end``, ``/sessions/{id}/context-pack``, ``/sessions/{id}/pressure``,
+``/handles/{id}/...``."""
 
 from uuid import UUID
 
-from django.db import transaction
 from ninja import Query, Router, Schema
 from ninja.responses import Status
 from pydantic import Field
 
-from contextops.actors import request_actor as _actor
+from contextops.actors import request_actor
 from contextops.errors import NotFound
-from frames import selectors
-from frames.api import session_body
-from frames.models import ContextHandle, Frame, Session
+from contextops.http import ApiRequest
+from frames.api import session_body_with_top
+from frames.models import ContextHandle, Frame
 from frames.schemas import SessionOut
-from frames.selectors import session_pressure, top_frame
+from frames.selectors import context_packs_newest_first, session_get
 
-from . import lifecycle
-from .eviction import eviction_candidates
-from .pack import context_pack_assemble, context_pack_body
+from .lifecycle import session_end as session_end_service
+from .pack import context_pack_assemble
 from .paging import handle_attention_set, handle_page_in, handle_page_out_request, handle_state_set
+from .pressure_report import pressure_report
 from .resources import INDEXED
 from .schemas import (
     AttentionIn,
@@ -30,19 +31,14 @@ from .schemas import (
     PageInOut,
     PageOutOut,
     PressureOut,
+    context_pack_out,
+    pressure_out,
 )
 
 router = Router(tags=["context"])
 
 
-def _session(request, session_id: UUID) -> Session:
-    session = Session.objects.filter(pk=session_id, organization=request.organization).first()
-    if session is None:
-        raise NotFound("No such session.")
-    return session
-
-
-def _handle(request, handle_id: UUID) -> ContextHandle:
+def _handle(request: ApiRequest, handle_id: UUID) -> ContextHandle:
     handle = ContextHandle.objects.filter(
         pk=handle_id, session__organization=request.organization
     ).first()
@@ -52,10 +48,11 @@ def _handle(request, handle_id: UUID) -> ContextHandle:
 
 
 @router.post("/sessions/{session_id}/end", response=SessionOut, summary="End the session")
-def session_end(request, session_id: str):
-    session = selectors.session_get(organization=request.organization, session_id=session_id)
-    with transaction.atomic():
-        return session_body(lifecycle.session_end(session=session, actor=_actor(request)))
+def session_end(request: ApiRequest, session_id: str):
+    session = session_get(organization=request.organization, session_id=session_id)
+    ended = session_end_service(session=session, actor=request_actor(request))
+    # An ended session has no open frame, so no top of its stack to read after the commit.
+    return session_body_with_top(ended, None)
 
 
 @router.post(
@@ -63,8 +60,8 @@ def session_end(request, session_id: str):
     response=ContextPackOut,
     summary="Assemble a context pack within a budget",
 )
-def context_pack_create(request, session_id: UUID, payload: ContextPackIn):
-    session = _session(request, session_id)
+def context_pack_create(request: ApiRequest, session_id: UUID, payload: ContextPackIn):
+    session = session_get(organization=request.organization, session_id=session_id)
     frame = None
     if payload.frame_id is not None:
         frame = Frame.objects.filter(pk=payload.frame_id, session=session).first()
@@ -79,9 +76,9 @@ def context_pack_create(request, session_id: UUID, payload: ContextPackIn):
         exclude_handles=[str(h) for h in payload.exclude_handles],
         min_compaction=payload.min_compaction,
         reader_authority=request.agent.authority,
-        actor=_actor(request),
+        actor=request_actor(request),
     )
-    return context_pack_body(pack)
+    return context_pack_out(pack)
 
 
 class PackListFilters(Schema):
@@ -93,9 +90,9 @@ class PackListFilters(Schema):
     response=list[ContextPackRecordOut],
     summary="Recent context packs, newest first",
 )
-def context_pack_list(request, session_id: UUID, filters: Query[PackListFilters]):
-    session = _session(request, session_id)
-    return list(selectors.context_packs_newest_first(session)[: filters.limit])
+def context_pack_list(request: ApiRequest, session_id: UUID, filters: Query[PackListFilters]):
+    session = session_get(organization=request.organization, session_id=session_id)
+    return list(context_packs_newest_first(session)[: filters.limit])
 
 
 @router.get(
@@ -103,33 +100,10 @@ def context_pack_list(request, session_id: UUID, filters: Query[PackListFilters]
     response=PressureOut,
     summary="Window pressure of the top frame",
 )
-def pressure_get(request, session_id: UUID):
-    session = _session(request, session_id)
-    frame = top_frame(session)
-    pressure = session_pressure(session)
-    candidates = eviction_candidates(session=session, frame=frame) if frame is not None else []
-    return {
-        "level": pressure.level,
-        "utilization": round(pressure.utilization, 4),
-        "occupancy_tokens": pressure.occupancy_tokens,
-        "context_window_tokens": pressure.window_tokens,
-        "frame_id": str(frame.pk) if frame else None,
-        "eviction_policy": session.eviction_policy,
-        "recommended_actions": pressure.recommended_actions,
-        "eviction_candidates": [
-            {
-                "handle_id": c.id,
-                "kind": c.kind,
-                "category": c.category,
-                "priority": c.priority,
-                "state": c.state,
-                "attention_weight": c.attention_weight,
-                "estimated_tokens": c.estimated_tokens,
-                "last_access_at": c.last_access_at,
-            }
-            for c in candidates
-        ],
-    }
+def pressure_get(request: ApiRequest, session_id: UUID):
+    session = session_get(organization=request.organization, session_id=session_id)
+    report = pressure_report(session=session)
+    return pressure_out(report, eviction_policy=session.eviction_policy)
 
 
 @router.post(
@@ -137,10 +111,10 @@ def pressure_get(request, session_id: UUID):
     response={202: PageOutOut},
     summary="Queue a page-out (summary, then indexed)",
 )
-def handle_page_out_create(request, handle_id: UUID):
-    handle = _handle(request, handle_id)
-    with transaction.atomic():
-        handle = handle_page_out_request(handle=handle, actor=_actor(request))
+def handle_page_out_create(request: ApiRequest, handle_id: UUID):
+    handle = handle_page_out_request(
+        handle=_handle(request, handle_id), actor=request_actor(request)
+    )
     return Status(202, {"status": "queued", "handle": handle})
 
 
@@ -153,9 +127,9 @@ class PageInFilters(Schema):
     response=PageInOut,
     summary="Bring a handle back: its summary or full content",
 )
-def handle_page_in_create(request, handle_id: UUID, filters: Query[PageInFilters]):
+def handle_page_in_create(request: ApiRequest, handle_id: UUID, filters: Query[PageInFilters]):
     page = handle_page_in(
-        handle=_handle(request, handle_id), mode=filters.mode, actor=_actor(request)
+        handle=_handle(request, handle_id), mode=filters.mode, actor=request_actor(request)
     )
     return {
         "mode": page.mode,
@@ -168,9 +142,9 @@ def handle_page_in_create(request, handle_id: UUID, filters: Query[PageInFilters
 @router.post(
     "/handles/{handle_id}/attention", response=HandleOut, summary="Set attention (above 1 is hot)"
 )
-def handle_attention_create(request, handle_id: UUID, payload: AttentionIn):
+def handle_attention_create(request: ApiRequest, handle_id: UUID, payload: AttentionIn):
     return handle_attention_set(
-        handle=_handle(request, handle_id), weight=payload.weight, actor=_actor(request)
+        handle=_handle(request, handle_id), weight=payload.weight, actor=request_actor(request)
     )
 
 
@@ -179,10 +153,10 @@ def handle_attention_create(request, handle_id: UUID, payload: AttentionIn):
     response={200: HandleOut, 202: PageOutOut},
     summary="An explicit lifecycle transition",
 )
-def handle_state_create(request, handle_id: UUID, payload: HandleStateIn):
-    handle = _handle(request, handle_id)
-    with transaction.atomic():
-        handle = handle_state_set(handle=handle, to=payload.to, actor=_actor(request))
+def handle_state_create(request: ApiRequest, handle_id: UUID, payload: HandleStateIn):
+    handle = handle_state_set(
+        handle=_handle(request, handle_id), to=payload.to, actor=request_actor(request)
+    )
     if payload.to == INDEXED and handle.state != INDEXED:
         return Status(202, {"status": "queued", "handle": handle})
     return Status(200, handle)

@@ -11,6 +11,9 @@ critical one: critical context is always in the pack.
 from dataclasses import dataclass
 from datetime import datetime
 
+from frames.models import ContextHandle, Frame, Session
+from frames.selectors import top_frame
+
 from .resources import ACTIVE_STATES
 
 POLICIES = ("lru", "size_first", "keep_relational", "keep_technical")
@@ -52,7 +55,7 @@ def kind_of(candidate: Candidate) -> str:
     return "other"
 
 
-def policy_key(candidate: Candidate, policy: str) -> tuple:
+def policy_key(candidate: Candidate, policy: str) -> tuple[float, ...]:
     lru = (candidate.last_access_at.timestamp(), -candidate.estimated_tokens)
     if policy == "size_first":
         return (-candidate.estimated_tokens, candidate.last_access_at.timestamp())
@@ -73,11 +76,10 @@ def eviction_order(candidates: list[Candidate], policy: str) -> list[Candidate]:
     return sorted(evictable, key=lambda c: (c.attention_weight, *policy_key(c, policy), c.id))
 
 
-def eviction_candidates(*, session, frame=None, limit: int = 10) -> list[Candidate]:
+def eviction_candidates(
+    *, session: Session, frame: Frame | None = None, limit: int = 10
+) -> list[Candidate]:
     """The first ``limit`` handles to evict in ``frame`` (else the session's top frame)."""
-    from frames.models import ContextHandle
-    from frames.selectors import top_frame
-
     frame = frame or top_frame(session)
     if frame is None:
         return []

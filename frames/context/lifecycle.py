@@ -17,7 +17,9 @@ from frames.services import frame_close, suspensions_close
 def session_end(*, session: Session, actor: str = "") -> Session:
     """End the session: open frames are cancelled, their suspensions expire, the working
     set goes, and the lifecycle passes through ``persisting`` to ``ended``. Returns the
-    session as it stands at the commit; Conflict ``session_ended`` if it had ended."""
+    session as it stands at the commit, read inside the transaction with its agent (no
+    frame of it is open any more, so its stack has no top); Conflict ``session_ended``
+    if it had ended."""
     with transaction.atomic():
         session = session_lock(session)
         Session.objects.filter(pk=session.pk).update(lifecycle_state=Session.Lifecycle.PERSISTING)
@@ -44,5 +46,5 @@ def session_end(*, session: Session, actor: str = "") -> Session:
             actor=actor,
             payload={"frames_cancelled": len(open_frames)},
         )
-        session.refresh_from_db()
-    return session
+        ended = Session.objects.select_related("agent").get(pk=session.pk)
+    return ended

@@ -1,7 +1,7 @@
 """Assembling a context pack for a session (and frame) within a token budget.
 
 Reads the session's layers (identity, environment, valid facts, working set), the
-frame's ancestry and handles, hands them to the pure packer (``frames.packing``) and
+frame's ancestry and handles, hands them to the pure packer (``frames.context.packing``) and
 stores the result as a ``ContextPackRecord``. Token counts come from storage
 (``ContextHandle.estimated_tokens`` / ``summary_tokens``, ``Fact.tokens``); text made
 here (brief, breadcrumbs) is estimated, never tokenized. No model call is made.
@@ -11,19 +11,19 @@ session, the frame, one per ancestor (bounded by the frame depth), one for handl
 the facts selector's own (constant), the working set, and one insert.
 """
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.db import transaction
-from django.utils import timezone
 
 from contextops.errors import Invalid, NotFound
+from contextops.text import value_text
+from contextops.zones import local_now, local_zone
 from facts.selectors import facts_for_context, working_set_for_context
+from frames.locks import session_require_not_ended
 from frames.models import ContextHandle, ContextPackRecord, Frame, Session
-from frames.selectors import top_frame
-from frames.services import session_bootstrapped, session_require_not_ended
+from frames.selectors import frame_ancestry, top_frame
+from frames.services import session_bootstrapped
 
 from . import packing
 from .resources import COLD, INDEXED, OFFLINE
@@ -52,22 +52,12 @@ class ContextPack:
     query: str
 
 
-def _text(value) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-
-
 def brief_context_text(session: Session, now: datetime | None = None) -> str:
     """Layer 1 (identity) and layer 4 (environment) as a short plain-text brief."""
     identity = session.identity or {}
     env = session.environment or {}
-    now = now or timezone.now()
-    tz_name = env.get("timezone") or "UTC"
-    try:
-        local = now.astimezone(ZoneInfo(tz_name))
-    except (ZoneInfoNotFoundError, ValueError):
-        local = now
+    zone_name, _ = local_zone(env)
+    local = local_now(env, now)
     who = identity.get("user_name") or identity.get("user_id") or "unknown user"
     lines = [
         f"User: {who}"
@@ -83,23 +73,12 @@ def brief_context_text(session: Session, now: datetime | None = None) -> str:
     if identity.get("permissions"):
         lines.append("Permissions: " + ", ".join(str(p) for p in identity["permissions"]))
     lines.append(
-        f"Now: {local.strftime('%Y-%m-%d %H:%M')} ({tz_name})"
+        f"Now: {local.strftime('%Y-%m-%d %H:%M')} ({zone_name})"
         + (f"; location: {env['location']}" if env.get("location") else "")
     )
     if env.get("external_data"):
-        lines.append("External data: " + _text(env["external_data"]))
+        lines.append("External data: " + value_text(env["external_data"]))
     return "\n".join(lines)
-
-
-def frame_ancestry(frame: Frame) -> list[Frame]:
-    """``frame`` and its ancestors, root first: one query per level of depth."""
-    chain = [frame]
-    parent_id = frame.parent_id
-    while parent_id is not None and len(chain) <= frame.depth + 1:
-        parent = Frame.objects.only("id", "parent_id", "goal", "status", "depth").get(pk=parent_id)
-        chain.append(parent)
-        parent_id = parent.parent_id
-    return list(reversed(chain))
 
 
 def _facts(
@@ -117,7 +96,7 @@ def _facts(
     )
     items = []
     for fact in rows:
-        value = _text(fact.value)
+        value = value_text(fact.value)
         items.append(
             packing.FactItem(
                 id=str(fact.pk),
@@ -140,7 +119,7 @@ def _facts(
 def _working_set(session: Session, query: str) -> list[packing.WorkingItem]:
     items = []
     for entry in working_set_for_context(session=session, query=query):
-        value = _text(entry.value)
+        value = value_text(entry.value)
         tokens = int(getattr(entry, "tokens", 0) or 0) or packing.estimate_tokens(value)
         items.append(
             packing.WorkingItem(key=entry.key, value=f"{entry.key}: {value}", tokens=tokens)
@@ -264,7 +243,7 @@ def context_pack_assemble(
         breakdown=result.breakdown,
         included=[
             {"section": i.section, "id": i.id, "tokens": i.tokens, "form": i.form}
-            for i in (*result.breadcrumbs, *result.segments, *result.facts, *result.working_set)
+            for i in result.included
         ],
         dropped=[
             {
@@ -284,53 +263,3 @@ def context_pack_assemble(
             # An agent reading its context back is what moves a loading session on.
             session_bootstrapped(session=session, actor=actor)
     return ContextPack(record=record, result=result, frame=frame, query=query)
-
-
-def context_pack_body(pack: ContextPack) -> dict:
-    """The API's JSON for ``pack`` (see docs/api.md: context packs)."""
-    result = pack.result
-    return {
-        "id": str(pack.record.pk),
-        "session_id": str(pack.record.session_id),
-        "frame_id": str(pack.frame.pk) if pack.frame else None,
-        "query": pack.query,
-        "brief_context": result.brief_context,
-        "breadcrumbs": [
-            {
-                "frame_id": i.id,
-                "goal": i.source.goal,
-                "status": i.source.status,
-                "depth": i.source.depth,
-                "tokens": i.tokens,
-            }
-            for i in result.breadcrumbs
-        ],
-        "facts": [
-            {**i.source.extra, "id": i.id, "text": i.text, "tokens": i.tokens, "form": i.form}
-            for i in result.facts
-        ],
-        "working_set": [
-            {"key": i.id, "text": i.text, "tokens": i.tokens, "form": i.form}
-            for i in result.working_set
-        ],
-        "segments": [
-            {
-                "handle_id": i.id,
-                "kind": i.source.kind,
-                "priority": i.source.priority,
-                "state": i.source.state,
-                "form": i.form,
-                "content": i.text,
-                "tokens": i.tokens,
-            }
-            for i in result.segments
-        ],
-        "dropped": pack.record.dropped,
-        "token_summary": {
-            "budget": result.budget,
-            "used": result.used,
-            "remaining": result.remaining,
-            "breakdown": result.breakdown,
-            "compaction_level": result.level,
-        },
-    }

@@ -31,7 +31,9 @@ Levels (seed 000 §2), each including the ones before it:
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any, Generic, TypeVar
 
 MIN_BUDGET = 500
 LEVELS = ("none", "light", "moderate", "aggressive", "critical")
@@ -149,14 +151,17 @@ class PackInput:
     skipped: list[tuple[str, str]] = field(default_factory=list)
 
 
+Source = TypeVar("Source", Breadcrumb, Segment, FactItem, WorkingItem)
+
+
 @dataclass(frozen=True)
-class PackedItem:
+class PackedItem(Generic[Source]):
     section: str
     id: str
     tokens: int
     form: str  # full | trimmed | summary | truncated
     text: str
-    source: object = None  # the input dataclass
+    source: Source  # the input dataclass
 
 
 @dataclass(frozen=True)
@@ -173,10 +178,10 @@ class PackResult:
     budget: int
     level: str
     brief_context: str
-    breadcrumbs: list[PackedItem]
-    segments: list[PackedItem]
-    facts: list[PackedItem]
-    working_set: list[PackedItem]
+    breadcrumbs: list[PackedItem[Breadcrumb]]
+    segments: list[PackedItem[Segment]]
+    facts: list[PackedItem[FactItem]]
+    working_set: list[PackedItem[WorkingItem]]
     dropped: list[Dropped]
     brief_tokens: int
 
@@ -189,6 +194,11 @@ class PackResult:
             "working_set": sum(i.tokens for i in self.working_set),
             "segments": sum(i.tokens for i in self.segments),
         }
+
+    @property
+    def included(self) -> list[PackedItem[Any]]:
+        """Every item the pack holds, section by section (brief excepted)."""
+        return [*self.breadcrumbs, *self.segments, *self.facts, *self.working_set]
 
     @property
     def used(self) -> int:
@@ -216,25 +226,25 @@ def level_index(level: str) -> int:
 
 
 def _render_text(
-    text: str, tokens: int, level: str, cache: dict | None = None
+    text: str, tokens: int, level: str, cache: dict[int, str] | None = None
 ) -> tuple[str, int, str]:
     if level == "none":
         return text, tokens, "full"
     if cache is None:
         trimmed = light_trim(text)
     else:
-        key = id(text)
-        trimmed = cache.get(key)
-        if trimmed is None:
-            trimmed = cache[key] = light_trim(text)
+        cached = cache.get(id(text))
+        if cached is None:
+            cached = cache[id(text)] = light_trim(text)
+        trimmed = cached
     if trimmed == text:
         return text, tokens, "full"
     return trimmed, scaled_tokens(tokens, text, trimmed), "trimmed"
 
 
 def render_segment(
-    segment: Segment, level: str, newest_order: int, cache: dict | None = None
-) -> PackedItem | None:
+    segment: Segment, level: str, newest_order: int, cache: dict[int, str] | None = None
+) -> PackedItem[Segment] | None:
     """``segment`` as ``level`` shows it, or None when the level drops it.
 
     ``cache`` (optional) keeps light-trimmed texts between levels of one packing.
@@ -266,7 +276,7 @@ def render_segment(
 
 def _breadcrumbs_at(
     crumbs: list[Breadcrumb], level: str
-) -> tuple[list[PackedItem], list[Breadcrumb]]:
+) -> tuple[list[PackedItem[Breadcrumb]], list[Breadcrumb]]:
     """(kept, dropped): at critical only the root and the current frame are essential."""
     kept_crumbs = crumbs
     if level == "critical" and len(crumbs) > 2:
@@ -281,8 +291,8 @@ def _breadcrumbs_at(
     return items, dropped
 
 
-def _segment_sort_key(item: PackedItem):
-    seg: Segment = item.source  # type: ignore[assignment]
+def _segment_sort_key(item: PackedItem[Segment]) -> tuple[int, int, int]:
+    seg = item.source
     return (0 if seg.required_at_critical else 1, -PRIORITY_SCORE.get(seg.priority, 0), -seg.order)
 
 
@@ -309,7 +319,7 @@ def pack(data: PackInput) -> PackResult:
         brief_text = data.brief_context if level == "none" else light_trim(data.brief_context)
         brief_tokens = estimate_tokens(brief_text)
         crumbs, crumbs_dropped = _breadcrumbs_at(data.breadcrumbs, level)
-        segments: list[PackedItem] = []
+        segments: list[PackedItem[Segment]] = []
         level_drops: list[Dropped] = []
         for seg in data.segments:
             item = render_segment(seg, level, newest, trim_cache)
@@ -334,7 +344,7 @@ def pack(data: PackInput) -> PackResult:
             level_drops += cut_drops
         remaining = data.budget - brief_tokens - sum(i.tokens for i in crumbs)
         remaining -= sum(i.tokens for i in segments) + sum(i.tokens for i in fact_items)
-        working: list[PackedItem] = []
+        working: list[PackedItem[WorkingItem]] = []
         if level == "critical":
             level_drops += [Dropped("facts", f.id, "not_critical", level, f.tokens) for f in others]
             level_drops += [
@@ -347,18 +357,18 @@ def pack(data: PackInput) -> PackResult:
             facts_room = max(facts_room, remaining - working_need)
             taken = 0
             for fact in others:
-                item = _render_fact(fact, level)
-                if taken + item.tokens <= facts_room:
-                    fact_items.append(item)
-                    taken += item.tokens
+                fact_item = _render_fact(fact, level)
+                if taken + fact_item.tokens <= facts_room:
+                    fact_items.append(fact_item)
+                    taken += fact_item.tokens
                 else:
                     level_drops.append(Dropped("facts", fact.id, "over_budget", level, fact.tokens))
             remaining -= taken
             for entry in data.working_set:
-                item = _render_working(entry, level)
-                if item.tokens <= remaining:
-                    working.append(item)
-                    remaining -= item.tokens
+                working_item = _render_working(entry, level)
+                if working_item.tokens <= remaining:
+                    working.append(working_item)
+                    remaining -= working_item.tokens
                 else:
                     level_drops.append(
                         Dropped("working_set", entry.key, "over_budget", level, entry.tokens)
@@ -378,17 +388,32 @@ def pack(data: PackInput) -> PackResult:
     raise AssertionError("unreachable: the critical level always returns")  # pragma: no cover
 
 
-def _render_fact(fact: FactItem, level: str) -> PackedItem:
+def _render_fact(fact: FactItem, level: str) -> PackedItem[FactItem]:
     text, tokens, form = _render_text(fact.value, fact.tokens, level)
     return PackedItem("facts", fact.id, tokens, form, text, fact)
 
 
-def _render_working(entry: WorkingItem, level: str) -> PackedItem:
+def _render_working(entry: WorkingItem, level: str) -> PackedItem[WorkingItem]:
     text, tokens, form = _render_text(entry.value, entry.tokens, level)
     return PackedItem("working_set", entry.key, tokens, form, text, entry)
 
 
-def _cut_to_fit(budget, level, brief_text, brief_tokens, crumbs, segments, fact_items):
+def _cut_to_fit(
+    budget: int,
+    level: str,
+    brief_text: str,
+    brief_tokens: int,
+    crumbs: list[PackedItem[Breadcrumb]],
+    segments: list[PackedItem[Segment]],
+    fact_items: list[PackedItem[FactItem]],
+) -> tuple[
+    str,
+    int,
+    list[PackedItem[Breadcrumb]],
+    list[PackedItem[Segment]],
+    list[PackedItem[FactItem]],
+    list[Dropped],
+]:
     """At the critical level: cut required items until they fit, least important first.
 
     Order of sacrifice: forced non-critical segments, then critical segments (lowest
@@ -400,7 +425,9 @@ def _cut_to_fit(budget, level, brief_text, brief_tokens, crumbs, segments, fact_
     excess = brief_tokens + sum(i.tokens for i in crumbs) + sum(i.tokens for i in segments)
     excess += sum(i.tokens for i in fact_items) - budget
 
-    def shrink(items: list[PackedItem], order_key) -> list[PackedItem]:
+    def shrink(
+        items: list[PackedItem[Source]], order_key: Callable[[PackedItem[Source]], Any]
+    ) -> list[PackedItem[Source]]:
         nonlocal excess
         result = {id(i): i for i in items}
         for item in sorted(items, key=order_key):
@@ -417,8 +444,8 @@ def _cut_to_fit(budget, level, brief_text, brief_tokens, crumbs, segments, fact_
                 result[id(item)] = replace(item, text=text, tokens=limit, form="truncated")
         return [result[id(i)] for i in items if id(i) in result]
 
-    def segment_order(item: PackedItem):
-        seg: Segment = item.source  # type: ignore[assignment]
+    def segment_order(item: PackedItem[Segment]) -> tuple[bool, int, int]:
+        seg = item.source
         return (seg.priority == "critical", PRIORITY_SCORE.get(seg.priority, 0), -item.tokens)
 
     segments = shrink(segments, segment_order)

@@ -1,21 +1,24 @@
 """Paging handles in and out of context, attention, and explicit lifecycle moves.
 
 Every write locks the session row then the handle, checks the transition against
-``frames.resources`` (409 ``illegal_transition``, nothing changed) and appends its
+``frames.context.resources`` (409 ``illegal_transition``, nothing changed) and appends its
 event in the same transaction. Page-out only queues: the summary is made by the
 ``handle_page_out`` Celery task, which calls ``handle_page_out_complete``.
 """
 
 import re
 from dataclasses import dataclass
+from uuid import UUID
 
 from django.db import transaction
 from django.utils import timezone
 
 from contextops.errors import Invalid, Unavailable
 from contextops.jobs import job_send
+from contextops.llm import TurnText, summarizer_default
 from contextops.tokens import count_tokens
 from frames.events import event_append
+from frames.locks import session_lock
 from frames.models import ContextHandle, Frame, Session
 
 from .resources import ACTIVE_STATES, HOT, INDEXED, LOADED, state_for_attention, transition_check
@@ -73,8 +76,6 @@ def extractive_summary(text: str, max_tokens: int = SUMMARY_MAX_TOKENS) -> str:
 def handle_summary(text: str) -> str:
     """The summary a paged-out handle keeps: the model's when a model summarizer is set up
     (the compaction summarizer), else, or when the model fails, an extractive one."""
-    from contextops.llm import TurnText, summarizer_default
-
     summarizer = summarizer_default()
     if summarizer.name != "extractive" and text.strip():
         outcome = summarizer.summarize([TurnText(index=0, user_message=text)])
@@ -91,9 +92,10 @@ class PageIn:
     tokens: int
 
 
-def _locked(handle_id) -> tuple[Session, ContextHandle]:
+def _locked(handle_id: UUID) -> tuple[Session, ContextHandle]:
+    """Lock the handle's session (ended or not), then the handle; return both fresh."""
     handle = ContextHandle.objects.only("session_id").get(pk=handle_id)
-    session = Session.objects.select_for_update().get(pk=handle.session_id)
+    session = session_lock(handle.session_id, open_only=False)
     return session, ContextHandle.objects.select_for_update().get(pk=handle_id)
 
 
@@ -103,7 +105,7 @@ def handle_page_out_request(*, handle: ContextHandle, actor: str = "") -> Contex
     The handle stays where it is until the worker has written the summary; a second
     request before then queues a job that finds nothing left to do.
     """
-    from .tasks import handle_page_out
+    from .tasks import handle_page_out  # tasks imports this module: queue the job without a cycle
 
     transition_check(handle.state, INDEXED)
     if not job_send(handle_page_out, str(handle.pk), actor):
@@ -113,7 +115,7 @@ def handle_page_out_request(*, handle: ContextHandle, actor: str = "") -> Contex
     return handle
 
 
-def handle_page_out_complete(*, handle_id, actor: str = "") -> ContextHandle | None:
+def handle_page_out_complete(*, handle_id: UUID | str, actor: str = "") -> ContextHandle | None:
     """Summarize the handle and move it to indexed; None when it is no longer active.
 
     Idempotent: the state change is a conditional update on an active state, so a
@@ -125,7 +127,7 @@ def handle_page_out_complete(*, handle_id, actor: str = "") -> ContextHandle | N
     summary = handle.summary or handle_summary(handle.content or handle.ref)
     summary_tokens = count_tokens(summary)
     with transaction.atomic():
-        session = Session.objects.select_for_update().get(pk=handle.session_id)
+        session = session_lock(handle.session_id, open_only=False)
         changed = ContextHandle.objects.filter(pk=handle_id, state__in=ACTIVE_STATES).update(
             state=INDEXED, summary=summary, summary_tokens=summary_tokens
         )

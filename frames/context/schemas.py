@@ -1,10 +1,14 @@
-"""Schemas of the context-pack, pressure and paging endpoints."""
+"""Schemas of the context-pack, pressure and paging endpoints, and the answers built
+for them (``context_pack_out``, ``pressure_out``)."""
 
-from typing import Literal
+from typing import Any, Literal
 from uuid import UUID
 
 from ninja import Schema
 from pydantic import Field
+
+from .pack import ContextPack
+from .pressure_report import PressureReport
 
 CompactionLevel = Literal["none", "light", "moderate", "aggressive", "critical"]
 HandleState = Literal["cold", "loaded", "hot", "indexed", "offline"]
@@ -155,3 +159,80 @@ class AttentionIn(Schema):
 
 class HandleStateIn(Schema):
     to: HandleState
+
+
+def context_pack_out(pack: ContextPack) -> dict[str, Any]:
+    """The ``ContextPackOut`` answer for ``pack`` (see docs/api.md: context packs)."""
+    result = pack.result
+    return {
+        "id": str(pack.record.pk),
+        "session_id": str(pack.record.session_id),
+        "frame_id": str(pack.frame.pk) if pack.frame else None,
+        "query": pack.query,
+        "brief_context": result.brief_context,
+        "breadcrumbs": [
+            {
+                "frame_id": i.id,
+                "goal": i.source.goal,
+                "status": i.source.status,
+                "depth": i.source.depth,
+                "tokens": i.tokens,
+            }
+            for i in result.breadcrumbs
+        ],
+        "facts": [
+            {**i.source.extra, "id": i.id, "text": i.text, "tokens": i.tokens, "form": i.form}
+            for i in result.facts
+        ],
+        "working_set": [
+            {"key": i.id, "text": i.text, "tokens": i.tokens, "form": i.form}
+            for i in result.working_set
+        ],
+        "segments": [
+            {
+                "handle_id": i.id,
+                "kind": i.source.kind,
+                "priority": i.source.priority,
+                "state": i.source.state,
+                "form": i.form,
+                "content": i.text,
+                "tokens": i.tokens,
+            }
+            for i in result.segments
+        ],
+        "dropped": pack.record.dropped,
+        "token_summary": {
+            "budget": result.budget,
+            "used": result.used,
+            "remaining": result.remaining,
+            "breakdown": result.breakdown,
+            "compaction_level": result.level,
+        },
+    }
+
+
+def pressure_out(report: PressureReport, *, eviction_policy: str) -> dict[str, Any]:
+    """The ``PressureOut`` answer for ``report``."""
+    pressure, frame = report.pressure, report.frame
+    return {
+        "level": pressure.level,
+        "utilization": round(pressure.utilization, 4),
+        "occupancy_tokens": pressure.occupancy_tokens,
+        "context_window_tokens": pressure.window_tokens,
+        "frame_id": str(frame.pk) if frame else None,
+        "eviction_policy": eviction_policy,
+        "recommended_actions": pressure.recommended_actions,
+        "eviction_candidates": [
+            {
+                "handle_id": c.id,
+                "kind": c.kind,
+                "category": c.category,
+                "priority": c.priority,
+                "state": c.state,
+                "attention_weight": c.attention_weight,
+                "estimated_tokens": c.estimated_tokens,
+                "last_access_at": c.last_access_at,
+            }
+            for c in report.candidates
+        ],
+    }

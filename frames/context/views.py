@@ -1,25 +1,30 @@
 """Dashboard fragments for the session page: pressure gauge, the packs agents asked for,
-pack preview, handles table. The gauge, the packs and the handles poll themselves."""
+pack preview, handles table. The gauge, the packs and the handles poll themselves.
+
+The handles' actions (page in, page out) answer with the table as their own
+transaction read it (``frames.context.handles``): nothing is queried after the commit.
+"""
 
 from collections import Counter
+from typing import Any
+from uuid import UUID
 
-from django.db import transaction
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from contextops.actors import user_actor
 from contextops.dashboard import organization_required
 from contextops.errors import DomainError
-from frames import selectors
+from contextops.http import MemberRequest
 from frames.models import ContextHandle, ContextPackRecord, Frame, Session
 from frames.pressure import LEVELS
-from frames.selectors import session_pressure, top_frame
+from frames.selectors import context_packs_newest_first
 
 from . import packing
-from .eviction import eviction_candidates
+from .handles import HandlesAnswer, frame_handles, handle_page_in_answered, handle_page_out_answered
 from .pack import context_pack_assemble
-from .paging import handle_page_in, handle_page_out_request
+from .pressure_report import pressure_report
 from .resources import ACTIVE_STATES, COLD, INDEXED
 
 DEFAULT_PREVIEW_BUDGET = 4000
@@ -28,35 +33,36 @@ PACKS_SHOWN = 5
 # How often the fragments poll, in seconds.
 PACKS_POLL_SECONDS = 10
 HANDLES_POLL_SECONDS = 3
+GAUGE_CANDIDATES = 5
 
 
-def _session(request: HttpRequest, session_id) -> Session:
+def _session(request: MemberRequest, session_id: UUID) -> Session:
     return get_object_or_404(Session, pk=session_id, organization=request.organization)
 
 
 @require_GET
 @organization_required
-def pressure_fragment(request: HttpRequest, session_id) -> HttpResponse:
+def pressure_fragment(request: MemberRequest, session_id: UUID) -> HttpResponse:
     session = _session(request, session_id)
-    frame = top_frame(session)
-    pressure = session_pressure(session)
+    report = pressure_report(session=session, candidates=GAUGE_CANDIDATES)
+    pressure = report.pressure
     down, up = pressure.band
     context = {
         "session": session,
-        "frame": frame,
+        "frame": report.frame,
         "pressure": pressure,
         "width": min(100.0, pressure.percentage),
         "band_down": round(down * 100),
         "band_up": round(up * 100) if up is not None else None,
         "levels": LEVELS,
-        "candidates": eviction_candidates(session=session, frame=frame, limit=5) if frame else [],
+        "candidates": report.candidates,
     }
     return render(request, "context/_pressure.html", context)
 
 
 @require_GET
 @organization_required
-def context_preview_fragment(request: HttpRequest, session_id) -> HttpResponse:
+def context_preview_fragment(request: MemberRequest, session_id: UUID) -> HttpResponse:
     session = _session(request, session_id)
     maximum = max(packing.MIN_BUDGET, min(session.context_window_tokens, 200_000))
     error = ""
@@ -78,7 +84,7 @@ def context_preview_fragment(request: HttpRequest, session_id) -> HttpResponse:
             )
         except DomainError as exc:
             error = exc.detail
-    context = {
+    context: dict[str, Any] = {
         "session": session,
         "budget": budget,
         "maximum": maximum,
@@ -101,7 +107,7 @@ def context_preview_fragment(request: HttpRequest, session_id) -> HttpResponse:
     return render(request, "context/_preview.html", context)
 
 
-def _pack_summary(record: ContextPackRecord) -> dict:
+def _pack_summary(record: ContextPackRecord) -> dict[str, Any]:
     """What the session page shows of one stored pack: figures, sections, drops by level."""
     return {
         "record": record,
@@ -115,14 +121,14 @@ def _pack_summary(record: ContextPackRecord) -> dict:
 
 @require_GET
 @organization_required
-def context_packs_fragment(request: HttpRequest, session_id) -> HttpResponse:
+def context_packs_fragment(request: MemberRequest, session_id: UUID) -> HttpResponse:
     """The last PACKS_SHOWN packs agents asked for in the session, newest first.
 
     The card polls with ``newest`` set to the newest pack it shows and gets 204 (nothing
     to swap) while that is still the newest, so what a person expanded stays open.
     """
     session = _session(request, session_id)
-    records = selectors.context_packs_newest_first(session)
+    records = context_packs_newest_first(session)
     newest = records.values_list("pk", flat=True).first()
     marker = str(newest) if newest else "none"
     if request.htmx and request.GET.get("newest") == marker:
@@ -139,23 +145,9 @@ def context_packs_fragment(request: HttpRequest, session_id) -> HttpResponse:
     return render(request, "context/_packs.html", context)
 
 
-def _handles_context(frame: Frame, error: str = "", notice: str = "") -> dict:
-    handles = list(
-        ContextHandle.objects.filter(frame=frame)
-        .only(
-            "id",
-            "kind",
-            "priority",
-            "category",
-            "state",
-            "attention_weight",
-            "estimated_tokens",
-            "summary_tokens",
-            "last_access_at",
-            "created_at",
-        )
-        .order_by("created_at", "id")[:HANDLES_SHOWN]
-    )
+def _handles_context(
+    frame: Frame, handles: list[ContextHandle], error: str = "", notice: str = ""
+) -> dict[str, Any]:
     return {
         "frame": frame,
         "handles": handles,
@@ -170,46 +162,53 @@ def _handles_context(frame: Frame, error: str = "", notice: str = "") -> dict:
 
 @require_GET
 @organization_required
-def frame_handles_fragment(request: HttpRequest, frame_id) -> HttpResponse:
+def frame_handles_fragment(request: MemberRequest, frame_id: UUID) -> HttpResponse:
     frame = get_object_or_404(Frame, pk=frame_id, organization=request.organization)
-    return render(request, "context/_handles.html", _handles_context(frame))
+    handles = frame_handles(frame_id=frame.pk, limit=HANDLES_SHOWN)
+    return render(request, "context/_handles.html", _handles_context(frame, handles))
 
 
-def _handle_action(request: HttpRequest, handle_id, action, notice: str = "") -> HttpResponse:
-    handle = get_object_or_404(
+def _handle(request: MemberRequest, handle_id: UUID) -> ContextHandle:
+    return get_object_or_404(
         ContextHandle.objects.select_related("frame"),
         pk=handle_id,
         session__organization=request.organization,
     )
-    error = ""
-    try:
-        with transaction.atomic():
-            action(handle, f"user:{request.user.get_username()}")
-    except DomainError as exc:
-        error = exc.detail
+
+
+def _handle_answer(
+    request: MemberRequest, handle: ContextHandle, answer: HandlesAnswer, notice: str = ""
+) -> HttpResponse:
+    """The table as the action's transaction read it (htmx), else back to the table."""
     if not request.htmx:
-        return redirect(reverse("context:frame_handles", args=[handle.frame_id]))
-    context = _handles_context(handle.frame, error, "" if error else notice)
+        return redirect("context:frame_handles", handle.frame_id)
+    context = _handles_context(
+        handle.frame, answer.handles, answer.error, "" if answer.error else notice
+    )
     return render(request, "context/_handles.html", context)
 
 
 @require_POST
 @organization_required
-@transaction.atomic  # the answer (a fragment) is rendered before the commit
-def handle_page_in_action(request: HttpRequest, handle_id) -> HttpResponse:
-    mode = "full" if request.POST.get("mode") == "full" else "summary"
-    return _handle_action(
-        request, handle_id, lambda h, actor: handle_page_in(handle=h, mode=mode, actor=actor)
+def handle_page_in_action(request: MemberRequest, handle_id: UUID) -> HttpResponse:
+    handle = _handle(request, handle_id)
+    answer = handle_page_in_answered(
+        handle=handle,
+        mode="full" if request.POST.get("mode") == "full" else "summary",
+        actor=user_actor(request.user),
+        rows=HANDLES_SHOWN if request.htmx else 0,
     )
+    return _handle_answer(request, handle, answer)
 
 
 @require_POST
 @organization_required
-@transaction.atomic  # the answer (a fragment) is rendered before the commit
-def handle_page_out_action(request: HttpRequest, handle_id) -> HttpResponse:
-    return _handle_action(
-        request,
-        handle_id,
-        lambda h, actor: handle_page_out_request(handle=h, actor=actor),
-        notice="Page-out queued: the worker summarizes the handle, then it shows as indexed.",
+def handle_page_out_action(request: MemberRequest, handle_id: UUID) -> HttpResponse:
+    handle = _handle(request, handle_id)
+    answer = handle_page_out_answered(
+        handle=handle,
+        actor=user_actor(request.user),
+        rows=HANDLES_SHOWN if request.htmx else 0,
     )
+    notice = "Page-out queued: the worker summarizes the handle, then it shows as indexed."
+    return _handle_answer(request, handle, answer, notice)

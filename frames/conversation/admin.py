@@ -1,3 +1,5 @@
+"""The Django admin for turns, compaction runs and summaries (read and inspect)."""
+
 from django.contrib import admin
 
 from .models import CompactionRun, Summary, Turn

@@ -10,6 +10,8 @@ completion (weight 0.8, confidence 0.92). Only patterns whose confidence reaches
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from django.conf import settings
+
 CONFIDENCE_THRESHOLD = 0.9
 
 ERROR_RESOLUTION = "error-resolution"
@@ -69,8 +71,6 @@ class AnchorPatterns:
 
     @classmethod
     def from_settings(cls) -> "AnchorPatterns":
-        from django.conf import settings
-
         return cls(
             file_modification_tools=tuple(
                 getattr(

@@ -3,9 +3,11 @@
 from ninja import Field as NinjaField
 from ninja import Query, Router, Schema, Status
 
+from contextops.actors import request_actor
+from contextops.http import ApiRequest
 from frames.selectors import session_get
 
-from . import selectors, services
+from . import compaction, ingest, selectors
 from .schemas import (
     CompactionIn,
     CompactionOut,
@@ -16,10 +18,6 @@ from .schemas import (
 )
 
 router = Router(tags=["conversation"])
-
-
-def _actor(request) -> str:
-    return request.auth.agent.name
 
 
 class TurnsQuery(Schema):
@@ -33,14 +31,14 @@ class TurnsQuery(Schema):
     response=MessagesOut,
     summary="Append messages; group them into turns",
 )
-def messages_append(request, session_id: str, payload: MessagesIn):
-    session = session_get(organization=request.auth.agent.organization, session_id=session_id)
-    result = services.messages_append(
+def messages_append(request: ApiRequest, session_id: str, payload: MessagesIn):
+    session = session_get(organization=request.organization, session_id=session_id)
+    result = ingest.messages_append(
         session=session,
         messages=[m.dict() for m in payload.messages],
         usage=payload.usage.dict() if payload.usage else None,
         frame_id=payload.frame_id,
-        actor=_actor(request),
+        actor=request_actor(request),
     )
     return {
         "messages": result.messages,
@@ -53,14 +51,13 @@ def messages_append(request, session_id: str, payload: MessagesIn):
 @router.get(
     "/sessions/{session_id}/turns", response=list[TurnOut], summary="The session's turns in order"
 )
-def turns_list(request, session_id: str, filters: Query[TurnsQuery]):
-    session = session_get(organization=request.auth.agent.organization, session_id=session_id)
-    turns = list(
+def turns_list(request: ApiRequest, session_id: str, filters: Query[TurnsQuery]):
+    session = session_get(organization=request.organization, session_id=session_id)
+    return list(
         selectors.turns_list(
             session=session, branch=filters.branch, after=filters.after, limit=filters.limit
         )
     )
-    return turns
 
 
 @router.post(
@@ -68,14 +65,14 @@ def turns_list(request, session_id: str, filters: Query[TurnsQuery]):
     response={202: CompactionQueuedOut},
     summary="Queue a compaction",
 )
-def compaction_create(request, session_id: str, payload: CompactionIn):
-    session = session_get(organization=request.auth.agent.organization, session_id=session_id)
-    run = services.compaction_request(
+def compaction_create(request: ApiRequest, session_id: str, payload: CompactionIn):
+    session = session_get(organization=request.organization, session_id=session_id)
+    run = compaction.compaction_request(
         session=session,
         strategy=payload.strategy,
         target_tokens=payload.target_tokens,
         keep_turns=payload.keep_turns,
-        actor=_actor(request),
+        actor=request_actor(request),
     )
     return Status(202, {"id": str(run.pk), "status": run.status})
 
@@ -85,16 +82,14 @@ def compaction_create(request, session_id: str, payload: CompactionIn):
     response=list[CompactionOut],
     summary="The session's compactions, newest first",
 )
-def compactions_list(request, session_id: str):
-    session = session_get(organization=request.auth.agent.organization, session_id=session_id)
+def compactions_list(request: ApiRequest, session_id: str):
+    session = session_get(organization=request.organization, session_id=session_id)
     return list(selectors.compactions_list(session=session)[:100])
 
 
 @router.get("/compactions/{compaction_id}", response=CompactionOut, summary="One compaction run")
-def compaction_get(request, compaction_id: str):
-    return selectors.compaction_get(
-        organization=request.auth.agent.organization, compaction_id=compaction_id
-    )
+def compaction_get(request: ApiRequest, compaction_id: str):
+    return selectors.compaction_get(organization=request.organization, compaction_id=compaction_id)
 
 
 @router.post(
@@ -102,8 +97,6 @@ def compaction_get(request, compaction_id: str):
     response=CompactionOut,
     summary="Bring the turns back into the window",
 )
-def compaction_revert(request, compaction_id: str):
-    run = selectors.compaction_get(
-        organization=request.auth.agent.organization, compaction_id=compaction_id
-    )
-    return services.compaction_revert(run=run, actor=_actor(request))
+def compaction_revert(request: ApiRequest, compaction_id: str):
+    run = selectors.compaction_get(organization=request.organization, compaction_id=compaction_id)
+    return compaction.compaction_revert(run=run, actor=request_actor(request))

@@ -1,3 +1,5 @@
+"""The ``frames.conversation`` Django app."""
+
 from django.apps import AppConfig
 
 

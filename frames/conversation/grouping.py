@@ -1,10 +1,11 @@
 """Anthropic Messages content, checked and flattened: no database.
 
 ``blocks_of`` turns a message's ``content`` (a string or a list of blocks) into a list
-of blocks, raising ``Invalid`` with the location of the first bad one.
+of blocks, raising ``Invalid`` naming the field of the first bad one.
 """
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from contextops.errors import Invalid
@@ -13,16 +14,17 @@ ROLES = ("user", "assistant")
 MAX_BLOCKS = 2_000
 
 
-def blocks_of(content: Any, loc: list) -> list[dict]:
+def blocks_of(content: Any, field: Sequence[str | int] = ()) -> list[dict]:
+    """``content`` as a list of blocks; ``field`` names it in an error (``("messages", 3, "content")``)."""
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
     if not isinstance(content, list):
-        raise Invalid("content must be a string or a list of content blocks.", loc=loc)
+        raise Invalid("content must be a string or a list of content blocks.", field=field)
     if len(content) > MAX_BLOCKS:
-        raise Invalid(f"A message may hold at most {MAX_BLOCKS} content blocks.", loc=loc)
+        raise Invalid(f"A message may hold at most {MAX_BLOCKS} content blocks.", field=field)
     blocks = []
     for i, block in enumerate(content):
-        where = [*loc, i]
+        where = (*field, i)
         if isinstance(block, str):
             block = {"type": "text", "text": block}
         if (
@@ -31,22 +33,22 @@ def blocks_of(content: Any, loc: list) -> list[dict]:
             or not block["type"]
         ):
             raise Invalid(
-                "Every content block must be an object with a type.", loc=[*where, "type"]
+                "Every content block must be an object with a type.", field=(*where, "type")
             )
         kind = block["type"]
         if kind == "text" and not isinstance(block.get("text"), str):
-            raise Invalid("A text block needs a text string.", loc=[*where, "text"])
+            raise Invalid("A text block needs a text string.", field=(*where, "text"))
         if kind == "thinking" and not isinstance(block.get("thinking"), str):
-            raise Invalid("A thinking block needs a thinking string.", loc=[*where, "thinking"])
+            raise Invalid("A thinking block needs a thinking string.", field=(*where, "thinking"))
         if kind == "tool_use":
             if not isinstance(block.get("id"), str) or not block["id"] or len(block["id"]) > 200:
                 raise Invalid(
-                    "A tool_use block needs an id (at most 200 characters).", loc=[*where, "id"]
+                    "A tool_use block needs an id (at most 200 characters).", field=(*where, "id")
                 )
             if not isinstance(block.get("name"), str) or not block["name"]:
-                raise Invalid("A tool_use block needs a name.", loc=[*where, "name"])
+                raise Invalid("A tool_use block needs a name.", field=(*where, "name"))
             if not isinstance(block.get("input", {}), dict):
-                raise Invalid("A tool_use input must be an object.", loc=[*where, "input"])
+                raise Invalid("A tool_use input must be an object.", field=(*where, "input"))
         if kind == "tool_result":
             if (
                 not isinstance(block.get("tool_use_id"), str)
@@ -55,14 +57,14 @@ def blocks_of(content: Any, loc: list) -> list[dict]:
             ):
                 raise Invalid(
                     "A tool_result block needs a tool_use_id (at most 200 characters).",
-                    loc=[*where, "tool_use_id"],
+                    field=(*where, "tool_use_id"),
                 )
             if not isinstance(block.get("is_error", False), bool):
-                raise Invalid("is_error must be true or false.", loc=[*where, "is_error"])
+                raise Invalid("is_error must be true or false.", field=(*where, "is_error"))
             if not isinstance(block.get("content", ""), (str, list)):
                 raise Invalid(
                     "A tool_result content must be a string or a list of blocks.",
-                    loc=[*where, "content"],
+                    field=(*where, "content"),
                 )
         blocks.append(block)
     return blocks

@@ -1,3 +1,5 @@
+"""The conversation API's pydantic schemas: messages and usage in, turns and compaction runs out."""
+
 from typing import Any, Literal
 from uuid import UUID
 

@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from .services import CompactionRetry, compaction_execute, compactions_requeue
+from .compaction import CompactionRetry, compaction_execute, compactions_requeue
 
 __all__ = ["compaction_run", "compactions_requeue_stale"]
 

@@ -1,3 +1,5 @@
+"""The conversation tab's dashboard routes: the turns page and the compaction runs panel."""
+
 from django.urls import path
 
 from . import views

@@ -1,22 +1,26 @@
 """The conversation tab of a session: turns, anchors, summaries, compaction runs."""
 
-from django.db import transaction
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
 
+from contextops.actors import user_actor
 from contextops.dashboard import organization_required, render_page
 from contextops.errors import DomainError, NotFound
+from contextops.http import MemberRequest
+from frames.models import Session
 from frames.selectors import session_get
 
-from . import selection, selectors, services
-from .models import Session
+from . import selection, selectors
+from .compaction import compaction_request_listed
+from .models import CompactionRun
 
 TURNS_SHOWN = 500
+RUNS_SHOWN = 20
 TEMPLATE = "conversation/session_turns.html"
 
 
-def _session(request: HttpRequest, session_id) -> Session:
+def _session(request: MemberRequest, session_id) -> Session:
     try:
         return session_get(organization=request.organization, session_id=session_id)
     except NotFound:
@@ -43,8 +47,10 @@ def _chart(session: Session, series: list[tuple[int, int]]) -> dict:
     }
 
 
-def _runs_context(session: Session) -> dict:
-    runs = list(selectors.compactions_list(session=session)[:20])
+def _runs_context(session: Session, runs: list[CompactionRun] | None = None) -> dict:
+    """The runs panel's context: ``runs``, else the session's newest runs read now."""
+    if runs is None:
+        runs = list(selectors.compactions_list(session=session)[:RUNS_SHOWN])
     return {
         "session": session,
         "runs": runs,
@@ -55,7 +61,7 @@ def _runs_context(session: Session) -> dict:
 
 @require_GET
 @organization_required
-def conversation_page(request: HttpRequest, session_id) -> HttpResponse:
+def conversation_page(request: MemberRequest, session_id) -> HttpResponse:
     session = _session(request, session_id)
     branch = request.GET.get("branch", "")[:120]
     turns = list(selectors.turns_list(session=session, branch=branch, limit=TURNS_SHOWN))
@@ -92,20 +98,20 @@ def conversation_page(request: HttpRequest, session_id) -> HttpResponse:
 
 @require_GET
 @organization_required
-def compactions_fragment(request: HttpRequest, session_id) -> HttpResponse:
+def compactions_fragment(request: MemberRequest, session_id) -> HttpResponse:
     session = _session(request, session_id)
     return render_page(request, TEMPLATE, {**_runs_context(session), "branch": ""}, partial="runs")
 
 
 @require_POST
 @organization_required
-@transaction.atomic  # the answer (a fragment) is rendered before the commit
-def compaction_start(request: HttpRequest, session_id) -> HttpResponse:
+def compaction_start(request: MemberRequest, session_id) -> HttpResponse:
     session = _session(request, session_id)
     strategy = request.POST.get("strategy", selection.ANCHOR_POINT)
     keep = request.POST.get("keep_turns", "").strip()
     target = request.POST.get("target_tokens", "").strip()
     error = ""
+    runs = None
     try:
         keep_turns = int(keep) if keep else None
         if keep_turns is not None and keep_turns < 0:
@@ -120,16 +126,18 @@ def compaction_start(request: HttpRequest, session_id) -> HttpResponse:
         target_tokens, error = None, error or "Target tokens must be a whole number above 0."
     if not error:
         try:
-            services.compaction_request(
+            # The runs the fragment lists, read before the commit.
+            runs = compaction_request_listed(
                 session=session,
                 strategy=strategy,
                 keep_turns=keep_turns,
                 target_tokens=target_tokens,
-                actor=request.user.get_username(),
+                actor=user_actor(request.user),
+                shown=RUNS_SHOWN,
             )
         except DomainError as exc:
             error = exc.detail
     if not request.htmx:
         return redirect("conversation:turns", session_id=session.pk)
-    context = {**_runs_context(session), "branch": "", "error": error}
+    context = {**_runs_context(session, runs), "branch": "", "error": error}
     return render_page(request, TEMPLATE, context, partial="runs", status=422 if error else 200)

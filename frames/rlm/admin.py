@@ -1,4 +1,4 @@
-"""Admin: RLM states are written through the protocol (API, services); the admin only shows them."""
+"""Admin: RLM states are written through the protocol (the API and ``protocol``); the admin only shows them."""
 
 from django.contrib import admin
 

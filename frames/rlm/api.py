@@ -2,13 +2,15 @@
 
 from typing import Any
 
-from django.db import transaction
 from ninja import Body, Query, Router
 from ninja.responses import Status
 
-from contextops.errors import Invalid, NotFound
+from contextops.actors import request_actor
+from contextops.http import ApiRequest
+from frames.selectors import frame_get, session_get
 
-from . import interchange, selectors, services
+from . import interchange, protocol, selectors, snapshots
+from .models import RlmState
 from .schemas import (
     CheckpointDetailOut,
     CheckpointIn,
@@ -35,16 +37,12 @@ from .schemas import (
 router = Router(tags=["rlm state"])
 
 
-def actor_of(request) -> str:
-    return f"agent:{request.agent.name}"
-
-
-def _state(request, state_id: str):
+def _state(request: ApiRequest, state_id: str) -> RlmState:
     return selectors.state_get(organization=request.organization, state_id=state_id)
 
 
 @router.get("/states", response=StateListOut, summary="The organization's RLM states, newest first")
-def state_list(request, filters: Query[StateFilters]):
+def state_list(request: ApiRequest, filters: Query[StateFilters]):
     states = selectors.state_list(
         organization=request.organization,
         session_id=filters.session_id,
@@ -66,9 +64,7 @@ def state_list(request, filters: Query[StateFilters]):
     response={201: StateOut},
     summary="Initialize a state: prompt set, Final null, initial checkpoint",
 )
-def state_create(request, payload: StateIn):
-    from frames.selectors import frame_get, session_get
-
+def state_create(request: ApiRequest, payload: StateIn):
     organization = request.organization
     session = (
         session_get(organization=organization, session_id=payload.session_id)
@@ -80,37 +76,31 @@ def state_create(request, payload: StateIn):
         if payload.frame_id
         else None
     )
-    if payload.execution_config is not None:
-        errors = interchange.execution_config_errors(payload.execution_config)
-        if errors:
-            raise Invalid(errors[0]["msg"], errors=errors)
-    with transaction.atomic():  # the answer is read before the commit, never after it
-        state = services.state_initialize(
-            organization=organization,
-            prompt=payload.prompt,
-            session=session,
-            frame=frame,
-            tree_id=payload.tree_id or "",
-            execution_config=payload.execution_config,
-            actor=actor_of(request),
-        )
-        return Status(201, state_out(_state(request, state.state_id)))
+    view = protocol.state_initialize_viewed(
+        organization=organization,
+        prompt=payload.prompt,
+        session=session,
+        frame=frame,
+        tree_id=payload.tree_id or "",
+        execution_config=payload.execution_config,
+        actor=request_actor(request),
+    )
+    return Status(201, state_out(view))
 
 
 @router.post("/states/import", response={201: StateOut}, summary="Import a seed-schema document")
-def state_import(request, document: Body[dict[str, Any]]):
-    with transaction.atomic():
-        state = services.state_import(
-            organization=request.organization, document=document, actor=actor_of(request)
-        )
-        return Status(201, state_out(_state(request, state.state_id)))
+def state_import(request: ApiRequest, document: Body[dict[str, Any]]):
+    view = interchange.state_import(
+        organization=request.organization, document=document, actor=request_actor(request)
+    )
+    return Status(201, state_out(view))
 
 
 @router.get(
     "/states/{state_id}", response=StateOut, summary="A state with its variables and checkpoints"
 )
-def state_get(request, state_id: str):
-    return state_out(_state(request, state_id))
+def state_get(request: ApiRequest, state_id: str):
+    return state_out(selectors.state_view(_state(request, state_id)))
 
 
 @router.get(
@@ -118,14 +108,14 @@ def state_get(request, state_id: str):
     response=dict[str, Any],
     summary="The state as a seed-schema document",
 )
-def state_export(request, state_id: str, snapshots: bool = False):
+def state_export(request: ApiRequest, state_id: str, snapshots: bool = False):
     """``?snapshots=true`` adds every checkpoint's snapshot, so an import can roll back to them."""
     return interchange.state_export(_state(request, state_id), with_snapshots=snapshots)
 
 
 @router.get("/states/{state_id}/completion", response=CompletionOut, summary="Whether Final is set")
-def state_completion(request, state_id: str):
-    return services.completion_check(state=_state(request, state_id))
+def state_completion(request: ApiRequest, state_id: str):
+    return protocol.completion_check(state=_state(request, state_id))
 
 
 @router.get(
@@ -133,7 +123,7 @@ def state_completion(request, state_id: str):
     response=VariableReadOut,
     summary="Read a variable (counts as an access), resolving through scopes",
 )
-def variable_get(request, state_id: str, name: str):
+def variable_get(request: ApiRequest, state_id: str, name: str):
     """The state's own variable ``name`` when it has one (a temporary one until its TTL runs out).
 
     Otherwise the name resolves through the scopes of the organization's other states,
@@ -146,7 +136,7 @@ def variable_get(request, state_id: str, name: str):
     no variable of that name is visible. Writes and deletes act on the state named in the
     path only.
     """
-    variable, value = services.variable_read(state=_state(request, state_id), name=name)
+    variable, value = protocol.variable_read(state=_state(request, state_id), name=name)
     return {**variable_out(variable, value), "state_id": variable.state.state_id}
 
 
@@ -155,18 +145,19 @@ def variable_get(request, state_id: str, name: str):
     response=VariableOut,
     summary="Write a variable (logged as a mutation)",
 )
-def variable_put(request, state_id: str, name: str, payload: VariableIn):
-    variable = services.variable_write(
+def variable_put(request: ApiRequest, state_id: str, name: str, payload: VariableIn):
+    actor = request_actor(request)
+    variable = protocol.variable_write(
         state=_state(request, state_id),
         name=name,
         value=payload.value,
         type=payload.type,
         description=payload.description,
-        source=payload.source or actor_of(request),
+        source=payload.source or actor,
         read_only=payload.read_only,
         scope=payload.scope,
         ttl_seconds=payload.ttl_seconds,
-        actor=actor_of(request),
+        actor=actor,
     )
     return variable_out(variable)
 
@@ -176,12 +167,10 @@ def variable_put(request, state_id: str, name: str, payload: VariableIn):
     response=MutationOut,
     summary="Delete a variable (logged)",
 )
-def variable_delete(request, state_id: str, name: str):
-    mutation = services.variable_delete(
-        state=_state(request, state_id),
-        name=name,
-        source=actor_of(request),
-        actor=actor_of(request),
+def variable_delete(request: ApiRequest, state_id: str, name: str):
+    actor = request_actor(request)
+    mutation = protocol.variable_delete(
+        state=_state(request, state_id), name=name, source=actor, actor=actor
     )
     return mutation_out(mutation)
 
@@ -191,7 +180,7 @@ def variable_delete(request, state_id: str, name: str):
     response=list[MutationOut],
     summary="The mutation log, oldest first",
 )
-def mutation_list(request, state_id: str, filters: Query[MutationFilters]):
+def mutation_list(request: ApiRequest, state_id: str, filters: Query[MutationFilters]):
     mutations = selectors.mutation_list(
         state=_state(request, state_id), after=filters.after, limit=filters.limit
     )
@@ -203,19 +192,19 @@ def mutation_list(request, state_id: str, filters: Query[MutationFilters]):
     response=list[CheckpointOut],
     summary="Checkpoints, oldest first",
 )
-def checkpoint_list(request, state_id: str):
+def checkpoint_list(request: ApiRequest, state_id: str):
     return [checkpoint_out(c) for c in selectors.checkpoint_list(_state(request, state_id))]
 
 
 @router.post(
     "/states/{state_id}/checkpoints", response={201: CheckpointOut}, summary="Snapshot the state"
 )
-def checkpoint_create(request, state_id: str, payload: CheckpointIn):
-    checkpoint = services.checkpoint_create(
+def checkpoint_create(request: ApiRequest, state_id: str, payload: CheckpointIn):
+    checkpoint = snapshots.checkpoint_create(
         state=_state(request, state_id),
         name=payload.name,
         description=payload.description,
-        actor=actor_of(request),
+        actor=request_actor(request),
     )
     return Status(201, checkpoint_out(checkpoint))
 
@@ -225,7 +214,7 @@ def checkpoint_create(request, state_id: str, payload: CheckpointIn):
     response=CheckpointDetailOut,
     summary="A checkpoint with its full snapshot",
 )
-def checkpoint_get(request, state_id: str, checkpoint_id: str):
+def checkpoint_get(request: ApiRequest, state_id: str, checkpoint_id: str):
     state = _state(request, state_id)
     return checkpoint_detail_out(selectors.checkpoint_get(state=state, checkpoint_id=checkpoint_id))
 
@@ -235,15 +224,10 @@ def checkpoint_get(request, state_id: str, checkpoint_id: str):
     response=StateOut,
     summary="Restore a checkpoint exactly (logged)",
 )
-def state_rollback(request, state_id: str, payload: RollbackIn):
-    state = _state(request, state_id)
-    with transaction.atomic():
-        try:
-            services.state_rollback(
-                state=state, checkpoint_id=payload.checkpoint_id, actor=actor_of(request)
-            )
-        except NotFound:
-            raise NotFound(
-                "No such checkpoint in this state.", checkpoint_id=payload.checkpoint_id
-            ) from None
-        return state_out(_state(request, state_id))
+def state_rollback(request: ApiRequest, state_id: str, payload: RollbackIn):
+    view = snapshots.state_rollback(
+        state=_state(request, state_id),
+        checkpoint_id=payload.checkpoint_id,
+        actor=request_actor(request),
+    )
+    return state_out(view)

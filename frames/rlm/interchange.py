@@ -46,40 +46,63 @@ from, so later writes never reuse a folded id.
 
 Every variable of a document is also checked against the seed's ``Variable`` definition
 on its own, because the seed's ``VariableStore`` only constrains Final and prompt.
+
+``import_plan`` reads a document into the rows to create; ``state_import`` writes them.
 """
 
+import dataclasses
 import hashlib
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from contextops.errors import Conflict, Invalid
+from contextops.errors import Conflict, Invalid, NotFound
+from contextops.models import Organization
+from frames.selectors import session_get
 
 from .models import RlmCheckpoint, RlmMutation, RlmState, RlmVariable, Scope, VariableType
-from .schema import mutation_validator, schema_errors, variable_validator
-from .services import (
+from .schema import (
+    Violation,
+    mutation_validator,
+    schema_errors,
+    variable_validator,
+    violations_invalid,
+)
+from .selectors import StateView, state_variables, state_view
+from .snapshots import (
+    checkpoint_id_new,
+    mutation_from_folded,
+    mutation_row,
+    state_event_append,
+    state_lock,
+    variable_from_snapshot,
+    variable_snapshot,
+)
+from .values import (
     CHECKPOINT_ID_PATTERN,
     FINAL,
     MAX_CHECKPOINTS,
     MAX_HISTORY_ENTRIES,
     MAX_MUTATION_SEQ,
     MAX_NAME_LENGTH,
+    MAX_TTL,
     MAX_VARIABLES,
     MUTATION_ID_PATTERN,
     PROMPT,
     check_type,
-    mutation_from_folded,
+    state_id_new,
     stored_value,
-    variable_from_snapshot,
+    value_store,
 )
 
 KNOWN_VARIABLE_METADATA = ("read_only", "scope", "ttl_seconds", "value_type")
 ROLLBACK_REASON = "rollback to "
 MIN_YEAR, MAX_YEAR = 1900, 9000
 MAX_COUNT = 2**62
-MAX_TTL = 2**31 - 1
+
+Where = tuple[str | int, ...]  # an input of the document, ``("variables", "x", "type")``
 
 
 def timestamp(value: datetime) -> str:
@@ -154,8 +177,8 @@ def checkpoint_export(
         out["snapshot_path"] = checkpoint_api_path(state, checkpoint)
     if checkpoint.description:
         out["description"] = checkpoint.description
-    if with_snapshot and checkpoint.restorable:
-        snapshot = checkpoint.snapshot
+    snapshot = checkpoint.snapshot
+    if with_snapshot and snapshot is not None:
         rows = [variable_from_snapshot(state, row) for row in snapshot["variables"]]
         out["snapshot"] = {
             "completion_status": snapshot["completion_status"],
@@ -178,8 +201,7 @@ def state_export(state: RlmState, *, with_snapshots: bool = False) -> dict[str, 
     variables: {name: Variable}}``, so that checkpoints stay restorable through an
     import. Both are properties the seed's StateCheckpoint leaves open.
     """
-    now = timezone.now()
-    variables = [v for v in state.variables.order_by("name") if not v.is_expired(now)]
+    variables = state_variables(state)
     checkpoints = list(state.checkpoints.order_by("timestamp", "id"))
     document: dict[str, Any] = {"version": state.version, "state_id": state.state_id}
     if state.session_label:
@@ -211,49 +233,49 @@ def state_export(state: RlmState, *, with_snapshots: bool = False) -> dict[str, 
 # --- import -------------------------------------------------------------------------
 
 
-@dataclass
+@dataclasses.dataclass
 class ImportPlan:
     version: str
     state_id: str
     session_id: str = ""
     tree_id: str = ""
-    variables: list[dict[str, Any]] = field(default_factory=list)
-    mutations: list[dict[str, Any]] = field(default_factory=list)
-    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    variables: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    mutations: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    checkpoints: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     mutation_count: int = 0
     completion_status: str = RlmState.Completion.INCOMPLETE
     completed_at: datetime | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
-    execution_config: dict[str, Any] = field(default_factory=dict)
+    execution_config: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def _hashed_id(prefix: str, original: Any) -> str:
     return prefix + hashlib.sha256(str(original).encode()).hexdigest()[:8]
 
 
-def _parse_time(value: Any, loc: list) -> datetime | None:
+def _parse_time(value: Any, field: Where) -> datetime | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise Invalid("A timestamp is an ISO 8601 date-time string.", loc=loc)
+        raise Invalid("A timestamp is an ISO 8601 date-time string.", field=field)
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
-        raise Invalid(f"{value!r} is not an ISO 8601 date-time.", loc=loc) from None
+        raise Invalid(f"{value!r} is not an ISO 8601 date-time.", field=field) from None
     if not MIN_YEAR <= parsed.year <= MAX_YEAR:
-        raise Invalid(f"A timestamp lies between the years {MIN_YEAR} and {MAX_YEAR}.", loc=loc)
+        raise Invalid(f"A timestamp lies between the years {MIN_YEAR} and {MAX_YEAR}.", field=field)
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-def _bounded(value: Any, limit: int, loc: list) -> Any:
+def _bounded(value: Any, limit: int, field: Where) -> Any:
     """``value`` unchanged, or 422 when it is longer (strings) or larger (integers) than a column holds."""
     too_long = isinstance(value, str) and len(value) > limit
     too_large = isinstance(value, int) and not isinstance(value, bool) and value > limit
     if too_long or too_large:
         raise Invalid(
             f"At most {limit} {'characters' if too_long else ''}".strip() + ".",
-            loc=loc,
+            field=field,
             limit=limit,
         )
     return value
@@ -262,10 +284,7 @@ def _bounded(value: Any, limit: int, loc: list) -> Any:
 def normalize(document: Any) -> dict[str, Any]:
     """A copy of ``document`` with the seed's quirks rewritten as described above."""
     if not isinstance(document, dict):
-        raise Invalid(
-            "The document is a JSON object.",
-            errors=[{"loc": ["body"], "msg": "The document is a JSON object."}],
-        )
+        raise violations_invalid([Violation((), "The document is a JSON object.")])
     doc = dict(document)
     variables = doc.get("variables")
     if isinstance(variables, dict):
@@ -279,9 +298,8 @@ def normalize(document: Any) -> dict[str, Any]:
                 and "type" in variable
                 or variable.get("type") == "null"
             ):
-                metadata = (
-                    variable.get("metadata") if isinstance(variable.get("metadata"), dict) else {}
-                )
+                given = variable.get("metadata")
+                metadata = given if isinstance(given, dict) else {}
                 variables[name] = {
                     **variable,
                     "type": VariableType.JSON,
@@ -323,52 +341,55 @@ def _normalized_mutation(mutation: Any) -> Any:
     return {**mutation, "mutation_id": _hashed_id("mut-", original)}
 
 
-def _variable_row(name: str, variable: dict[str, Any], loc: list) -> dict[str, Any]:
-    errors = [
-        {"loc": [*loc, *e.absolute_path], "msg": e.message}
+def _variable_plan_row(name: str, variable: dict[str, Any], field: Where) -> dict[str, Any]:
+    violations = [
+        Violation((*field, *e.absolute_path), e.message)
         for e in variable_validator().iter_errors(variable)
     ]
-    if errors:
-        raise Invalid(errors[0]["msg"], errors=errors)
+    if violations:
+        raise violations_invalid(violations)
     if variable["name"] != name:
         raise Invalid(
-            f"The variable stored under {name!r} is named {variable['name']!r}.", loc=[*loc, "name"]
+            f"The variable stored under {name!r} is named {variable['name']!r}.",
+            field=(*field, "name"),
         )
     if len(name) > MAX_NAME_LENGTH:
         raise Invalid(
             f"A variable name has at most {MAX_NAME_LENGTH} characters.",
-            loc=[*loc, "name"],
+            field=(*field, "name"),
             limit=MAX_NAME_LENGTH,
         )
     metadata = variable.get("metadata") or {}
     type_ = (
         VariableType.NULL if metadata.get("value_type") == VariableType.NULL else variable["type"]
     )
-    check_type(type_, variable["value"], loc=[*loc, "type"])
+    check_type(type_, variable["value"], field=(*field, "type"))
     now = timezone.now()
-    created_at = _parse_time(variable.get("created_at"), [*loc, "created_at"]) or now
-    updated_at = _parse_time(variable.get("updated_at"), [*loc, "updated_at"]) or created_at
+    created_at = _parse_time(variable.get("created_at"), (*field, "created_at")) or now
+    updated_at = _parse_time(variable.get("updated_at"), (*field, "updated_at")) or created_at
     scope = metadata.get("scope", Scope.SESSION)
-    ttl = _bounded(metadata.get("ttl_seconds"), MAX_TTL, [*loc, "metadata", "ttl_seconds"])
+    ttl = _bounded(metadata.get("ttl_seconds"), MAX_TTL, (*field, "metadata", "ttl_seconds"))
     if scope == Scope.TEMPORARY and ttl is None:
         raise Invalid(
             "A temporary variable needs metadata.ttl_seconds.",
-            loc=[*loc, "metadata", "ttl_seconds"],
+            field=(*field, "metadata", "ttl_seconds"),
         )
     if scope != Scope.TEMPORARY and ttl is not None:
-        raise Invalid("Only temporary variables have a TTL.", loc=[*loc, "metadata", "ttl_seconds"])
+        raise Invalid(
+            "Only temporary variables have a TTL.", field=(*field, "metadata", "ttl_seconds")
+        )
     return {
         "name": name,
         "type": type_,
         "value": variable["value"],
         "description": variable.get("description", ""),
-        "source": _bounded(variable.get("source", ""), 200, [*loc, "source"]),
+        "source": _bounded(variable.get("source", ""), 200, (*field, "source")),
         "read_only": bool(metadata.get("read_only", False)) or name in (PROMPT, FINAL),
         "scope": scope,
         "ttl_seconds": ttl,
         "expires_at": updated_at + timedelta(seconds=ttl) if ttl is not None else None,
         "access_count": _bounded(
-            variable.get("access_count", 0), MAX_COUNT, [*loc, "access_count"]
+            variable.get("access_count", 0), MAX_COUNT, (*field, "access_count")
         ),
         "extra_metadata": {k: v for k, v in metadata.items() if k not in KNOWN_VARIABLE_METADATA},
         "created_at": created_at,
@@ -376,7 +397,7 @@ def _variable_row(name: str, variable: dict[str, Any], loc: list) -> dict[str, A
     }
 
 
-def _mutation_row(mutation: dict[str, Any], loc: list) -> dict[str, Any]:
+def _mutation_plan_row(mutation: dict[str, Any], field: Where) -> dict[str, Any]:
     metadata = mutation.get("metadata") or {}
     operation = mutation["operation"]
     reason = metadata.get("reason")
@@ -390,51 +411,53 @@ def _mutation_row(mutation: dict[str, Any], loc: list) -> dict[str, Any]:
     return {
         "mutation_id": mutation["mutation_id"],
         "operation": operation,
-        "variable_name": _bounded(mutation["variable_name"], 128, [*loc, "variable_name"]),
+        "variable_name": _bounded(mutation["variable_name"], 128, (*field, "variable_name")),
         "old_value": mutation.get("old_value"),
         "new_value": mutation.get("new_value"),
-        "source": _bounded(mutation.get("source", ""), 200, [*loc, "source"]),
+        "source": _bounded(mutation.get("source", ""), 200, (*field, "source")),
         "metadata": metadata,
-        "timestamp": _parse_time(mutation["timestamp"], [*loc, "timestamp"]),
+        "timestamp": _parse_time(mutation["timestamp"], (*field, "timestamp")),
     }
 
 
-def _folded_rows(folded: Any, loc: list) -> list[dict[str, Any]]:
+def _folded_rows(folded: Any, field: Where) -> list[dict[str, Any]]:
     """A checkpoint's ``folded_mutations``, each checked against the seed's StateMutation."""
     if folded is None:
         return []
     if not isinstance(folded, list):
-        raise Invalid("folded_mutations is a list of StateMutation objects.", loc=loc)
-    errors = [
-        {"loc": [*loc, i, *e.absolute_path], "msg": e.message}
+        raise Invalid("folded_mutations is a list of StateMutation objects.", field=field)
+    violations = [
+        Violation((*field, i, *e.absolute_path), e.message)
         for i, mutation in enumerate(folded)
         for e in mutation_validator().iter_errors(mutation)
     ]
-    if errors:
-        raise Invalid(errors[0]["msg"], errors=errors)
-    return [_mutation_row(m, [*loc, i]) for i, m in enumerate(folded)]
+    if violations:
+        raise violations_invalid(violations)
+    return [_mutation_plan_row(m, (*field, i)) for i, m in enumerate(folded)]
 
 
-def _snapshot_rows(snapshot: Any, loc: list) -> dict[str, Any] | None:
+def _snapshot_rows(snapshot: Any, field: Where) -> dict[str, Any] | None:
     """An exported checkpoint snapshot as variable rows, or None when the checkpoint has none."""
     if snapshot is None:
         return None
     if not isinstance(snapshot, dict) or not isinstance(snapshot.get("variables"), dict):
-        raise Invalid("A checkpoint snapshot is {completion_status, variables: {...}}.", loc=loc)
+        raise Invalid(
+            "A checkpoint snapshot is {completion_status, variables: {...}}.", field=field
+        )
     status = snapshot.get("completion_status", RlmState.Completion.INCOMPLETE)
     if status not in RlmState.Completion.values:
-        raise Invalid(f"Unknown completion status {status!r}.", loc=[*loc, "completion_status"])
+        raise Invalid(f"Unknown completion status {status!r}.", field=(*field, "completion_status"))
     variables = snapshot["variables"]
     if len(variables) > MAX_VARIABLES:
         raise Invalid(
-            f"A snapshot holds at most {MAX_VARIABLES} variables.", loc=[*loc, "variables"]
+            f"A snapshot holds at most {MAX_VARIABLES} variables.", field=(*field, "variables")
         )
     rows = []
     for name, variable in variables.items():
-        where = [*loc, "variables", name]
+        where = (*field, "variables", name)
         if not isinstance(variable, dict):
-            raise Invalid("A snapshot variable is a Variable object.", loc=where)
-        rows.append(_variable_row(name, variable, where))
+            raise Invalid("A snapshot variable is a Variable object.", field=where)
+        rows.append(_variable_plan_row(name, variable, where))
     final = next((r for r in rows if r["name"] == FINAL), None)
     return {
         "completion_status": status,
@@ -451,11 +474,11 @@ def import_plan(document: Any) -> ImportPlan:
     ``checkpoint_limit_reached`` or ``history_limit_reached`` past the seed's limits.
     """
     doc = normalize(document)
-    errors = schema_errors(doc)
-    if errors:
-        first = errors[0]
-        where = ".".join(str(p) for p in first["loc"][1:])
-        raise Invalid(f"{where}: {first['msg']}" if where else first["msg"], errors=errors)
+    violations = schema_errors(doc)
+    if violations:
+        first = violations[0]
+        where = ".".join(str(p) for p in first.field)
+        raise violations_invalid(violations, detail=f"{where}: {first.msg}" if where else first.msg)
     variables = doc["variables"]
     history = doc.get("history") or {}
     mutations = history.get("mutations") or []
@@ -483,17 +506,14 @@ def import_plan(document: Any) -> ImportPlan:
         {
             "checkpoint_id": c["checkpoint_id"],
             "original_checkpoint_id": str(c.get("original_checkpoint_id") or "")[:200],
-            "name": _bounded(c["name"], 200, ["body", "history", "checkpoints", i, "name"]),
+            "name": _bounded(c["name"], 200, ("history", "checkpoints", i, "name")),
             "description": c.get("description", ""),
-            "timestamp": _parse_time(
-                c["timestamp"], ["body", "history", "checkpoints", i, "timestamp"]
-            ),
+            "timestamp": _parse_time(c["timestamp"], ("history", "checkpoints", i, "timestamp")),
             "snapshot": _snapshot_rows(
-                c.get("snapshot"), ["body", "history", "checkpoints", i, "snapshot"]
+                c.get("snapshot"), ("history", "checkpoints", i, "snapshot")
             ),
             "folded_mutations": _folded_rows(
-                c.get("folded_mutations"),
-                ["body", "history", "checkpoints", i, "folded_mutations"],
+                c.get("folded_mutations"), ("history", "checkpoints", i, "folded_mutations")
             ),
         }
         for i, c in enumerate(checkpoints)
@@ -503,7 +523,7 @@ def import_plan(document: Any) -> ImportPlan:
     ]
     if len(set(ids)) != len(ids):
         raise Invalid("Mutation ids must be unique.", field=("history", "mutations"))
-    rows = [_variable_row(name, v, ["body", "variables", name]) for name, v in variables.items()]
+    rows = [_variable_plan_row(name, v, ("variables", name)) for name, v in variables.items()]
     final = next((r for r in rows if r["name"] == FINAL), None)
     status = metadata.get("completion_status", RlmState.Completion.INCOMPLETE)
     if final is not None:
@@ -511,39 +531,154 @@ def import_plan(document: Any) -> ImportPlan:
     elif status == RlmState.Completion.COMPLETE:
         status = RlmState.Completion.INCOMPLETE
     return ImportPlan(
-        version=_bounded(doc["version"], 32, ["body", "version"]),
+        version=_bounded(doc["version"], 32, ("version",)),
         state_id=doc["state_id"],
-        session_id=_bounded(doc.get("session_id") or "", 200, ["body", "session_id"]),
+        session_id=_bounded(doc.get("session_id") or "", 200, ("session_id",)),
         tree_id=doc.get("tree_id") or "",
         variables=rows,
         mutations=[
-            _mutation_row(m, ["body", "history", "mutations", i]) for i, m in enumerate(mutations)
+            _mutation_plan_row(m, ("history", "mutations", i)) for i, m in enumerate(mutations)
         ],
         checkpoints=checkpoint_rows,
         mutation_count=_bounded(
-            metadata.get("mutation_count", 0),
-            MAX_MUTATION_SEQ,
-            ["body", "metadata", "mutation_count"],
+            metadata.get("mutation_count", 0), MAX_MUTATION_SEQ, ("metadata", "mutation_count")
         ),
         completion_status=status,
         completed_at=final["updated_at"] if final else None,
-        created_at=_parse_time(metadata.get("created_at"), ["body", "metadata", "created_at"]),
-        updated_at=_parse_time(
-            metadata.get("last_updated_at"), ["body", "metadata", "last_updated_at"]
-        ),
+        created_at=_parse_time(metadata.get("created_at"), ("metadata", "created_at")),
+        updated_at=_parse_time(metadata.get("last_updated_at"), ("metadata", "last_updated_at")),
         execution_config=metadata.get("execution_config") or {},
     )
 
 
-def execution_config_errors(config: Any) -> list[dict[str, Any]]:
-    """Violations of the seed's ``ExecutionConfig`` in ``config``, located under ``body.execution_config``."""
-    probe = {
-        "version": "1.0.0",
-        "state_id": "state-00000000",
-        "variables": {},
-        "metadata": {"execution_config": config},
+def _imported_snapshot(state: RlmState, snapshot: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An imported checkpoint snapshot in the stored form, large values written to files."""
+    if snapshot is None:
+        return None
+    rows = []
+    for row in snapshot["variables"]:
+        stored, file_name, size = value_store(state, row["name"], row["value"])
+        variable = RlmVariable(
+            state=state, **{**row, "value": stored, "file_name": file_name, "size_bytes": size}
+        )
+        rows.append(variable_snapshot(variable))
+    completed_at = snapshot["completed_at"]
+    return {
+        "completion_status": snapshot["completion_status"],
+        "completed_at": completed_at.isoformat() if completed_at else None,
+        "variables": sorted(rows, key=lambda r: r["name"]),
     }
-    return [
-        {"loc": ["body", "execution_config", *e["loc"][3:]], "msg": e["msg"]}
-        for e in schema_errors(probe)
-    ]
+
+
+def state_import(*, organization: Organization, document: Any, actor: str = "") -> StateView:
+    """Create a state from a seed-schema document (normalized as described above).
+
+    One transaction: the new state is answered as it stands, read before the commit.
+    ``session_id`` links the state to a session of ``organization`` when it names one.
+    422 for a document the seed schema or its limits refuse (see ``import_plan``); 409
+    ``state_exists`` when the organization already has a state of that id.
+    """
+    plan = import_plan(document)
+    session = None
+    session_ref = plan.session_id
+    if plan.session_id:
+        try:
+            session = session_get(organization=organization, session_id=plan.session_id)
+            session_ref = ""
+        except NotFound:
+            session = None
+    now = timezone.now()
+    with transaction.atomic():
+        try:
+            with transaction.atomic():  # a savepoint: a taken id is a 409, not a broken transaction
+                state = RlmState.objects.create(
+                    organization=organization,
+                    state_id=plan.state_id or state_id_new(organization),
+                    version=plan.version,
+                    session=session,
+                    session_ref=session_ref,
+                    tree_id=plan.tree_id,
+                    completion_status=plan.completion_status,
+                    completed_at=plan.completed_at,
+                    execution_config=plan.execution_config,
+                    created_at=plan.created_at or now,
+                    updated_at=plan.updated_at or now,
+                )
+        except IntegrityError:
+            raise Conflict(
+                "state_exists",
+                f"A state {plan.state_id} already exists in this organization.",
+                state_id=plan.state_id,
+            ) from None
+        state = state_lock(state)
+        variables = []
+        for row in plan.variables:
+            stored, file_name, size = value_store(
+                state, row["name"], row["value"], field=("variables", row["name"], "value")
+            )
+            variables.append(
+                RlmVariable(
+                    state=state,
+                    **{**row, "value": stored, "file_name": file_name, "size_bytes": size},
+                )
+            )
+        RlmVariable.objects.bulk_create(variables, batch_size=500)
+        mutations = []
+        for seq, row in enumerate(plan.mutations, start=1):
+            mutations.append(
+                RlmMutation(
+                    state=state,
+                    seq=seq,
+                    mutation_id=row["mutation_id"],
+                    operation=row["operation"],
+                    variable_name=row["variable_name"],
+                    old_value=row["old_value"],
+                    new_value=row["new_value"],
+                    source=row["source"],
+                    metadata=row["metadata"],
+                    timestamp=row["timestamp"],
+                )
+            )
+        RlmMutation.objects.bulk_create(mutations, batch_size=500)
+        id_seqs = [int(m.mutation_id[4:], 16) for m in mutations]
+        state.mutation_total = max([plan.mutation_count, len(mutations), *id_seqs])
+        state.history_length = len(mutations)
+        folded_ids = [m["mutation_id"] for c in plan.checkpoints for m in c["folded_mutations"]]
+        state.mutation_total = max(
+            state.mutation_total,
+            len(mutations) + len(folded_ids),
+            *(int(mutation_id[4:], 16) for mutation_id in folded_ids),
+        )
+        taken: set[str] = set()
+        checkpoints = []
+        for row in plan.checkpoints:
+            checkpoint_id = row["checkpoint_id"]
+            if checkpoint_id in taken:
+                checkpoint_id = checkpoint_id_new(state)
+                while checkpoint_id in taken:
+                    checkpoint_id = checkpoint_id_new(state)
+            taken.add(checkpoint_id)
+            folded = [
+                mutation_row(RlmMutation(seq=int(m["mutation_id"][4:], 16), **m))
+                for m in row["folded_mutations"]
+            ]
+            checkpoints.append(
+                RlmCheckpoint(
+                    state=state,
+                    checkpoint_id=checkpoint_id,
+                    original_checkpoint_id=row["original_checkpoint_id"],
+                    name=row["name"],
+                    description=row["description"],
+                    kind=RlmCheckpoint.Kind.HISTORY_FOLD if folded else RlmCheckpoint.Kind.IMPORTED,
+                    snapshot=_imported_snapshot(state, row["snapshot"]),
+                    mutation_seq=max((m["seq"] for m in folded), default=0),
+                    folded_mutations=folded,
+                    timestamp=row["timestamp"],
+                )
+            )
+        RlmCheckpoint.objects.bulk_create(checkpoints)
+        RlmState.objects.filter(pk=state.pk).update(
+            mutation_total=state.mutation_total, history_length=state.history_length
+        )
+        state_event_append(state, "rlm.state_imported", actor)
+        return state_view(state)

@@ -7,14 +7,21 @@ mapping, which the 2020-12 metaschema refuses). Everything below ``$defs`` is us
 written, quirks included: the ``type`` enum of a Variable holds YAML ``null`` (None), not
 the string ``"null"``, and ``format: date-time`` is an annotation unless a format checker
 for it is installed, so the import checks timestamps itself.
+
+A violation names where in the checked document it is (``Violation.field``);
+``violations_invalid`` turns a list of them into the one 422 that lists them all.
 """
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 from jsonschema import Draft202012Validator
+
+from contextops.errors import Invalid
 
 SEED_PATH = Path(__file__).with_name("seed_schema.yaml")
 SCHEMA_KEYWORDS = (
@@ -57,10 +64,46 @@ def seed_limits() -> dict[str, int]:
     return dict(seed_document()["limits"])
 
 
-def schema_errors(document: Any) -> list[dict[str, Any]]:
-    """Every violation of the seed schema in ``document`` as ``{loc, msg}``; empty when valid."""
+@dataclass(frozen=True)
+class Violation:
+    """One way a document breaks the seed schema: where in the document, and how."""
+
+    field: tuple[str | int, ...]
+    msg: str
+
+
+def violations_invalid(violations: Sequence[Violation], *, detail: str = "") -> Invalid:
+    """422 ``validation_error`` listing every violation; the first one's message is the
+    detail unless ``detail`` says otherwise.
+
+    The documents checked are request bodies (an imported state) or parts of one (an
+    execution config), so each violation is located under ``body``: ``Invalid`` locates a
+    single field by itself, a list of them is located here.
+    """
+    errors = [{"loc": ["body", *v.field], "msg": v.msg} for v in violations]
+    return Invalid(detail or violations[0].msg, errors=errors)
+
+
+def schema_errors(document: Any) -> list[Violation]:
+    """Every violation of the seed schema in ``document``, in document order; empty when valid."""
     errors = sorted(seed_validator().iter_errors(document), key=lambda e: list(e.absolute_path))
-    return [{"loc": ["body", *e.absolute_path], "msg": e.message} for e in errors]
+    return [Violation(tuple(e.absolute_path), e.message) for e in errors]
+
+
+def execution_config_check(config: Any) -> None:
+    """422 listing every violation of the seed's ``ExecutionConfig`` in ``config`` (the
+    input ``execution_config``)."""
+    probe = {
+        "version": "1.0.0",
+        "state_id": "state-00000000",
+        "variables": {},
+        "metadata": {"execution_config": config},
+    }
+    violations = [
+        Violation(("execution_config", *v.field[2:]), v.msg) for v in schema_errors(probe)
+    ]
+    if violations:
+        raise violations_invalid(violations)
 
 
 @lru_cache(maxsize=1)

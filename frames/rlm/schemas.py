@@ -8,10 +8,10 @@ from pydantic import Field
 
 from . import selectors
 from .models import RlmCheckpoint, RlmMutation, RlmState, RlmVariable
-from .services import FINAL, PROMPT, stored_value
+from .selectors import StateView
+from .values import FINAL, MAX_TTL, PROMPT, stored_value
 
 MAX_TEXT = 10_000
-MAX_TTL = 2**31 - 1
 
 
 class StateIn(Schema):
@@ -211,29 +211,34 @@ def mutation_out(mutation: RlmMutation) -> dict[str, Any]:
     }
 
 
-def state_summary_out(state: RlmState) -> dict[str, Any]:
-    count = getattr(state, "live_variable_count", None)
+def state_summary_out(state: RlmState, *, variable_count: int | None = None) -> dict[str, Any]:
+    """The state's summary; the live variable count is ``variable_count``, else the
+    ``live_variable_count`` that ``selectors.state_list`` annotates, else counted now."""
+    if variable_count is None:
+        variable_count = getattr(state, "live_variable_count", None)
+    if variable_count is None:
+        variable_count = len(selectors.state_variables(state))
     return {
         "state_id": state.state_id,
         "session_id": state.session_label or None,
         "tree_id": state.tree_id or None,
         "frame_id": str(state.frame_id) if state.frame_id else None,
         "completion_status": state.completion_status,
-        "variable_count": count if count is not None else len(selectors.state_variables(state)),
+        "variable_count": variable_count,
         "mutation_count": state.mutation_total,
         "created_at": state.created_at,
         "updated_at": state.updated_at,
     }
 
 
-def state_out(state: RlmState) -> dict[str, Any]:
-    variables = {v.name: variable_out(v) for v in selectors.state_variables(state)}
-    totals = selectors.state_totals(state)
+def state_out(view: StateView) -> dict[str, Any]:
+    """The whole state, from what ``view`` read: nothing is queried here."""
+    state = view.state
+    variables = {v.name: variable_out(v) for v in view.variables}
     final = variables.get(FINAL)
     prompt = variables.get(PROMPT)
     return {
-        **state_summary_out(state),
-        "variable_count": len(variables),
+        **state_summary_out(state, variable_count=len(variables)),
         "version": state.version,
         "root_frame_id": str(state.root_frame_id) if state.root_frame_id else None,
         "complete": state.is_complete,
@@ -242,7 +247,8 @@ def state_out(state: RlmState) -> dict[str, Any]:
         "Final": final["value"] if final else None,
         "prompt": prompt["value"] if prompt else None,
         "variables": variables,
-        "checkpoints": [checkpoint_out(c) for c in selectors.checkpoint_list(state)],
+        "checkpoints": [checkpoint_out(c) for c in view.checkpoints],
         "history_length": state.history_length,
-        **totals,
+        "total_size_bytes": view.total_size_bytes,
+        "checkpoint_count": len(view.checkpoints),
     }

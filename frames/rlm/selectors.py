@@ -1,11 +1,12 @@
 """Reads of RLM states, always scoped to one organization.
 
 A state of another organization, or an id that is not even well formed, is NotFound.
-Listing and detail reads never count as variable reads: only ``services.variable_read``
+Listing and detail reads never count as variable reads: only ``protocol.variable_read``
 (the protocol's read_variable) increments access counts.
 """
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -15,7 +16,22 @@ from django.utils import timezone
 from contextops.errors import NotFound
 
 from .models import RlmCheckpoint, RlmMutation, RlmState, RlmVariable, Scope
-from .services import FINAL, PROMPT, STATE_ID_PATTERN, stored_value
+from .values import FINAL, PROMPT, STATE_ID_PATTERN, stored_value
+
+
+@dataclass(frozen=True)
+class StateView:
+    """A state with everything its API answer and its dashboard page show, read in one go.
+
+    A write that answers with a state reads this inside its own transaction, so the
+    answer needs no query after the commit.
+    """
+
+    state: RlmState  # its session and frame loaded
+    variables: list[RlmVariable]  # the live ones, by name
+    checkpoints: list[RlmCheckpoint]  # oldest first, see ``checkpoint_list``
+    total_size_bytes: int  # of every variable row, expired temporaries not yet purged too
+    mutations: list[RlmMutation]  # the newest entries of the log asked for, newest first
 
 
 def state_get(*, organization, state_id: Any) -> RlmState:
@@ -111,12 +127,20 @@ def variable_resolve(
     )
 
 
-def state_totals(state: RlmState) -> dict[str, int]:
-    totals = state.variables.aggregate(size=Sum("size_bytes"), count=Count("id"))
-    return {
-        "total_size_bytes": totals["size"] or 0,
-        "checkpoint_count": state.checkpoints.count(),
-    }
+def state_view(state: RlmState, *, mutations: int = 0) -> StateView:
+    """``state`` read afresh with its variables, checkpoints and the newest ``mutations``
+    entries of its log (none by default)."""
+    state = RlmState.objects.select_related("session", "frame").get(pk=state.pk)
+    size = state.variables.aggregate(size=Sum("size_bytes"))["size"]
+    return StateView(
+        state=state,
+        variables=state_variables(state),
+        checkpoints=checkpoint_list(state),
+        total_size_bytes=size or 0,
+        mutations=(
+            mutation_list(state=state, limit=mutations, newest_first=True) if mutations else []
+        ),
+    )
 
 
 def checkpoint_list(state: RlmState) -> list[RlmCheckpoint]:

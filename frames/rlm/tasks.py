@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from .services import temporaries_purge
+from .protocol import temporaries_purge
 
 __all__ = ["temporaries_purge_expired"]
 

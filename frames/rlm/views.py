@@ -1,18 +1,23 @@
 """Dashboard pages of RLM states: the list and one state with its log and checkpoints."""
 
-import json
+from typing import Any
 
+from django.contrib.auth.models import User
 from django.core.paginator import Paginator
-from django.db import transaction
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from contextops.actors import user_actor
 from contextops.dashboard import organization_required, render_page
 from contextops.errors import DomainError, NotFound
+from contextops.http import MemberRequest
+from contextops.text import value_text
 
-from . import selectors, services
+from . import selectors, snapshots
+from .models import RlmState
+from .selectors import StateView
 
 MUTATIONS_SHOWN = 50
 STATES_PER_PAGE = 50
@@ -20,27 +25,29 @@ PREVIEW_CHARS = 160
 IN_FILE = "(stored in a file)"
 
 
-def can_roll_back(user) -> bool:
+def can_roll_back(user: User) -> bool:
     return bool(user.is_staff or user.has_perm("rlm.rollback_state"))
 
 
-def _preview(value) -> str:
-    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value
+def _preview(value: Any) -> str:
+    text = value_text(value)
     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
 
 
-def _state(request: HttpRequest, state_id: str):
+def _state(request: MemberRequest, state_id: str) -> RlmState:
     try:
         return selectors.state_get(organization=request.organization, state_id=state_id)
     except NotFound:
         raise Http404("No such RLM state.") from None
 
 
-def _state_context(request: HttpRequest, state, *, error: str = "", notice: str = "") -> dict:
+def _state_context(
+    view: StateView, *, can_roll_back: bool, error: str = "", notice: str = ""
+) -> dict:
+    """The page's context from what ``view`` read; nothing is queried here."""
     # Values that live in files are not opened to draw the page: the API reads them.
     variables = [
-        {"row": v, "preview": IN_FILE if v.file_name else _preview(v.value)}
-        for v in selectors.state_variables(state)
+        {"row": v, "preview": IN_FILE if v.file_name else _preview(v.value)} for v in view.variables
     ]
     mutations = [
         {
@@ -48,15 +55,15 @@ def _state_context(request: HttpRequest, state, *, error: str = "", notice: str 
             "old": IN_FILE if m.old_file else _preview(m.old_value),
             "new": IN_FILE if m.new_file else _preview(m.new_value),
         }
-        for m in selectors.mutation_list(state=state, limit=MUTATIONS_SHOWN, newest_first=True)
+        for m in view.mutations
     ]
     return {
-        "state": state,
+        "state": view.state,
         "variables": variables,
         "mutations": mutations,
         "mutations_shown": MUTATIONS_SHOWN,
-        "checkpoints": selectors.checkpoint_list(state),
-        "can_roll_back": can_roll_back(request.user),
+        "checkpoints": view.checkpoints,
+        "can_roll_back": can_roll_back,
         "error": error,
         "notice": notice,
     }
@@ -64,7 +71,7 @@ def _state_context(request: HttpRequest, state, *, error: str = "", notice: str 
 
 @require_GET
 @organization_required
-def state_list(request: HttpRequest) -> HttpResponse:
+def state_list(request: MemberRequest) -> HttpResponse:
     request.nav_section = "rlm"
     states = selectors.state_list(
         organization=request.organization, completion_status=request.GET.get("status") or None
@@ -80,31 +87,33 @@ def state_list(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @organization_required
-def state_detail(request: HttpRequest, state_id: str) -> HttpResponse:
+def state_detail(request: MemberRequest, state_id: str) -> HttpResponse:
     request.nav_section = "rlm"
-    state = _state(request, state_id)
-    return render_page(
-        request, "rlm/state_detail.html", _state_context(request, state), partial="state"
-    )
+    view = selectors.state_view(_state(request, state_id), mutations=MUTATIONS_SHOWN)
+    context = _state_context(view, can_roll_back=can_roll_back(request.user))
+    return render_page(request, "rlm/state_detail.html", context, partial="state")
 
 
 @require_POST
 @organization_required
-@transaction.atomic  # the answer (a fragment) is rendered before the commit
-def state_rollback(request: HttpRequest, state_id: str) -> HttpResponse:
+def state_rollback(request: MemberRequest, state_id: str) -> HttpResponse:
     request.nav_section = "rlm"
     state = _state(request, state_id)
     checkpoint_id = request.POST.get("checkpoint_id", "")
+    allowed = can_roll_back(request.user)
+    view = None
     error = notice = ""
     status = 200
-    if not can_roll_back(request.user):
+    if not allowed:
         error, status = "You do not have permission to roll states back.", 403
     else:
         try:
-            services.state_rollback(
+            # The state the fragment shows, read before the commit.
+            view = snapshots.state_rollback(
                 state=state,
                 checkpoint_id=checkpoint_id,
-                actor=f"user:{request.user.get_username()}",
+                actor=user_actor(request.user),
+                mutations_shown=MUTATIONS_SHOWN,
             )
             notice = f"Rolled back to {checkpoint_id}."
         except DomainError as exc:
@@ -113,7 +122,8 @@ def state_rollback(request: HttpRequest, state_id: str) -> HttpResponse:
         if status == 403:
             return HttpResponse(error, status=403)
         return redirect(reverse("rlm:state_detail", args=[state.state_id]))
-    state = _state(request, state_id)
-    context = _state_context(request, state, error=error, notice=notice)
+    if view is None:  # refused: nothing changed, so the state is read now
+        view = selectors.state_view(state, mutations=MUTATIONS_SHOWN)
+    context = _state_context(view, can_roll_back=allowed, error=error, notice=notice)
     # htmx swaps only 2xx answers: the refusal or error is shown inside the fragment.
     return render_page(request, "rlm/state_detail.html", context, partial="state")

@@ -1,21 +1,22 @@
 """Suspending a frame, learning the decision (long poll), resuming with the token."""
 
+from django.urls import reverse
 from ninja import Query, Router
 from ninja.responses import Status
 
-from frames import selectors
-from frames.api import actor_of
+from contextops.actors import request_actor
+from contextops.http import ApiRequest
+from frames.models import Suspension
 from frames.schemas import FrameOut, frame_out
+from frames.selectors import frame_get
 
-from . import services as services
+from . import selectors, services
 from .schemas import SuspendIn, SuspensionOut, SuspensionWaitQuery, suspension_out
 
 router = Router(tags=["suspensions"])
 
 
-def _approve_url(request, suspension) -> str:
-    from django.urls import reverse
-
+def _approve_url(request: ApiRequest, suspension: Suspension) -> str:
     return (
         request.build_absolute_uri(reverse("suspensions:inbox")) + f"#frame-{suspension.frame_id}"
     )
@@ -26,14 +27,14 @@ def _approve_url(request, suspension) -> str:
     response={201: SuspensionOut},
     summary="Suspend a frame; returns its token",
 )
-def frame_suspend(request, frame_id: str, payload: SuspendIn):
-    frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
+def frame_suspend(request: ApiRequest, frame_id: str, payload: SuspendIn):
+    frame = frame_get(organization=request.organization, frame_id=frame_id)
     suspension = services.suspension_create(
         frame=frame,
         reason=payload.reason,
         requires_approval=payload.requires_approval,
         expires_in_seconds=payload.expires_in_seconds,
-        actor=actor_of(request),
+        actor=request_actor(request),
     )
     return Status(201, suspension_out(suspension, approve_url=_approve_url(request, suspension)))
 
@@ -43,8 +44,8 @@ def frame_suspend(request, frame_id: str, payload: SuspendIn):
     response=SuspensionOut,
     summary="A suspension's status; with ?wait=N (≤ 30 s) waits while it is pending",
 )
-def suspension_get(request, token: str, filters: Query[SuspensionWaitQuery]):
-    suspension = services.suspension_wait(
+def suspension_get(request: ApiRequest, token: str, filters: Query[SuspensionWaitQuery]):
+    suspension = selectors.suspension_wait(
         organization=request.organization, token=token, wait_seconds=filters.wait
     )
     return suspension_out(suspension, approve_url=_approve_url(request, suspension))
@@ -55,6 +56,8 @@ def suspension_get(request, token: str, filters: Query[SuspensionWaitQuery]):
     response=FrameOut,
     summary="Resume the suspended frame (single use)",
 )
-def suspension_resume(request, token: str):
-    suspension = services.suspension_get(organization=request.organization, token=token)
-    return frame_out(services.suspension_resume(suspension=suspension, actor=actor_of(request)))
+def suspension_resume(request: ApiRequest, token: str):
+    suspension = selectors.suspension_get(organization=request.organization, token=token)
+    return frame_out(
+        services.suspension_resume(suspension=suspension, actor=request_actor(request))
+    )

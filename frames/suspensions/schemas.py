@@ -9,7 +9,8 @@ from pydantic import Field
 
 from frames.models import Suspension
 
-from .services import MAX_EXPIRES_IN_SECONDS, MAX_WAIT_SECONDS, suspension_status
+from .selectors import MAX_WAIT_SECONDS, suspension_status
+from .services import MAX_EXPIRES_IN_SECONDS
 
 
 class SuspendIn(Schema):
@@ -40,6 +41,7 @@ class SuspensionOut(Schema):
 
 
 def suspension_out(suspension: Suspension, *, approve_url: str) -> dict[str, Any]:
+    """The ``SuspensionOut`` answer (no query: ``decided_by`` comes loaded or unset)."""
     return {
         "token": suspension.token,
         "frame_id": suspension.frame_id,

@@ -1,13 +1,16 @@
-"""Suspending frames with opaque tokens, deciding on them, resuming (seed 000 §3, §4.5).
+"""Suspending frames with opaque tokens, deciding on them, resuming and expiring them
+(seed 000 §3, §4.5): the writes. The reads (by token, by frame and token hash, the long
+poll, the inbox's lists) are in ``frames.suspensions.selectors``.
 
 A token is ``secrets.token_urlsafe(32)`` (256 bits) and is the only handle on its
 suspension an agent gets; the event log stores its SHA-256 instead, and so does the
 dashboard, which addresses a suspension by frame and token hash so the token itself
 never appears in a page or a URL.
 
-Lock order everywhere: the session row, then the suspension row, then frames (the
-frame services lock session then frames too), so approve, reject, resume and the
-expiry job serialize per session and never deadlock with each other.
+Lock order everywhere: the session row (``frames.locks.session_lock``), then the
+suspension row, then frames (the frame services lock session then frames too), so
+approve, reject, resume and the expiry job serialize per session and never deadlock
+with each other.
 
 Expiry leaves the frame suspended (only the token dies) and logs
 ``suspension.expired``: the frame's work is not known to have failed, and the agent can
@@ -15,117 +18,29 @@ ask for a fresh token by suspending the frame again (a suspended frame whose las
 suspension expired may be suspended anew).
 """
 
-import re
 import secrets
-import time
 from datetime import datetime, timedelta
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from contextops.actors import user_actor
-from contextops.errors import Conflict, Gone, Invalid, NotFound
+from contextops.actors import system_actor, user_actor
+from contextops.errors import Conflict, Gone, Invalid
 from frames.events import event_append
+from frames.locks import frame_lock, session_lock
 from frames.models import Frame, Session, Suspension, token_hash
-from frames.services import suspension_expire_locked
+from frames.services import frame_pop, frame_status_set, suspension_expire_locked
 
 DEFAULT_EXPIRES_IN_SECONDS = 24 * 3600
 MAX_EXPIRES_IN_SECONDS = 30 * 24 * 3600
-MAX_WAIT_SECONDS = 30
-POLL_INTERVAL_SECONDS = 0.5
-TOKEN_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-HASH_PATTERN = re.compile(r"^[0-9a-f]{64}$")
-EXPIRY_ACTOR = "system:suspension-expiry"
-
-
-def suspension_status(suspension: Suspension, now: datetime | None = None) -> str:
-    """The status an observer should see: ``expired`` once the expiry has passed, even
-    before the periodic job has written it."""
-    return Suspension.Status.EXPIRED if suspension.is_expired(now) else suspension.status
-
-
-# --- selectors -----------------------------------------------------------------------
-
-
-def suspension_get(*, organization, token: str) -> Suspension:
-    """The organization's suspension with ``token``; NotFound for unknown, malformed or
-    another organization's tokens alike."""
-    suspension = None
-    if isinstance(token, str) and TOKEN_PATTERN.match(token):
-        suspension = (
-            Suspension.objects.select_related("frame", "session", "decided_by")
-            .filter(pk=token, session__organization=organization)
-            .first()
-        )
-    if suspension is None:
-        raise NotFound("No such suspension.")
-    return suspension
-
-
-def suspension_wait(*, organization, token: str, wait_seconds: float = 0) -> Suspension:
-    """Like ``suspension_get``, but while the suspension is pending keep looking (every
-    half second, at most ``wait_seconds``, capped at 30) and return as soon as it is not."""
-    deadline = time.monotonic() + max(0.0, min(float(wait_seconds), MAX_WAIT_SECONDS))
-    while True:
-        suspension = suspension_get(organization=organization, token=token)
-        if suspension_status(suspension) != Suspension.Status.PENDING:
-            return suspension
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return suspension
-        time.sleep(min(POLL_INTERVAL_SECONDS, left))
-
-
-def suspension_for_frame(*, organization, frame_id, hashed: str) -> Suspension:
-    """The organization's suspension of ``frame_id`` whose token hashes to ``hashed``
-    (how the dashboard names one without showing its token); NotFound otherwise."""
-    if not isinstance(hashed, str) or not HASH_PATTERN.match(hashed):
-        raise NotFound("No such suspension.")
-    candidates = (
-        Suspension.objects.select_related("frame", "session", "decided_by")
-        .filter(frame_id=frame_id, session__organization=organization)
-        .order_by("-suspended_at")
-    )
-    for suspension in candidates[:200]:
-        if secrets.compare_digest(token_hash(suspension.token), hashed):
-            return suspension
-    raise NotFound("No such suspension.")
-
-
-def suspensions_pending(*, organization, limit: int = 50) -> list[Suspension]:
-    """Suspensions waiting for a person's decision, oldest first; expired ones and those
-    whose frame was closed meanwhile (an ended session) are left out."""
-    now = timezone.now()
-    rows = (
-        Suspension.objects.select_related("frame", "session", "session__agent")
-        .filter(
-            session__organization=organization,
-            status=Suspension.Status.PENDING,
-            requires_approval=True,
-            frame__status=Frame.Status.SUSPENDED,
-        )
-        .exclude(expires_at__lte=now)
-        .order_by("suspended_at", "token")
-    )
-    return list(rows[:limit])
-
-
-def suspensions_decided(*, organization, limit: int = 20) -> list[Suspension]:
-    """The organization's most recently decided suspensions, newest decision first."""
-    rows = (
-        Suspension.objects.select_related("frame", "session", "decided_by")
-        .filter(session__organization=organization, decided_at__isnull=False)
-        .order_by("-decided_at")
-    )
-    return list(rows[:limit])
-
-
-# --- services ------------------------------------------------------------------------
+EXPIRY_ACTOR = system_actor("suspension-expiry")
 
 
 def _locked(suspension: Suspension) -> tuple[Session, Suspension]:
-    """Lock the suspension's session, then the suspension; return both fresh."""
-    session = Session.objects.select_for_update().get(pk=suspension.session_id)
+    """Lock the suspension's session (ended or not: a decision on an ended session's
+    suspension is refused by its frame's status), then the suspension; return both fresh."""
+    session = session_lock(suspension.session_id, open_only=False)
     return session, Suspension.objects.select_for_update().get(pk=suspension.pk)
 
 
@@ -157,10 +72,9 @@ def suspension_create(
 
     Raises Conflict ``frame_not_active`` for closed frames and for frames that already
     hold an open suspension; a suspended frame whose suspension expired may be
-    suspended again. Invalid when the expiry is out of bounds.
+    suspended again. Invalid when the expiry is out of bounds; Conflict
+    ``session_ended`` once the session has ended.
     """
-    from frames.services import frame_status_set
-
     if expires_in_seconds is None:
         expires_in_seconds = DEFAULT_EXPIRES_IN_SECONDS
     if not 1 <= expires_in_seconds <= MAX_EXPIRES_IN_SECONDS:
@@ -171,10 +85,8 @@ def suspension_create(
     if not reason.strip():
         raise Invalid("Say why the frame is suspended.", field="reason")
     with transaction.atomic():
-        session = Session.objects.select_for_update().get(pk=frame.session_id)
-        if session.lifecycle_state == Session.Lifecycle.ENDED:
-            raise Conflict("session_ended", "This session has ended; start a new one.")
-        frame = Frame.objects.select_for_update().get(pk=frame.pk)
+        session = session_lock(frame.session_id)
+        frame = frame_lock(frame)
         open_one = Suspension.objects.filter(
             frame=frame, status__in=Suspension.OPEN_STATUSES
         ).first()
@@ -199,6 +111,7 @@ def suspension_create(
                 status=frame.status,
             )
         now = timezone.now()
+        expires_at = now + timedelta(seconds=expires_in_seconds)
         suspension = Suspension.objects.create(
             token=secrets.token_urlsafe(32),
             frame=frame,
@@ -207,7 +120,7 @@ def suspension_create(
             requires_approval=requires_approval,
             suspended_by=actor[:200],
             suspended_at=now,
-            expires_at=now + timedelta(seconds=expires_in_seconds),
+            expires_at=expires_at,
         )
         frame_status_set(
             frame=frame,
@@ -218,14 +131,14 @@ def suspension_create(
                 "token_hash": token_hash(suspension.token),
                 "reason": reason,
                 "requires_approval": requires_approval,
-                "expires_at": suspension.expires_at.isoformat(),
+                "expires_at": expires_at.isoformat(),
             },
         )
     return suspension
 
 
 def _decide(
-    *, suspension: Suspension, user, status: str, note: str
+    *, suspension: Suspension, user: User, status: str, note: str
 ) -> tuple[Session, Suspension, Frame]:
     """Shared part of approve and reject: lock, check still pending, record the decision.
 
@@ -234,7 +147,7 @@ def _decide(
     see the callers), Conflict ``already_decided`` when someone decided first.
     """
     session, locked = _locked(suspension)
-    frame = Frame.objects.select_for_update().get(pk=locked.frame_id)
+    frame = frame_lock(locked.frame_id)
     if locked.status == Suspension.Status.EXPIRED or locked.is_expired():
         raise _gone()  # overdue since _expire_if_overdue looked: the job will mark it
     if locked.status != Suspension.Status.PENDING:
@@ -279,11 +192,12 @@ def _expire_if_overdue(suspension: Suspension) -> bool:
     return False
 
 
-def suspension_approve(*, suspension: Suspension, user, note: str = "") -> Suspension:
+def suspension_approve(*, suspension: Suspension, user: User, note: str = "") -> Suspension:
     """A person approves: the agent may resume with its token from now on.
 
-    Raises Gone ``suspension_expired`` (marking it expired) when overdue, Conflict
-    ``already_decided`` when it was decided (or resumed) before.
+    Raises Gone ``suspension_expired`` when overdue, after committing the expiry mark
+    in a transaction of its own; Conflict ``already_decided`` when it was decided (or
+    resumed) before. Returns the suspension as decided (its frame not loaded).
     """
     if _expire_if_overdue(suspension):
         raise _gone()
@@ -314,16 +228,16 @@ def _open_descendants(frame: Frame) -> list[Frame]:
     return found
 
 
-def suspension_reject(*, suspension: Suspension, user, note: str) -> Suspension:
+def suspension_reject(*, suspension: Suspension, user: User, note: str) -> Suspension:
     """A person rejects: the frame fails with the note as its reason.
 
     The failure is an ordinary pop (status ``failed``, result ``{"rejected": note}``) so
     the parent settles the budget exactly as it would for any failed child. Open
     descendants of the frame are cancelled first (deepest first), their own open
-    suspensions rejected with them. Raises Invalid without a note.
+    suspensions rejected with them. Raises Invalid without a note (nothing changed),
+    and Gone / Conflict as ``suspension_approve`` does (an overdue suspension's expiry
+    mark committed first).
     """
-    from frames.services import frame_pop, frame_status_set
-
     note = (note or "").strip()
     if not note:
         raise Invalid("Say why the suspension is rejected.", field="note")
@@ -373,10 +287,9 @@ def suspension_resume(*, suspension: Suspension, actor: str = "") -> Frame:
 
     Raises Conflict ``suspension_not_approved`` while approval is pending or after a
     rejection, Conflict ``token_used`` the second time, Gone ``suspension_expired``
-    (marking it expired) once overdue.
+    once overdue (the expiry mark committed first, in a transaction of its own). Returns
+    the frame as it stands at the commit.
     """
-    from frames.services import frame_status_set
-
     if _expire_if_overdue(suspension):
         raise _gone()
     with transaction.atomic():
@@ -399,12 +312,13 @@ def suspension_resume(*, suspension: Suspension, actor: str = "") -> Frame:
                 "A person has not approved this suspension yet.",
                 status="pending",
             )
-        frame = Frame.objects.select_for_update().get(pk=locked.frame_id)
+        frame = frame_lock(locked.frame_id)
         _require_suspended(frame)
         still_waiting = Frame.objects.filter(parent=frame, status__in=Frame.OPEN_STATUSES).exists()
         payload = {"token_hash": token_hash(locked.pk)}
-        if locked.decided_by_id is not None:
-            payload["approved_by"] = user_actor(locked.decided_by)
+        approver = locked.decided_by
+        if approver is not None:
+            payload["approved_by"] = user_actor(approver)
         frame = frame_status_set(
             frame=frame,
             status=Frame.Status.WAITING if still_waiting else Frame.Status.ACTIVE,
@@ -444,7 +358,7 @@ def suspensions_expire(*, now: datetime | None = None, batch: int = 500) -> int:
             for suspension in rows:
                 seen.add(suspension.pk)
                 with transaction.atomic():
-                    session = Session.objects.select_for_update().get(pk=suspension.session_id)
+                    session = session_lock(suspension.session_id, open_only=False)
                     if suspension_expire_locked(
                         session=session,
                         suspension=suspension,

@@ -16,8 +16,8 @@ from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from frames.conversation.compaction import _select
 from frames.conversation.models import CompactionRun, Turn
-from frames.conversation.services import _select
 from frames.services import frame_push, session_create
 
 TURNS = 1_000
@@ -36,8 +36,8 @@ COPIES = 4
 def _import_throughput(organization, tmp_path) -> dict:
     """A large Claude Code file (the spotter session repeated, ids made unique per copy)."""
     from contextops.tokens import count_tokens
-    from frames.conversation.importers import read_transcript
-    from frames.conversation.services import transcript_import
+    from frames.conversation.importing import transcript_import
+    from frames.conversation.readers import read_transcript
 
     original = SPOTTER.read_text()
     text = "".join(

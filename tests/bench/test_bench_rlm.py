@@ -18,7 +18,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from frames.models import Session
-from frames.rlm import services
+from frames.rlm import protocol, snapshots
 from frames.rlm.models import RlmState
 
 VARIABLES = 1_000
@@ -70,13 +70,13 @@ def test_bench_rlm_state(api):
     for i in range(ROUNDS):
         with CaptureQueriesContext(connection) as ctx:
             started = time.perf_counter()
-            checkpoint = services.checkpoint_create(state=state, name=f"bench_{i}")
+            checkpoint = snapshots.checkpoint_create(state=state, name=f"bench_{i}")
             checkpoint_times.append((time.perf_counter() - started) * 1000)
         checkpoint_queries = len(ctx.captured_queries)
-        services.variable_write(state=state, name=f"v{i:04d}", value="changed")
+        protocol.variable_write(state=state, name=f"v{i:04d}", value="changed")
         with CaptureQueriesContext(connection) as ctx:
             started = time.perf_counter()
-            services.state_rollback(state=state, checkpoint_id=checkpoint.checkpoint_id)
+            snapshots.state_rollback(state=state, checkpoint_id=checkpoint.checkpoint_id)
             rollback_times.append((time.perf_counter() - started) * 1000)
         rollback_queries = len(ctx.captured_queries)
         started = time.perf_counter()

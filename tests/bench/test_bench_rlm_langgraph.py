@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import connection
 
 from frames.models import Session
-from frames.rlm import services
+from frames.rlm import protocol, snapshots
 from tests.conftest import IS_POSTGRES
 
 VARIABLES = 1_000
@@ -58,19 +58,19 @@ def test_bench_rlm_beside_langgraph(api):
     variables = {f"v{i:04d}": value for i in range(VARIABLES)}
 
     session = Session.objects.create(organization=api.organization, identity={"user_name": "Bench"})
-    state = services.state_initialize(
+    state = protocol.state_initialize(
         organization=api.organization, prompt="bench", session=session
     )
     for name, item in list(variables.items())[: VARIABLES - 1]:  # prompt is the 1,000th
-        services.variable_write(state=state, name=name, value=item)
+        protocol.variable_write(state=state, name=name, value=item)
     ours_save, ours_load = [], []
     for i in range(ROUNDS):
         started = time.perf_counter()
-        checkpoint = services.checkpoint_create(state=state, name=f"bench_{i}")
+        checkpoint = snapshots.checkpoint_create(state=state, name=f"bench_{i}")
         ours_save.append((time.perf_counter() - started) * 1000)
-        services.variable_write(state=state, name="v0000", value=f"changed {i}")
+        protocol.variable_write(state=state, name="v0000", value=f"changed {i}")
         started = time.perf_counter()
-        services.state_rollback(state=state, checkpoint_id=checkpoint.checkpoint_id)
+        snapshots.state_rollback(state=state, checkpoint_id=checkpoint.checkpoint_id)
         ours_load.append((time.perf_counter() - started) * 1000)
 
     theirs_save, theirs_load = [], []

@@ -3,7 +3,16 @@
 import pytest
 
 from frames.models import Event, Frame, Session
-from frames.pressure import CRITICAL, HIGH, LOW, MEDIUM, RECOMMENDED_ACTIONS, hysteresis_band, level_for, level_next
+from frames.pressure import (
+    CRITICAL,
+    HIGH,
+    LOW,
+    MEDIUM,
+    RECOMMENDED_ACTIONS,
+    hysteresis_band,
+    level_for,
+    level_next,
+)
 from frames.services import pressure_update
 
 

@@ -390,7 +390,8 @@ def test_a_bad_message_late_in_a_request_writes_nothing(api, session):
 
 def test_effective_token_calculation():
     """Seed 002's discount is a cost; the window holds every token, cached or not."""
-    from frames.conversation.services import UsageFigures, occupancy_over_threshold
+    from frames.conversation.compaction import occupancy_over_threshold
+    from frames.conversation.ingest import UsageFigures
 
     call = UsageFigures(
         input_tokens=1_000,

@@ -3,8 +3,8 @@
 import pytest
 
 from contextops.llm import CONTINUATION_MESSAGE, AnthropicSummarizer, ExtractiveSummarizer
+from frames.conversation.compaction import compaction_execute
 from frames.conversation.models import CompactionRun, Summary, Turn
-from frames.conversation.services import compaction_execute
 from frames.conversation.tasks import compaction_run
 from frames.models import ContextHandle, Event
 from tests.fakes.anthropic_server import AnthropicFakeServer, Reply

@@ -3,8 +3,8 @@
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from frames.conversation.ingest import messages_append
 from frames.conversation.models import Message, Turn
-from frames.conversation.services import messages_append
 
 texts = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), max_size=40)
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from frames.conversation.importers import read_transcript
+from frames.conversation.importing import transcript_import
 from frames.conversation.models import Turn
-from frames.conversation.services import transcript_import
+from frames.conversation.readers import read_transcript
 from frames.models import Frame, Session, Usage
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "transcripts"

@@ -7,13 +7,13 @@ through ``task.apply``, which follows each retry at once (the countdowns are rec
 import pytest
 
 from contextops.llm import CONTINUATION_MESSAGE, AnthropicSummarizer, ExtractiveSummarizer
-from frames.conversation.models import CompactionRun, Summary, Turn
-from frames.conversation.services import (
+from frames.conversation.compaction import (
     CompactionRetry,
     compaction_execute,
     compaction_retry_countdown,
     compactions_requeue,
 )
+from frames.conversation.models import CompactionRun, Summary, Turn
 from frames.conversation.tasks import compaction_run
 from frames.models import ContextHandle, Event
 from tests.fakes.anthropic_server import AnthropicFakeServer, Reply

@@ -5,8 +5,8 @@ from django.test import Client
 from django.utils import timezone
 
 from contextops.llm import ExtractiveSummarizer
+from frames.conversation.compaction import compaction_execute
 from frames.conversation.models import CompactionRun
-from frames.conversation.services import compaction_execute
 
 from .test_compaction import conversation
 

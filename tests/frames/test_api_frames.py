@@ -6,7 +6,8 @@ import pytest
 
 from frames.models import Session
 from frames.projections import projection_diff
-from frames.suspensions.services import suspension_get, suspension_reject
+from frames.suspensions.selectors import suspension_get
+from frames.suspensions.services import suspension_reject
 
 
 def test_it_reproduces_the_seed_budget_propagation_example_figure_for_figure(

@@ -280,7 +280,7 @@ def test_a_closed_frame_page_stops_polling(api, member_client):
 
 
 def test_the_frame_page_lists_its_rlm_states(api, member_client):
-    from frames.rlm.services import state_initialize
+    from frames.rlm.protocol import state_initialize
 
     session = _session(api)
     root = services.frame_push(session=session, goal="Root", budget_total=8000)

@@ -16,7 +16,7 @@ def jobs_sent(monkeypatch) -> list:
         return True
 
     monkeypatch.setattr("frames.context.paging.job_send", record)
-    monkeypatch.setattr("frames.conversation.services.job_send", record)
+    monkeypatch.setattr("frames.conversation.compaction.job_send", record)
     return sent
 
 

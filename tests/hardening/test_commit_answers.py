@@ -20,8 +20,9 @@ from django.test import Client
 from contextops.llm import ExtractiveSummarizer
 from facts.models import Fact
 from frames.context.paging import handle_page_out_complete
-from frames.conversation.services import compaction_execute
-from frames.suspensions.services import suspension_approve, suspension_get
+from frames.conversation.compaction import compaction_execute
+from frames.suspensions.selectors import suspension_get
+from frames.suspensions.services import suspension_approve
 from tests.hardening.world import (
     ACTIONS,
     REQUESTS,

@@ -339,8 +339,8 @@ def test_with_redis_down_the_api_keeps_answering_and_queued_jobs_run_after(api, 
     from celery.contrib.testing.worker import start_worker
 
     from contextops.celery import app
+    from frames.conversation.compaction import compactions_requeue
     from frames.conversation.models import CompactionRun
-    from frames.conversation.services import compactions_requeue
     from tests.conversation.test_compaction import conversation
 
     session = services.session_create(organization=api.organization, agent=api.agent, identity={})

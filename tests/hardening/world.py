@@ -14,9 +14,8 @@ from django.test import Client
 from facts.models import Fact
 from frames import services
 from frames.conversation.models import CompactionRun
-from frames.models import ContextHandle, Suspension
+from frames.models import ContextHandle, Suspension, token_hash
 from frames.rlm.models import RlmVariable
-from frames.models import token_hash
 
 NO_ID = "00000000-0000-0000-0000-000000000000"
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from frames.rlm import services
+from frames.rlm import protocol, snapshots
 
 # Importing the browser tests' conftest also sets DJANGO_ALLOW_ASYNC_UNSAFE, as they need.
 from tests.browser.conftest import PASSWORD, chromium_launch, screenshot
@@ -38,11 +38,11 @@ def page(chromium, live_server):
 @pytest.mark.django_db(transaction=True)
 def test_it_rolls_back_from_the_timeline_after_confirmation(page, make_user, org):
     make_user(username="rollo", admin=True, password=PASSWORD)
-    state = services.state_initialize(organization=org, prompt="Find all TypeScript errors")
-    services.variable_write(state=state, name="risk_count", value=3)
-    checkpoint = services.checkpoint_create(state=state, name="after_scan")
-    services.variable_write(state=state, name="risk_count", value=7)
-    services.variable_write(state=state, name="scratch", value={"tmp": True})
+    state = protocol.state_initialize(organization=org, prompt="Find all TypeScript errors")
+    protocol.variable_write(state=state, name="risk_count", value=3)
+    checkpoint = snapshots.checkpoint_create(state=state, name="after_scan")
+    protocol.variable_write(state=state, name="risk_count", value=7)
+    protocol.variable_write(state=state, name="scratch", value={"tmp": True})
 
     page.goto("/accounts/login/")
     page.get_by_label("Username").fill("rollo")

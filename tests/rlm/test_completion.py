@@ -4,7 +4,7 @@ import pytest
 
 from frames import services as frame_services
 from frames.models import Event, Frame
-from frames.rlm import services
+from frames.rlm import protocol
 from frames.rlm.models import RlmState
 
 
@@ -36,8 +36,8 @@ def test_it_derives_the_tree_id_from_the_root_frame(api, tree):
 
 def test_it_pops_the_frame_and_returns_a_leafs_final_to_the_parent(api, org, tree):
     root, child = tree
-    parent_state = services.state_initialize(organization=org, prompt="Fix", frame=root)
-    child_state = services.state_initialize(organization=org, prompt="Scan", frame=child)
+    parent_state = protocol.state_initialize(organization=org, prompt="Fix", frame=root)
+    child_state = protocol.state_initialize(organization=org, prompt="Scan", frame=child)
     response = api.put(
         f"/rlm/states/{child_state.state_id}/variables/Final",
         {"value": "2 errors found", "source": "task-scan"},
@@ -57,7 +57,7 @@ def test_it_pops_the_frame_and_returns_a_leafs_final_to_the_parent(api, org, tre
 
 def test_it_refuses_final_while_the_frame_has_open_children(api, org, tree):
     root, _child = tree
-    parent_state = services.state_initialize(organization=org, prompt="Fix", frame=root)
+    parent_state = protocol.state_initialize(organization=org, prompt="Fix", frame=root)
     response = api.put(f"/rlm/states/{parent_state.state_id}/variables/Final", {"value": "done"})
     assert response.status_code == 409 and response.json()["error"] == "children_incomplete"
     assert not parent_state.variables.filter(name="Final").exists()
@@ -65,8 +65,8 @@ def test_it_refuses_final_while_the_frame_has_open_children(api, org, tree):
 
 def test_it_completes_the_whole_tree_when_the_root_sets_final(api, org, tree):
     root, child = tree
-    parent_state = services.state_initialize(organization=org, prompt="Fix", frame=root)
-    child_state = services.state_initialize(organization=org, prompt="Scan", frame=child)
+    parent_state = protocol.state_initialize(organization=org, prompt="Fix", frame=root)
+    child_state = protocol.state_initialize(organization=org, prompt="Scan", frame=child)
     api.put(f"/rlm/states/{child_state.state_id}/variables/Final", {"value": "scanned"})
     response = api.put(
         f"/rlm/states/{parent_state.state_id}/variables/Final", {"value": "all fixed"}

@@ -5,7 +5,7 @@ import threading
 import pytest
 from django.db import close_old_connections, connection
 
-from frames.rlm import services
+from frames.rlm import protocol
 from frames.rlm.models import RlmState
 from tests.conftest import postgres_only
 
@@ -18,7 +18,7 @@ WRITES = 25
 @pytest.mark.django_db(transaction=True)
 def test_it_never_loses_a_mutation_under_parallel_writers(org):
     assert connection.vendor == "postgresql"
-    state = services.state_initialize(organization=org, prompt="p")
+    state = protocol.state_initialize(organization=org, prompt="p")
     barrier = threading.Barrier(THREADS)
     errors: list[BaseException] = []
 
@@ -27,8 +27,8 @@ def test_it_never_loses_a_mutation_under_parallel_writers(org):
             barrier.wait()
             for i in range(WRITES):
                 # every thread bumps the shared counter and writes its own variable
-                services.variable_write(state=state, name="shared", value=f"{n}:{i}")
-                services.variable_write(state=state, name=f"t{n}", value=i)
+                protocol.variable_write(state=state, name="shared", value=f"{n}:{i}")
+                protocol.variable_write(state=state, name=f"t{n}", value=i)
         except BaseException as exc:  # noqa: BLE001 - collected and re-raised below
             errors.append(exc)
         finally:

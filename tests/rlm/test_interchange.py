@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from frames.rlm import services
+from frames.rlm import protocol, snapshots
 from frames.rlm.models import RlmState
 from frames.rlm.schema import SEED_PATH, seed_document
 
@@ -368,15 +368,15 @@ def test_it_refuses_a_malformed_checkpoint_snapshot(api):
 def test_it_keeps_history_folded_out_of_a_full_log_through_export_and_import(
     api, make_api, org, monkeypatch, seed_validator, assert_valid_export
 ):
-    monkeypatch.setattr(services, "MAX_HISTORY_ENTRIES", 20)
-    monkeypatch.setattr(services, "MAX_CHECKPOINTS", 4)
-    state = services.state_initialize(organization=org, prompt="p")
+    monkeypatch.setattr(snapshots, "MAX_HISTORY_ENTRIES", 20)
+    monkeypatch.setattr(snapshots, "MAX_CHECKPOINTS", 4)
+    state = protocol.state_initialize(organization=org, prompt="p")
     initial = state.checkpoints.get().checkpoint_id
-    services.variable_write(state=state, name="big", value="b" * 11_000)
-    services.variable_delete(state=state, name="big")
-    services.state_rollback(state=state, checkpoint_id=initial)
+    protocol.variable_write(state=state, name="big", value="b" * 11_000)
+    protocol.variable_delete(state=state, name="big")
+    snapshots.state_rollback(state=state, checkpoint_id=initial)
     for i in range(60):
-        services.variable_write(state=state, name=f"n{i % 7}", value=i)
+        protocol.variable_write(state=state, name=f"n{i % 7}", value=i)
     state.refresh_from_db()
     folded_in_db = [m for c in state.checkpoints.all() for m in c.folded_mutations]
     assert len(folded_in_db) + state.history_length == state.mutation_total == 64

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from frames.rlm import services
+from frames.rlm import protocol, snapshots
 from frames.rlm.models import RlmCheckpoint, RlmMutation, RlmVariable
 
 
@@ -94,11 +94,11 @@ def test_it_folds_the_oldest_history_into_a_checkpoint_when_the_log_is_full(api,
 
 
 def test_it_merges_folds_at_the_checkpoint_limit_and_refuses_when_it_cannot(monkeypatch, org):
-    monkeypatch.setattr(services, "MAX_HISTORY_ENTRIES", 10)
-    monkeypatch.setattr(services, "MAX_CHECKPOINTS", 3)
-    state = services.state_initialize(organization=org, prompt="p")
+    monkeypatch.setattr(snapshots, "MAX_HISTORY_ENTRIES", 10)
+    monkeypatch.setattr(snapshots, "MAX_CHECKPOINTS", 3)
+    state = protocol.state_initialize(organization=org, prompt="p")
     for i in range(40):
-        services.variable_write(state=state, name="n", value=i)
+        protocol.variable_write(state=state, name="n", value=i)
     state.refresh_from_db()
     assert state.history_length <= 10 and state.mutation_total == 41
     kinds = list(state.checkpoints.values_list("kind", flat=True))
@@ -108,16 +108,16 @@ def test_it_merges_folds_at_the_checkpoint_limit_and_refuses_when_it_cannot(monk
 
 
 def test_it_refuses_a_write_when_the_history_has_nowhere_to_fold(monkeypatch, org):
-    monkeypatch.setattr(services, "MAX_HISTORY_ENTRIES", 3)
-    monkeypatch.setattr(services, "MAX_CHECKPOINTS", 2)
-    state = services.state_initialize(organization=org, prompt="p")
-    services.checkpoint_create(state=state, name="mine")
-    services.variable_write(state=state, name="a", value=1)
-    services.variable_write(state=state, name="a", value=2)
+    monkeypatch.setattr(snapshots, "MAX_HISTORY_ENTRIES", 3)
+    monkeypatch.setattr(snapshots, "MAX_CHECKPOINTS", 2)
+    state = protocol.state_initialize(organization=org, prompt="p")
+    snapshots.checkpoint_create(state=state, name="mine")
+    protocol.variable_write(state=state, name="a", value=1)
+    protocol.variable_write(state=state, name="a", value=2)
     from contextops.errors import Conflict
 
     with pytest.raises(Conflict) as caught:
-        services.variable_write(state=state, name="a", value=3)
+        protocol.variable_write(state=state, name="a", value=3)
     assert caught.value.code == "history_full"
 
 

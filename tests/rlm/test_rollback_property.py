@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextops.errors import Conflict, NotFound
-from frames.rlm import services
+from frames.rlm import protocol, snapshots, values
 
 MIN_MUTATIONS = 1_000
 SCOPES = [None, "session", "tree", "global", "temporary"]
@@ -66,7 +66,7 @@ def _name(rng: random.Random, names: list[str]) -> str:
     """Mostly a plain variable; now and then ``prompt`` or ``frozen``, which refuse writes."""
     roll = rng.random()
     if roll < 0.02:
-        return services.PROMPT
+        return values.PROMPT
     return "frozen" if roll < 0.06 else rng.choice(names)
 
 
@@ -75,12 +75,10 @@ def _write_or_delete(rng: random.Random, state, names: list[str]) -> bool:
     name = _name(rng, names)
     try:
         if rng.random() < 0.18:
-            services.variable_delete(state=state, name=name, source="property")
+            protocol.variable_delete(state=state, name=name, source="property")
             return True
         if rng.random() < 0.002:
-            services.variable_write(
-                state=state, name=services.FINAL, value=f"answer {rng.random()}"
-            )
+            protocol.variable_write(state=state, name=values.FINAL, value=f"answer {rng.random()}")
             return True
         value, extra = _value(rng)
         scope = rng.choice(SCOPES) if rng.random() < 0.2 else None
@@ -88,7 +86,7 @@ def _write_or_delete(rng: random.Random, state, names: list[str]) -> bool:
             extra["ttl_seconds"] = rng.randint(3_600, 86_400)  # never runs out during the test
         if rng.random() < 0.1:
             extra["description"] = f"described {rng.randint(0, 9)}"
-        services.variable_write(
+        protocol.variable_write(
             state=state,
             name=name,
             value=value,
@@ -111,7 +109,7 @@ def _write_or_delete(rng: random.Random, state, names: list[str]) -> bool:
     variable_count=st.integers(1, 60),
     mutations=st.integers(MIN_MUTATIONS, MIN_MUTATIONS + 50),
     checkpoint_every=st.integers(30, 200),
-    history_limit=st.sampled_from([services.MAX_HISTORY_ENTRIES, 250]),
+    history_limit=st.sampled_from([snapshots.MAX_HISTORY_ENTRIES, 250]),
     data=st.data(),
 )
 def test_rollback_after_a_thousand_mutations_restores_what_readers_saw(
@@ -121,9 +119,9 @@ def test_rollback_after_a_thousand_mutations_restores_what_readers_saw(
     names = [f"var_{i}" for i in range(variable_count)]
     with (
         transaction.atomic(),
-        mock.patch.object(services, "MAX_HISTORY_ENTRIES", history_limit),
+        mock.patch.object(snapshots, "MAX_HISTORY_ENTRIES", history_limit),
     ):
-        state = services.state_initialize(organization=api.organization, prompt="Find the risks")
+        state = protocol.state_initialize(organization=api.organization, prompt="Find the risks")
         sid = state.state_id
         observed = {state.checkpoints.get().checkpoint_id: _observe(api, sid)}
         logged = 0
@@ -131,12 +129,12 @@ def test_rollback_after_a_thousand_mutations_restores_what_readers_saw(
             logged += _write_or_delete(rng, state, names)
             if rng.random() < 0.05:
                 try:
-                    services.variable_read(state=state, name=_name(rng, names))
+                    protocol.variable_read(state=state, name=_name(rng, names))
                 except NotFound:
                     pass
             if rng.random() < 1 / checkpoint_every:
                 try:
-                    checkpoint = services.checkpoint_create(state=state, name=f"at_{logged}")
+                    checkpoint = snapshots.checkpoint_create(state=state, name=f"at_{logged}")
                 except Conflict:  # the 100-checkpoint limit
                     continue
                 observed[checkpoint.checkpoint_id] = _observe(api, sid)

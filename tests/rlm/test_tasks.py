@@ -4,20 +4,20 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from frames.rlm import services
+from frames.rlm import protocol
 from frames.rlm.models import RlmMutation, RlmVariable
 from frames.rlm.tasks import temporaries_purge_expired
 
 
 def test_it_purges_expired_temporaries_once_and_logs_each(api):
-    state = services.state_initialize(organization=api.organization, prompt="Plan the trip")
-    services.variable_write(
+    state = protocol.state_initialize(organization=api.organization, prompt="Plan the trip")
+    protocol.variable_write(
         state=state, name="scratch", value="draft", scope="temporary", ttl_seconds=60
     )
-    services.variable_write(
+    protocol.variable_write(
         state=state, name="fresh", value="keep", scope="temporary", ttl_seconds=3600
     )
-    services.variable_write(state=state, name="plan", value="Paris")
+    protocol.variable_write(state=state, name="plan", value="Paris")
     RlmVariable.objects.filter(state=state, name="scratch").update(
         expires_at=timezone.now() - timedelta(seconds=1)
     )

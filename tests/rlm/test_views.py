@@ -3,12 +3,12 @@
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from frames.rlm import services
+from frames.rlm import protocol, snapshots
 from frames.rlm.models import RlmState
 
 
 def _state(org, session=None, **extra):
-    return services.state_initialize(
+    return protocol.state_initialize(
         organization=org, prompt="Find errors", session=session, **extra
     )
 
@@ -35,10 +35,10 @@ def test_it_answers_only_the_list_fragment_to_htmx(member_client, org):
 def test_it_shows_variables_log_checkpoints_and_the_session_link(member_client, org, make_session):
     session = make_session()
     state = _state(org, session=session)
-    services.variable_write(state=state, name="risk_count", value=3, description="Risks found")
-    services.variable_write(state=state, name="risk_count", value=4)
-    services.variable_read(state=state, name="risk_count")
-    services.checkpoint_create(state=state, name="after_retrieval")
+    protocol.variable_write(state=state, name="risk_count", value=3, description="Risks found")
+    protocol.variable_write(state=state, name="risk_count", value=4)
+    protocol.variable_read(state=state, name="risk_count")
+    snapshots.checkpoint_create(state=state, name="after_retrieval")
     html = member_client.get(f"/rlm/{state.state_id}/").content.decode()
     assert "risk_count" in html and "Risks found" in html and "number" in html
     assert "mut-00000003" in html and "<code>3</code>" in html and "<code>4</code>" in html
@@ -69,7 +69,7 @@ def test_it_rolls_back_with_an_htmx_post_for_a_permitted_user(make_user, org):
     client = _roller(make_user)
     state = _state(org)
     initial = state.checkpoints.get().checkpoint_id
-    services.variable_write(state=state, name="scratch", value="x")
+    protocol.variable_write(state=state, name="scratch", value="x")
     html = client.get(f"/rlm/{state.state_id}/").content.decode()
     assert f'hx-post="/rlm/{state.state_id}/rollback/"' in html
     assert "hx-confirm=" in html and "csrfmiddlewaretoken" in html
@@ -87,7 +87,7 @@ def test_it_lets_staff_roll_back_without_the_permission(make_user, org):
     client = Client()
     client.force_login(make_user(username="boss", admin=True))
     state = _state(org)
-    services.variable_write(state=state, name="scratch", value="x")
+    protocol.variable_write(state=state, name="scratch", value="x")
     initial = state.checkpoints.get().checkpoint_id
     response = client.post(f"/rlm/{state.state_id}/rollback/", {"checkpoint_id": initial})
     assert response.status_code == 302
@@ -96,7 +96,7 @@ def test_it_lets_staff_roll_back_without_the_permission(make_user, org):
 
 def test_it_refuses_a_rollback_to_a_member_without_permission(member_client, org):
     state = _state(org)
-    services.variable_write(state=state, name="scratch", value="x")
+    protocol.variable_write(state=state, name="scratch", value="x")
     initial = state.checkpoints.get().checkpoint_id
     response = member_client.post(f"/rlm/{state.state_id}/rollback/", {"checkpoint_id": initial})
     assert response.status_code == 403
@@ -141,7 +141,7 @@ def test_the_session_partial_lists_a_sessions_states(org, make_session):
 
 def test_it_shows_file_backed_values_without_opening_their_files(member_client, org):
     state = _state(org)
-    services.variable_write(state=state, name="large_document", value="L" * 20_000)
+    protocol.variable_write(state=state, name="large_document", value="L" * 20_000)
     html = member_client.get(f"/rlm/{state.state_id}/").content.decode()
     assert "large_document" in html and "(stored in a file)" in html and "LLLL" not in html
     assert "19.5\xa0KB" in html or "19.5 KB" in html

@@ -9,8 +9,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from frames.models import Event, Frame, Suspension
-from frames.models import token_hash
+from frames.models import Event, Frame, Suspension, token_hash
 
 
 def _url(action, body):

@@ -55,7 +55,7 @@ logger = logging.getLogger("contextops_client")
 SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
 FINISHED = frozenset({"completed", "failed", "reverted"})
 # The frame statuses the server charges a call to (``_frame_of_call`` in
-# frames/conversation/services.py).
+# frames/conversation/ingest.py).
 CHARGEABLE = frozenset({"active", "waiting"})
 
 

@@ -8,8 +8,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from contextops.errors import DomainError
 from contextops.models import Organization
-from frames.conversation.importers import FORMATS, TranscriptError, read_transcript
-from frames.conversation.services import transcript_import
+from frames.conversation.importing import transcript_import
+from frames.conversation.readers import FORMATS, TranscriptError, read_transcript
 
 
 class Command(BaseCommand):

@@ -1,4 +1,5 @@
-"""Reading transcripts into a neutral list of entries: no database.
+"""The transcript readers: Claude Code, Anthropic and OpenAI files read into a neutral list
+of entries, with no database (``importing`` writes them as a session).
 
 Formats:
 
@@ -22,6 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 FORMATS = ("claude-code", "anthropic", "openai")
 USAGE_FIELDS = (
@@ -155,7 +158,7 @@ def _usage_of(message: dict) -> dict | None:
     usage = message.get("usage")
     if not isinstance(usage, dict):
         return None
-    figures = {}
+    figures: dict[str, Any] = {}
     for name in USAGE_FIELDS:
         value = usage.get(name) or 0
         figures[name] = int(value) if isinstance(value, (int, float)) and value >= 0 else 0
@@ -188,13 +191,14 @@ def _claude_code_events(
         branch = forced_branch if forced_branch is not None else ""
         if forced_branch is None and event.get("isSidechain"):
             parent = event.get("parentUuid")
-            branch = sidechain_run.get(parent or "")
-            if branch is None:
+            run_branch = sidechain_run.get(parent or "")
+            if run_branch is None:
                 runs += 1
-                branch = str(event.get("agentId") or f"sidechain-{runs}")
+                run_branch = str(event.get("agentId") or f"sidechain-{runs}")
                 transcript.branches.setdefault(
-                    branch, _first_text(message.get("content")) or f"Subagent {runs}"
+                    run_branch, _first_text(message.get("content")) or f"Subagent {runs}"
                 )
+            branch = run_branch
             if event.get("uuid"):
                 sidechain_run[event["uuid"]] = branch
         if (
@@ -354,8 +358,6 @@ def read_anthropic(path: Path) -> Transcript:
 
 
 def _read_cassette(text: str, transcript: Transcript) -> Transcript:
-    import yaml
-
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -436,7 +438,7 @@ def read_openai(path: Path) -> Transcript:
             for call in message.get("tool_calls") or []:
                 if not isinstance(call, dict):
                     continue
-                function = call.get("function") if isinstance(call.get("function"), dict) else {}
+                function: dict = call["function"] if isinstance(call.get("function"), dict) else {}
                 arguments = function.get("arguments", "{}")
                 try:
                     parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
@@ -455,20 +457,16 @@ def read_openai(path: Path) -> Transcript:
             )
             usage = message.get("usage")
             if isinstance(usage, dict):
+                cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
                 figures = {
-                    "input_tokens": int(usage.get("prompt_tokens") or 0),
+                    # OpenAI's prompt_tokens include the cached ones; ours exclude them.
+                    "input_tokens": max(0, int(usage.get("prompt_tokens") or 0) - cached),
                     "output_tokens": int(usage.get("completion_tokens") or 0),
                     "cache_creation_input_tokens": 0,
-                    "cache_read_input_tokens": int(
-                        (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
-                    ),
+                    "cache_read_input_tokens": cached,
                     "model": str(message.get("model") or "")[:120],
                     "message_id": "",
                 }
-                # OpenAI's prompt_tokens include the cached ones; ours exclude them.
-                figures["input_tokens"] = max(
-                    0, figures["input_tokens"] - figures["cache_read_input_tokens"]
-                )
                 transcript.entries.append(Entry("usage", usage=figures, line=number))
         elif role == "tool":
             output = content if isinstance(content, str) else json.dumps(content)

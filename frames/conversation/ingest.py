@@ -1,0 +1,434 @@
+"""Messages into turns: the append of a model call's messages, its usage figures, the
+grouping of messages into stored turns, and the replay of an append already made.
+
+Turns (seed 002 §5.B): a user message with text starts a turn; the assistant's text,
+thinking and tool calls join the current turn; a tool result joins the turn that holds
+its ``tool_use`` id, even when it arrives in a later request. ``previous_error`` is true
+when the turn before had a failed tool result. Anchors are recomputed for every turn a
+request touched and for the turn after it.
+
+An ingest pass (``ingest_start``, ``message_ingest`` for each message, ``ingest_finish``)
+runs inside its caller's transaction: ``messages_append`` here, ``transcript_import`` in
+``importing``.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from contextops.errors import Invalid, NotFound
+from contextops.tokens import count_tokens
+from frames.budget import usage_tokens
+from frames.events import event_append
+from frames.locks import session_lock, session_require_not_ended
+from frames.models import Event, Frame, Session, Usage
+from frames.selectors import session_top_frame
+from frames.services import frame_require_open, usage_record
+
+from .anchors import AnchorPatterns, ToolCall, ToolResult, TurnView, detect_anchor
+from .compaction import compaction_due, compaction_queue
+from .grouping import ROLES, block_text, blocks_of, result_text
+from .models import MAIN_BRANCH, CompactionRun, Message, ToolUse, Turn
+from .selection import ANCHOR_POINT
+
+MAX_MESSAGES_PER_REQUEST = 500
+
+
+@dataclass
+class UsageFigures:
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    model: str = ""
+    message_id: str = ""
+
+    @property
+    def occupancy_tokens(self) -> int:
+        """Everything the call put in the window: full input (cached or not) plus output."""
+        return usage_tokens(
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens,
+        )
+
+    @property
+    def seed_effective_tokens(self) -> float:
+        """Seed 002's ``calculateEffectiveTokens``: input minus 90 % of the cache reads.
+
+        A cost figure (cache reads are billed at a tenth); shown for comparison, never
+        used for the trigger, since it can even go negative while the window is full.
+        """
+        return self.input_tokens - 0.9 * self.cache_read_input_tokens
+
+
+@dataclass
+class AppendResult:
+    turns: list[Turn]
+    messages: int
+    occupancy_tokens: int | None = None
+    compaction: CompactionRun | None = None
+
+
+@dataclass
+class IngestPass:
+    """The state of one ingest pass over a session's branch."""
+
+    session: Session
+    branch: str
+    frame: Frame | None
+    patterns: AnchorPatterns
+    current: Turn | None = None
+    next_index: int = 0
+    next_seq: int = 0
+    touched: dict[int, Turn] = field(default_factory=dict)
+    tool_turns: dict[str, Turn] = field(default_factory=dict)  # tool_use id -> turn, this pass
+    created: list[Turn] = field(default_factory=list)
+    messages: int = 0
+
+
+def ingest_start(*, session: Session, branch: str, frame: Frame | None) -> IngestPass:
+    """A pass over ``branch`` that continues its newest turn and the session's message sequence."""
+    state = IngestPass(
+        session=session, branch=branch, frame=frame, patterns=AnchorPatterns.from_settings()
+    )
+    state.current = Turn.objects.filter(session=session, branch=branch).order_by("-index").first()
+    state.next_index = state.current.index + 1 if state.current else 0
+    last_seq = Message.objects.filter(session=session).aggregate(m=Max("seq"))["m"]
+    state.next_seq = (last_seq or 0) + 1
+    return state
+
+
+def _new_turn(state: IngestPass, user_message: str = "") -> Turn:
+    now = timezone.now()
+    turn = Turn.objects.create(
+        session=state.session,
+        frame=state.frame,
+        branch=state.branch,
+        index=state.next_index,
+        user_message=user_message,
+        created_at=now,
+        updated_at=now,
+    )
+    state.next_index += 1
+    state.current = turn
+    state.touched[turn.pk] = turn
+    state.created.append(turn)
+    return turn
+
+
+def _turn_for_tool_use(state: IngestPass, tool_use_id: str) -> Turn | None:
+    """The turn holding ``tool_use_id`` in this branch: seen in this pass, else stored."""
+    turn = state.tool_turns.get(tool_use_id)
+    if turn is not None:
+        return turn
+    link = (
+        ToolUse.objects.filter(session=state.session, tool_use_id=tool_use_id)
+        .select_related("turn")
+        .first()
+    )
+    if link is None or link.turn.branch != state.branch:
+        return None
+    return state.touched.setdefault(link.turn.pk, link.turn)
+
+
+def turn_touch(state: IngestPass, turn: Turn) -> Turn:
+    """``turn`` as this pass holds it, marked to be saved by ``ingest_finish``."""
+    return state.touched.setdefault(turn.pk, turn)
+
+
+def message_ingest(
+    state: IngestPass, *, role: str, content: Any, field: Sequence[str | int] = ()
+) -> None:
+    """Group one message into the branch's turns; checks everything before writing anything.
+
+    Raises ``Invalid`` naming the bad part under ``field`` (``("messages", 3)``).
+    """
+    if role not in ROLES:
+        raise Invalid("role must be user or assistant.", field=(*field, "role"))
+    blocks = blocks_of(content, (*field, "content"))
+    tokens = [count_tokens(block_text(b)) for b in blocks]
+    owner: Turn | None = None
+    if role == "user":
+        results = [
+            (b, t) for b, t in zip(blocks, tokens, strict=True) if b["type"] == "tool_result"
+        ]
+        others = [(b, t) for b, t in zip(blocks, tokens, strict=True) if b["type"] != "tool_result"]
+        for block, count in results:
+            turn = (
+                _turn_for_tool_use(state, block["tool_use_id"]) or state.current or _new_turn(state)
+            )
+            turn = turn_touch(state, turn)
+            turn.tool_results = [
+                *turn.tool_results,
+                {
+                    "tool_use_id": block["tool_use_id"],
+                    "output": result_text(block.get("content", "")),
+                    "is_error": bool(block.get("is_error", False)),
+                },
+            ]
+            turn.tokens += count
+            owner = owner or turn
+        text = "\n".join(b["text"] for b, _ in others if b["type"] == "text" and b["text"].strip())
+        if text or (others and not results):
+            turn = _new_turn(state, user_message=text)
+            turn.tokens += sum(t for _, t in others)
+            owner = turn
+    else:
+        turn = turn_touch(state, state.current) if state.current else _new_turn(state)
+        for block, count in zip(blocks, tokens, strict=True):
+            kind = block["type"]
+            if kind == "text" and block["text"]:
+                turn.assistant_response = (
+                    f"{turn.assistant_response}\n{block['text']}"
+                    if turn.assistant_response
+                    else block["text"]
+                )
+            elif kind == "thinking":
+                turn.thinking = (
+                    f"{turn.thinking}\n{block['thinking']}" if turn.thinking else block["thinking"]
+                )
+            elif kind == "tool_use":
+                turn.tool_calls = [
+                    *turn.tool_calls,
+                    {"id": block["id"], "name": block["name"], "input": block.get("input", {})},
+                ]
+                state.tool_turns[block["id"]] = turn
+                ToolUse.objects.get_or_create(
+                    session=state.session, tool_use_id=block["id"], defaults={"turn": turn}
+                )
+            turn.tokens += count
+        owner = turn
+    if owner is None:  # an empty user message: nothing to group
+        owner = state.current or _new_turn(state)
+    Message.objects.create(
+        session=state.session,
+        turn=owner,
+        seq=state.next_seq,
+        role=role,
+        content=blocks,
+        tokens=sum(tokens),
+    )
+    state.next_seq += 1
+    state.messages += 1
+
+
+def _turn_view(turn: Turn) -> TurnView:
+    return TurnView(
+        tool_calls=[
+            ToolCall(c.get("id", ""), c.get("name", ""), c.get("input") or {})
+            for c in turn.tool_calls
+        ],
+        tool_results=[
+            ToolResult(r.get("tool_use_id", ""), r.get("output", ""), bool(r.get("is_error")))
+            for r in turn.tool_results
+        ],
+        previous_error=turn.previous_error,
+    )
+
+
+def ingest_finish(state: IngestPass) -> list[Turn]:
+    """Recompute error flags and anchors of the touched turns and their neighbours; save
+    them. Returns the turns saved, oldest first."""
+    touched = sorted(state.touched.values(), key=lambda t: t.index)
+    if not touched:
+        return []
+    wanted = (
+        {t.index for t in touched} | {t.index - 1 for t in touched} | {t.index + 1 for t in touched}
+    )
+    known = {t.index: t for t in touched}
+    missing = [i for i in wanted if i >= 0 and i not in known]
+    for turn in Turn.objects.filter(session=state.session, branch=state.branch, index__in=missing):
+        known[turn.index] = turn
+    changed = []
+    for index in sorted(known):
+        turn = known[index]
+        before = (turn.has_error, turn.previous_error, turn.anchor_type)
+        turn.has_error = any(r.get("is_error") for r in turn.tool_results)
+        previous = known.get(index - 1)
+        if previous is not None:
+            turn.previous_error = previous.has_error
+        anchor = detect_anchor(_turn_view(turn), state.patterns)
+        turn.anchor_type = anchor.type if anchor else ""
+        turn.anchor_weight = anchor.weight if anchor else None
+        turn.anchor_confidence = anchor.confidence if anchor else None
+        turn.anchor_description = anchor.description[:500] if anchor else ""
+        if turn.pk in state.touched or before != (
+            turn.has_error,
+            turn.previous_error,
+            turn.anchor_type,
+        ):
+            changed.append(turn)
+    now = timezone.now()
+    for turn in changed:
+        turn.updated_at = now
+    Turn.objects.bulk_update(
+        changed,
+        [
+            "user_message",
+            "tool_calls",
+            "tool_results",
+            "assistant_response",
+            "thinking",
+            "tokens",
+            "previous_error",
+            "has_error",
+            "anchor_type",
+            "anchor_weight",
+            "anchor_confidence",
+            "anchor_description",
+            "occupancy_tokens",
+            "updated_at",
+        ],
+        batch_size=500,
+    )
+    return sorted(changed, key=lambda t: t.index)
+
+
+def _usage_check(usage: dict | UsageFigures | None) -> UsageFigures | None:
+    if usage is None:
+        return None
+    if isinstance(usage, UsageFigures):
+        return usage
+    return UsageFigures(**usage)
+
+
+def _frame_of_call(session: Session, frame_id: Any) -> Frame:
+    frame = Frame.objects.filter(pk=frame_id, session=session).first()
+    if frame is None:
+        raise NotFound("No such frame in this session.")
+    frame_require_open(frame, action="record a call on")
+    return frame
+
+
+def messages_append(
+    *,
+    session: Session,
+    messages: Sequence[dict],
+    usage: dict | UsageFigures | None = None,
+    frame_id: Any = None,
+    actor: str = "",
+) -> AppendResult:
+    """Group ``messages`` into the session's turns and record the call's ``usage``.
+
+    The call belongs to, and is charged to, frame ``frame_id`` (an active or waiting
+    frame of the session: NotFound otherwise, 409 ``frame_not_active``) or else the top
+    of the session's stack.
+
+    Returns the turns created or extended, oldest first. When the call's window
+    occupancy passes ``compaction_threshold`` of the window, no compaction is open and
+    more than the always-kept turns are in the window, a run is created and its job
+    queued once the transaction commits.
+
+    Idempotent by the usage's ``message_id``: the same call appended again (a retry after
+    a lost answer) appends nothing, charges nothing and answers as the first time did.
+    """
+    if not messages:
+        raise Invalid("Send at least one message.", field="messages")
+    if len(messages) > MAX_MESSAGES_PER_REQUEST:
+        raise Invalid(f"At most {MAX_MESSAGES_PER_REQUEST} messages per request.", field="messages")
+    figures = _usage_check(usage)
+    with transaction.atomic():
+        # A replay answers even once the session has ended: check it before the end.
+        session = session_lock(session, open_only=False)
+        if figures is not None and figures.message_id:
+            replayed = _append_replayed(session, figures.message_id)
+            if replayed is not None:
+                return replayed
+        session_require_not_ended(session)
+        frame = _frame_of_call(session, frame_id) if frame_id else session_top_frame(session)
+        state = ingest_start(session=session, branch=MAIN_BRANCH, frame=frame)
+        for i, message in enumerate(messages):
+            message_ingest(
+                state, role=message["role"], content=message["content"], field=("messages", i)
+            )
+        occupancy = None
+        if figures is not None:
+            usage_record_for(session=session, frame=frame, usage=figures, actor=actor)
+            occupancy = figures.occupancy_tokens
+            if state.current is not None:
+                turn_touch(state, state.current).occupancy_tokens = occupancy
+        turns = ingest_finish(state)
+        event_append(
+            session=session,
+            type="conversation.messages_appended",
+            frame=frame,
+            actor=actor,
+            payload={
+                "messages": state.messages,
+                "turns": [t.index for t in turns],
+                "occupancy_tokens": occupancy,
+                "message_id": figures.message_id if figures is not None else "",
+            },
+        )
+        run = None
+        if compaction_due(session=session, occupancy=occupancy):
+            run = compaction_queue(
+                session=session,
+                strategy=ANCHOR_POINT,
+                trigger=CompactionRun.Trigger.THRESHOLD,
+                occupancy_tokens=occupancy,
+                actor=actor,
+                if_none_open=True,
+            )
+    return AppendResult(
+        turns=turns, messages=state.messages, occupancy_tokens=occupancy, compaction=run
+    )
+
+
+def _append_replayed(session: Session, message_id: str) -> AppendResult | None:
+    """The answer of the append already made for model call ``message_id``, or None.
+
+    None too when the call was recorded through the usage endpoint alone: its messages
+    were never appended, and the usage record will not charge it twice.
+    """
+    if not Usage.objects.filter(session=session, message_id=message_id).exists():
+        return None
+    appended = (
+        Event.objects.filter(
+            session=session,
+            type="conversation.messages_appended",
+            payload__message_id=message_id,
+        )
+        .order_by("seq")
+        .first()
+    )
+    if appended is None:
+        return None
+    # A compaction the call triggered was queued right after it, under the same lock.
+    queued = Event.objects.filter(
+        session=session, seq=appended.seq + 1, type="compaction.queued"
+    ).first()
+    run_id = queued.payload.get("compaction_id") if queued is not None else None
+    return AppendResult(
+        turns=list(
+            Turn.objects.filter(
+                session=session, branch=MAIN_BRANCH, index__in=appended.payload["turns"]
+            ).order_by("index")
+        ),
+        messages=appended.payload["messages"],
+        occupancy_tokens=appended.payload["occupancy_tokens"],
+        compaction=CompactionRun.objects.filter(pk=run_id).first() if run_id else None,
+    )
+
+
+def usage_record_for(
+    *, session: Session, frame: Frame | None, usage: UsageFigures, actor: str = ""
+) -> Usage:
+    """Store one model call's four usage fields through the frames service."""
+    return usage_record(
+        session=session,
+        frame=frame,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_creation_input_tokens=usage.cache_creation_input_tokens,
+        cache_read_input_tokens=usage.cache_read_input_tokens,
+        model=usage.model,
+        message_id=usage.message_id,
+        actor=actor,
+    )

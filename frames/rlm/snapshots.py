@@ -1,0 +1,382 @@
+"""A state's history: the locked write every change goes through, the mutation log and
+what keeps it bounded, snapshots, checkpoints and rollback.
+
+Every write runs in one transaction that first locks the state row (``state_lock``), so
+concurrent writers to one state queue and every mutation gets its own ``mut-`` number
+from ``RlmState.mutation_total``; none is lost. When the state belongs to a session, the
+matching event is appended in the same transaction (``state_event_append``).
+
+When the log already holds ``max_history_entries`` mutations, the oldest tenth is
+folded into a ``history_fold`` checkpoint (which keeps those entries and a full snapshot)
+before the next one is logged. At ``max_checkpoints`` a fold merges into the latest fold
+checkpoint; with no fold checkpoint to merge into, the write is refused (409
+``history_full``) rather than dropping history.
+
+A snapshot is ``{completion_status, completed_at, variables: [row, ...]}``, one row per
+variable (``variable_snapshot``) by name; a folded mutation is kept as a row too
+(``mutation_row``). Temporary variables past their TTL are deleted, each with a logged
+``delete`` (source ``ttl_expired``), before a write looks at the state
+(``state_expired_purge``).
+"""
+
+import secrets
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from contextops.errors import Conflict, Invalid, NotFound
+from frames.events import event_append
+
+from .models import RlmCheckpoint, RlmMutation, RlmState, RlmVariable
+from .selectors import StateView, state_view
+from .values import MAX_CHECKPOINTS, MAX_HISTORY_ENTRIES, MAX_MUTATION_SEQ
+
+SNAPSHOT_FIELDS = (
+    "name",
+    "type",
+    "value",
+    "file_name",
+    "size_bytes",
+    "description",
+    "source",
+    "read_only",
+    "scope",
+    "ttl_seconds",
+    "expires_at",
+    "access_count",
+    "extra_metadata",
+    "created_at",
+    "updated_at",
+)
+DATETIME_FIELDS = ("expires_at", "created_at", "updated_at")
+
+
+# --- rows -----------------------------------------------------------------------------
+
+
+def variable_snapshot(variable: RlmVariable) -> dict[str, Any]:
+    """The variable as a checkpoint records it: its fields, times in ISO 8601."""
+    row = {field: getattr(variable, field) for field in SNAPSHOT_FIELDS}
+    for field in DATETIME_FIELDS:
+        row[field] = row[field].isoformat() if row[field] else None
+    return row
+
+
+def variable_from_snapshot(state: RlmState, row: dict[str, Any]) -> RlmVariable:
+    """A snapshot row as the (unsaved) variable of ``state`` it was."""
+    fields = dict(row)
+    for field in DATETIME_FIELDS:
+        fields[field] = datetime.fromisoformat(fields[field]) if fields[field] else None
+    return RlmVariable(state=state, **fields)
+
+
+def state_snapshot(state: RlmState) -> dict[str, Any]:
+    """The state as a checkpoint records it: completion and every variable row, by name."""
+    return {
+        "completion_status": state.completion_status,
+        "completed_at": state.completed_at.isoformat() if state.completed_at else None,
+        "variables": [variable_snapshot(v) for v in state.variables.order_by("name")],
+    }
+
+
+def mutation_row(mutation: RlmMutation) -> dict[str, Any]:
+    """The mutation as a checkpoint's ``folded_mutations`` keeps it."""
+    return {
+        "seq": mutation.seq,
+        "mutation_id": mutation.mutation_id,
+        "operation": mutation.operation,
+        "variable_name": mutation.variable_name,
+        "old_value": mutation.old_value,
+        "old_file": mutation.old_file,
+        "new_value": mutation.new_value,
+        "new_file": mutation.new_file,
+        "source": mutation.source,
+        "metadata": mutation.metadata,
+        "timestamp": mutation.timestamp.isoformat(),
+    }
+
+
+def mutation_from_folded(row: dict[str, Any]) -> RlmMutation:
+    """An entry of a checkpoint's ``folded_mutations`` as the (unsaved) mutation it was."""
+    return RlmMutation(**{**row, "timestamp": datetime.fromisoformat(row["timestamp"])})
+
+
+def checkpoint_id_new(state: RlmState) -> str:
+    """A ``ckpt-`` id no checkpoint of ``state`` has yet."""
+    taken = set(state.checkpoints.values_list("checkpoint_id", flat=True))
+    while True:
+        candidate = f"ckpt-{secrets.token_hex(4)}"
+        if candidate not in taken:
+            return candidate
+
+
+# --- the locked write -------------------------------------------------------------------
+# Each of these runs inside the caller's transaction, on a state ``state_lock`` returned.
+
+
+def state_lock(state: RlmState) -> RlmState:
+    """Lock the state row inside the caller's transaction; return it fresh, session and
+    frame loaded."""
+    return (
+        RlmState.objects.select_for_update(of=("self",))
+        .select_related("session", "frame")
+        .get(pk=state.pk)
+    )
+
+
+def state_event_append(state: RlmState, type_: str, actor: str, **payload: Any) -> None:
+    """Append ``type_`` to the event log of the state's session; nothing without one."""
+    session = state.session
+    if session is None:
+        return
+    frame = state.frame
+    if frame is not None and frame.session_id != session.pk:
+        frame = None
+    event_append(
+        session=session,
+        type=type_,
+        frame=frame,
+        actor=actor,
+        payload={"state_id": state.state_id, **payload},
+    )
+
+
+def state_save(state: RlmState, now: datetime) -> None:
+    """Store the counters and completion a write changed, and when it changed them."""
+    state.updated_at = now
+    RlmState.objects.filter(pk=state.pk).update(
+        mutation_total=state.mutation_total,
+        history_length=state.history_length,
+        completion_status=state.completion_status,
+        completed_at=state.completed_at,
+        updated_at=now,
+    )
+
+
+def _history_make_room(state: RlmState, actor: str) -> None:
+    """Fold the oldest tenth of a full log into a checkpoint before one more entry goes in."""
+    if state.history_length < MAX_HISTORY_ENTRIES:
+        return
+    batch = max(1, MAX_HISTORY_ENTRIES // 10)
+    oldest = list(state.mutations.order_by("seq")[:batch])
+    if not oldest:
+        state.history_length = 0
+        return
+    folded = [mutation_row(m) for m in oldest]
+    now = timezone.now()
+    snapshot = state_snapshot(state)
+    name = f"history_fold_{oldest[0].mutation_id}_{oldest[-1].mutation_id}"
+    if state.checkpoints.count() < MAX_CHECKPOINTS:
+        checkpoint = RlmCheckpoint.objects.create(
+            state=state,
+            checkpoint_id=checkpoint_id_new(state),
+            name=name,
+            description=f"{len(folded)} oldest mutations folded out of the full history log.",
+            kind=RlmCheckpoint.Kind.HISTORY_FOLD,
+            snapshot=snapshot,
+            mutation_seq=state.mutation_total,
+            folded_mutations=folded,
+            timestamp=now,
+        )
+    else:
+        latest_fold = (
+            state.checkpoints.filter(kind=RlmCheckpoint.Kind.HISTORY_FOLD)
+            .order_by("-timestamp", "-id")
+            .first()
+        )
+        if latest_fold is None:
+            raise Conflict(
+                "history_full",
+                f"The history holds {MAX_HISTORY_ENTRIES} mutations and all {MAX_CHECKPOINTS} "
+                "checkpoints are taken, so the oldest entries have nowhere to fold into.",
+                limit=MAX_HISTORY_ENTRIES,
+            )
+        checkpoint = latest_fold
+        checkpoint.folded_mutations = [*checkpoint.folded_mutations, *folded]
+        checkpoint.snapshot = snapshot
+        checkpoint.mutation_seq = state.mutation_total
+        checkpoint.timestamp = now
+        checkpoint.description = f"{len(checkpoint.folded_mutations)} oldest mutations folded out of the full history log."
+        checkpoint.save(
+            update_fields=[
+                "folded_mutations",
+                "snapshot",
+                "mutation_seq",
+                "timestamp",
+                "description",
+            ]
+        )
+    RlmMutation.objects.filter(pk__in=[m.pk for m in oldest]).delete()
+    state.history_length -= len(oldest)
+    state_event_append(
+        state,
+        "rlm.history_folded",
+        actor,
+        checkpoint_id=checkpoint.checkpoint_id,
+        folded=len(folded),
+    )
+
+
+def mutation_log(
+    state: RlmState,
+    *,
+    operation: str,
+    name: str,
+    old: tuple[Any, str] = (None, ""),
+    new: tuple[Any, str] = (None, ""),
+    source: str = "",
+    metadata: dict | None = None,
+    timestamp: datetime | None = None,
+    actor: str = "",
+) -> RlmMutation:
+    """Log one mutation under the next ``mut-`` id, folding a full log first.
+
+    ``old`` and ``new`` are ``(inline value, file name)``. 409 ``history_full`` when the
+    log has nowhere to fold into; 409 ``mutation_ids_exhausted`` after the last id.
+    """
+    _history_make_room(state, actor)
+    if state.mutation_total >= MAX_MUTATION_SEQ:
+        raise Conflict(
+            "mutation_ids_exhausted",
+            "This state has used every mutation id; export it and start a new one.",
+        )
+    state.mutation_total += 1
+    state.history_length += 1
+    return RlmMutation.objects.create(
+        state=state,
+        seq=state.mutation_total,
+        mutation_id=f"mut-{state.mutation_total:08x}",
+        operation=operation,
+        variable_name=name,
+        old_value=old[0],
+        old_file=old[1],
+        new_value=new[0],
+        new_file=new[1],
+        source=source,
+        metadata=metadata or {},
+        timestamp=timestamp or timezone.now(),
+    )
+
+
+def state_expired_purge(state: RlmState, now: datetime, actor: str) -> None:
+    """Delete the state's temporary variables whose TTL ran out by ``now``, each logged."""
+    for variable in state.variables.filter(expires_at__lte=now):
+        mutation_log(
+            state,
+            operation=RlmMutation.Operation.DELETE,
+            name=variable.name,
+            old=(variable.value, variable.file_name),
+            source="ttl_expired",
+            actor=actor,
+        )
+        variable.delete()
+
+
+# --- checkpoints and rollback -----------------------------------------------------------
+
+
+def checkpoint_create(
+    *, state: RlmState, name: str, description: str = "", actor: str = ""
+) -> RlmCheckpoint:
+    """A full snapshot under a new ``ckpt-`` id; 409 ``checkpoint_limit_reached`` at the limit."""
+    if not isinstance(name, str) or not name.strip():
+        raise Invalid("A checkpoint needs a name.", field="name")
+    with transaction.atomic():
+        state = state_lock(state)
+        now = timezone.now()
+        if state.checkpoints.count() >= MAX_CHECKPOINTS:
+            raise Conflict(
+                "checkpoint_limit_reached",
+                f"A state keeps at most {MAX_CHECKPOINTS} checkpoints.",
+                limit=MAX_CHECKPOINTS,
+            )
+        state_expired_purge(state, now, actor)
+        checkpoint = RlmCheckpoint.objects.create(
+            state=state,
+            checkpoint_id=checkpoint_id_new(state),
+            name=name,
+            description=description,
+            kind=RlmCheckpoint.Kind.MANUAL,
+            snapshot=state_snapshot(state),
+            mutation_seq=state.mutation_total,
+            timestamp=now,
+        )
+        state_save(state, now)
+        state_event_append(
+            state,
+            "rlm.checkpoint_created",
+            actor,
+            checkpoint_id=checkpoint.checkpoint_id,
+            name=name,
+        )
+    return checkpoint
+
+
+def state_rollback(
+    *,
+    state: RlmState,
+    checkpoint_id: str,
+    source: str = "",
+    actor: str = "",
+    mutations_shown: int = 0,
+) -> StateView:
+    """Restore the variables and completion status of a checkpoint exactly; log it as a mutation.
+
+    Returns the state as it stands after the rollback, read inside the transaction, with
+    the newest ``mutations_shown`` entries of its log. 404 (naming ``checkpoint_id``) for
+    an unknown checkpoint; 409 ``checkpoint_not_restorable`` for one imported without a
+    snapshot. A frame popped by a later Final stays popped.
+    """
+    with transaction.atomic():
+        state = state_lock(state)
+        checkpoint = (
+            state.checkpoints.filter(checkpoint_id=checkpoint_id).first()
+            if isinstance(checkpoint_id, str)
+            else None
+        )
+        if checkpoint is None:
+            raise NotFound("No such checkpoint in this state.", checkpoint_id=checkpoint_id)
+        if checkpoint.snapshot is None:
+            raise Conflict(
+                "checkpoint_not_restorable",
+                "This checkpoint came in with an import and has no snapshot to restore.",
+            )
+        now = timezone.now()
+        before = state.variables.count()
+        snapshot = checkpoint.snapshot
+        state.variables.all().delete()
+        RlmVariable.objects.bulk_create(
+            [variable_from_snapshot(state, row) for row in snapshot["variables"]], batch_size=500
+        )
+        state.completion_status = snapshot["completion_status"]
+        state.completed_at = (
+            datetime.fromisoformat(snapshot["completed_at"]) if snapshot["completed_at"] else None
+        )
+        mutation = mutation_log(
+            state,
+            operation=RlmMutation.Operation.ROLLBACK,
+            name="*",
+            old=({"variable_count": before}, ""),
+            new=(
+                {
+                    "checkpoint_id": checkpoint.checkpoint_id,
+                    "variable_count": len(snapshot["variables"]),
+                },
+                "",
+            ),
+            source=source or actor,
+            metadata={"reason": f"rollback to {checkpoint.checkpoint_id}"},
+            timestamp=now,
+            actor=actor,
+        )
+        state_save(state, now)
+        state_event_append(
+            state,
+            "rlm.rolled_back",
+            actor,
+            checkpoint_id=checkpoint.checkpoint_id,
+            mutation_id=mutation.mutation_id,
+        )
+        return state_view(state, mutations=mutations_shown)
