@@ -31,3 +31,8 @@ def request_actor(request: Any) -> str:
     """The actor of a request: its agent for an API call, its user in the dashboard."""
     agent = getattr(request, "agent", None)
     return agent_actor(agent) if agent is not None else user_actor(request.user)
+
+
+def admin_actor(user: _User) -> str:
+    """``admin:<username>``: a person acting through the Django admin (a policy fact edit)."""
+    return f"admin:{user.get_username()}"

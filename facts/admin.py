@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.http import HttpRequest
 
+from contextops.actors import admin_actor
 from contextops.errors import AuthorityTooLow, DomainError
 from contextops.models import Organization
 from contextops.text import value_text
@@ -69,7 +70,7 @@ class FactAdminForm(forms.ModelForm):
         assert self.request is not None, "FactAdmin.get_form sets the request"
         user = self.request.user
         # The admin's own actor prefix (contextops.actors has agent, user and system only).
-        author = f"admin:{user.get_username()}"
+        author = admin_actor(user)
         if self.instance.pk:
             original = Fact.objects.select_related("organization").get(pk=self.instance.pk)
             return services.fact_admin_edit(

@@ -19,6 +19,25 @@ class Budget:
     reserved: int = 0
     subcall_allocation: int = 0
 
+    def segments(self) -> list[dict]:
+        """The stacked bar's parts: used, reserved, delegated to children, available.
+
+        Widths are shares of the total; an overspent frame shows used at 100 %.
+        """
+        total = max(self.total, 1)
+        parts = [
+            ("used", "Used", self.used),
+            ("reserved", "Reserved", self.reserved),
+            ("delegated", "Delegated to children", self.subcall_allocation),
+            ("available", "Available", self.available),
+        ]
+        segments, left = [], 100.0
+        for css, label, tokens in parts:
+            width = min(left, round(100 * tokens / total, 2))
+            left = round(left - width, 2)  # no float residue like 58.67999999999999 on a page
+            segments.append({"css": css, "label": label, "tokens": tokens, "width": width})
+        return segments
+
     @property
     def available(self) -> int:
         """total - used - reserved - subcall_allocation; 0 when the frame overspent."""

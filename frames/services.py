@@ -18,7 +18,7 @@ from contextops.errors import AuthorityTooLow, Conflict, Invalid
 from contextops.tokens import count_tokens
 from contextops.zones import zone_check
 
-from .budget import Budget, usage_tokens
+from .budget import usage_tokens
 from .events import event_append
 from .locks import frame_lock, session_lock, session_require_not_ended
 from .models import ContextHandle, Frame, Session, Suspension, Usage, token_hash
@@ -44,12 +44,6 @@ def frame_require_open(frame: Frame, *, action: str) -> None:
             f"Cannot {action} a {frame.status} frame; only active or waiting frames can.",
             status=frame.status,
         )
-
-
-def _budget(frame: Frame) -> Budget:
-    return Budget(
-        frame.budget_total, frame.budget_used, frame.budget_reserved, frame.subcall_allocation
-    )
 
 
 def _frame_snapshot(frame: Frame) -> dict[str, Any]:
@@ -190,7 +184,7 @@ def frame_push(
                     f"A child may only lower its parent's depth limit ({parent.max_subframe_depth}).",
                     field=("budget", "max_subframe_depth"),
                 )
-            funded = _budget(parent).allocate_for_subcall(budget_total)
+            funded = parent.budget.allocate_for_subcall(budget_total)
             parent_status = (
                 Frame.Status.WAITING if parent.status == Frame.Status.ACTIVE else parent.status
             )
@@ -239,7 +233,7 @@ def frame_reserve(*, frame: Frame, purpose: str, amount: int, actor: str = "") -
     """Set ``amount`` more tokens aside for ``purpose``; InsufficientTokens if they are not there."""
     with transaction.atomic():
         session, frame = _openframe_lock(frame, action="reserve tokens on")
-        reserved = _budget(frame).reserve(amount)
+        reserved = frame.budget.reserve(amount)
         reservations = dict(frame.reservations)
         reservations[purpose] = reservations.get(purpose, 0) + amount
         Frame.objects.filter(pk=frame.pk).update(
@@ -415,7 +409,7 @@ def frame_close(
         status=status, completed_at=now, result_refs=frame.result_refs
     )
     if parent is not None:
-        settled = _budget(parent).settle_subcall(
+        settled = parent.budget.settle_subcall(
             child_total=frame.budget_total, child_used=frame.budget_used
         )
         still_waiting = Frame.objects.filter(parent=parent, status__in=Frame.OPEN_STATUSES).exists()

@@ -35,26 +35,6 @@ LIFECYCLE_STEPS = [
 ]
 
 
-def budget_segments(frame: Frame) -> list[dict]:
-    """The stacked bar's parts: used, reserved, delegated to children, available.
-
-    Widths are shares of the total; an overspent frame shows used at 100 %.
-    """
-    total = max(frame.budget_total, 1)
-    parts = [
-        ("used", "Used", frame.budget_used),
-        ("reserved", "Reserved", frame.budget_reserved),
-        ("delegated", "Delegated to children", frame.subcall_allocation),
-        ("available", "Available", frame.budget_available),
-    ]
-    segments, left = [], 100.0
-    for css, label, tokens in parts:
-        width = min(left, round(100 * tokens / total, 2))
-        left = round(left - width, 2)  # no float residue like 58.67999999999999 on the page
-        segments.append({"css": css, "label": label, "tokens": tokens, "width": width})
-    return segments
-
-
 def _get_or_404(getter, **kwargs):
     try:
         return getter(**kwargs)
@@ -76,7 +56,7 @@ def session_list(request: MemberRequest) -> HttpResponse:
 
 
 def _tree_nodes(frames: list[Frame]) -> list[dict]:
-    return [{"frame": f, "segments": budget_segments(f)} for f in frames]
+    return [{"frame": f, "segments": f.budget.segments()} for f in frames]
 
 
 def _recent_events(session: Session) -> list[Event]:
@@ -180,7 +160,7 @@ def frame_detail(request: MemberRequest, frame_id) -> HttpResponse:
     live = {
         "frame": frame,
         "session": frame.session,
-        "segments": budget_segments(frame),
+        "segments": frame.budget.segments(),
         "usage": selectors.frame_usage_recent(frame=frame, limit=USAGE_SHOWN),
         "poll_seconds": FRAME_POLL_SECONDS,
     }

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from contextops.models import Agent, Organization
 
-from ..budget import cost_weighted_tokens, full_input_tokens, usage_tokens
+from ..budget import Budget, cost_weighted_tokens, full_input_tokens, usage_tokens
 
 
 class Session(models.Model):
@@ -152,11 +152,16 @@ class Frame(models.Model):
         return self.goal[:60]
 
     @property
+    def budget(self) -> Budget:
+        """The frame's budget figures as the budget rules read them."""
+        return Budget(
+            self.budget_total, self.budget_used, self.budget_reserved, self.subcall_allocation
+        )
+
+    @property
     def budget_available(self) -> int:
         """total - used - reserved - subcall_allocation, never below zero."""
-        return max(
-            0, self.budget_total - self.budget_used - self.budget_reserved - self.subcall_allocation
-        )
+        return self.budget.available
 
     @property
     def is_open(self) -> bool:

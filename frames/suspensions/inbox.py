@@ -21,7 +21,6 @@ from contextops.models import Organization
 from frames.context.pack import context_pack_assemble
 from frames.models import Suspension, token_hash
 from frames.selectors import frame_ancestry
-from frames.views import budget_segments
 
 from . import selectors, services
 
@@ -79,7 +78,7 @@ def pending_item(
         "frame": frame,
         "hashed": token_hash(suspension.token),
         "ancestry": frame_ancestry(frame)[:-1],
-        "segments": budget_segments(frame),
+        "segments": frame.budget.segments(),
         "preview": context_preview(suspension, budget=preview_budget),
         "error": error,
         "note": note,

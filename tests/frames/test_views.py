@@ -328,9 +328,7 @@ def test_the_session_page_loads_the_top_frames_handles_with_their_buttons(api, m
 
 
 def test_budget_shares_read_as_plain_percentages():
-    from frames.views import budget_segments
-
     frame = Frame(budget_total=400_000, budget_used=42_490, budget_reserved=2_800)
     frame.subcall_allocation = 120_000
-    widths = [s["width"] for s in budget_segments(frame)]
+    widths = [s["width"] for s in frame.budget.segments()]
     assert widths == [10.62, 0.7, 30.0, 58.68]  # not 58.67999999999999
