@@ -41,7 +41,10 @@ def _write_body(result: services.FactWriteResult) -> dict[str, Any]:
     if result.created:
         links = {
             "supersedes": result.superseded.key if result.superseded else None,
-            "superseded_by": None,
+            # A late older observation is superseded by the head it lost to (rule 4).
+            "superseded_by": fact.contested.key
+            if fact.status == Fact.Status.OUTDATED and fact.contested is not None
+            else None,
             "contested": fact.contested.key if fact.contested is not None else None,
             "depends_on": sorted(result.depends_on or []),
             "derived_facts": [],

@@ -121,7 +121,13 @@ class Fact(models.Model):
 
     @property
     def superseded_by_fact(self) -> "Fact | None":
-        """The next version of the chain, or None when nothing superseded this one."""
+        """The next version of the chain, or None when nothing superseded this one.
+
+        An outdated write (an older observation that arrived late, seed 001 rule 4) is
+        superseded by the head it lost to: following it leads to the current value.
+        """
+        if self.status == Fact.Status.OUTDATED and self.contested_id is not None:
+            return self.contested
         try:
             return self.superseded_by
         except Fact.DoesNotExist:

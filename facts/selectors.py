@@ -12,6 +12,7 @@ from django.db import connection
 from django.db.models import (
     BooleanField,
     Case,
+    F,
     FloatField,
     IntegerField,
     Prefetch,
@@ -110,10 +111,24 @@ def fact_get(*, organization: Organization, key: str) -> Fact:
 def fact_current_get(*, organization: Organization, key: str) -> Fact:
     """The valid head of the chain ``key`` belongs to: one query whatever the chain's length.
 
-    NotFound when the key is unknown, and when its chain has no valid version (withdrawn,
-    discarded, or a proposal that never became current).
+    An outdated write leads to the head of the chain it lost to (seed 001 rule 4: the
+    later observation stays current). NotFound when the key is unknown, and when its chain
+    has no valid version (withdrawn, discarded, or a proposal that never became current).
     """
-    chain = Fact.objects.filter(organization=organization, key=key).values("chain")[:1]
+    chain = (
+        Fact.objects.filter(organization=organization, key=key)
+        .annotate(
+            lead=Case(
+                When(
+                    status=Fact.Status.OUTDATED,
+                    contested__isnull=False,
+                    then=F("contested__chain"),
+                ),
+                default=F("chain"),
+            )
+        )
+        .values("lead")[:1]
+    )
     fact = (
         Fact.objects.filter(organization=organization, chain=Subquery(chain), is_valid=True)
         .select_related("supersedes")

@@ -35,7 +35,9 @@ def test_it_follows_the_chain_not_the_latest_mention(api, make_session, write):
         observed_at="2026-05-01T08:00:00Z",
     )
     assert api.get("/facts/address_v1/current").json()["value"] == "456 Oak Ave"
-    assert api.get("/facts/temp_morning/current").status_code == 404  # never current
+    # Observed before the noon reading it arrived after: outdated, and its key leads to
+    # the chain's current value (seed 001 rule 4), never to its own stale one.
+    assert api.get("/facts/temp_morning/current").json()["value"] == "21C"
     assert api.get("/facts/temp_noon/current").json()["value"] == "21C"
     _, text = _pack_text(api, make_session(api), "address temperature")
     assert "456 Oak Ave" in text and "123 Main St" not in text

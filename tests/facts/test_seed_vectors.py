@@ -143,3 +143,23 @@ def test_it_lets_the_later_observation_win_when_it_arrived_first(api, write):
     assert late["outcome"] == "outdated" and late["is_valid"] is False
     assert late["contested"] == "stock_jan15"
     assert api.get("/facts/stock_jan15/current").json()["value"] == "$95"
+
+
+def test_a_late_older_observation_leads_to_the_current_value(api, write):
+    write(api, key="rate_jan15", subject="rate", value="4%", observed_at="2026-01-15T00:00:00Z")
+    late = write(
+        api, key="rate_jan1", subject="rate", value="3%", observed_at="2026-01-01T00:00:00Z"
+    )
+    assert (late["outcome"], late["superseded_by"]) == ("outdated", "rate_jan15")
+
+    current = api.get("/facts/rate_jan1/current")
+    assert (current.status_code, current.json()["key"], current.json()["value"]) == (
+        200,
+        "rate_jan15",
+        "4%",
+    )
+    # Once the head moves on, the late observation still leads to the chain's current value.
+    write(api, key="rate_feb1", subject="rate", value="5%", observed_at="2026-02-01T00:00:00Z")
+    assert api.get("/facts/rate_jan1/current").json()["key"] == "rate_feb1"
+    lineage = api.get("/facts/rate_jan15/lineage").json()
+    assert [c["key"] for c in lineage["contested"]] == ["rate_jan1"]
