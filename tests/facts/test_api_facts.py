@@ -411,3 +411,42 @@ def test_it_supersedes_a_restatement_with_more_weight_without_flagging(make_api,
     assert employee.get("/facts/price_jan1/current").json()["value"] == "$95"
     assert employee.get("/facts/rota").json()["needs_review"] is False
     assert employee.get("/facts/forecast").json()["needs_review"] is False
+
+
+def test_an_explicit_supersession_stays_within_its_scope(api, write):
+    write(api, key="policy_v1", subject="refund_limit", value="$500")
+    write(
+        api,
+        key="policy_t1",
+        subject="refund_limit",
+        value="$900",
+        scope="task",
+        scope_id="T1",
+    )
+
+    across = write(
+        api,
+        status=422,
+        key="policy_v2",
+        subject="refund_limit",
+        value="$1000",
+        scope="task",
+        scope_id="T2",
+        supersedes="policy_t1",
+    )
+    from_task = write(
+        api,
+        status=422,
+        key="policy_v3",
+        subject="refund_limit",
+        value="$1000",
+        scope="task",
+        scope_id="T1",
+        supersedes="policy_v1",
+    )
+
+    assert across["errors"][0]["loc"] == ["body", "supersedes"]
+    assert "own scope" in from_task["detail"]
+    assert api.get("/facts/policy_v1/current").json()["value"] == "$500"
+    assert api.get("/facts/policy_t1/current").json()["value"] == "$900"
+    assert api.get("/facts/policy_v2").status_code == 404
