@@ -5,9 +5,13 @@ One interface, ``Summarizer.summarize(turns) -> SummaryOutcome``, two providers:
 - ``AnthropicSummarizer``: the official SDK, model and prompt from settings
   (CONTEXTOPS_SUMMARY_MODEL, CONTEXTOPS_SUMMARY_PROMPT; the default prompt is seed 002's),
   at most 1,024 output tokens, three attempts after 0 / 1 / 2 s (seed 002's backoff).
-  When every attempt fails it returns the generic continuation message with
-  ``failed=True`` and the last error, so the run records a failure and the
-  conversation can still go on.
+  Only what may pass is tried again (a rate limit, an overload, a 5xx, a lost
+  connection or a timeout, an answer without text), waiting at least as long as the
+  provider's ``retry-after`` asks (capped); a refusal that will not change (400, 401,
+  403, 404, 413, 422) ends the attempts at once. When no attempt succeeds it returns the
+  generic continuation message with ``failed=True``, the last error and whether trying
+  later may help (``retryable``), so the run records a failure and the conversation can
+  still go on.
 - ``ExtractiveSummarizer``: no network; picks the goal, the files changed, the errors
   and the latest state out of the turns. The default when ANTHROPIC_API_KEY is unset.
 
@@ -49,6 +53,7 @@ CONTINUATION_MESSAGE = (
 MAX_OUTPUT_TOKENS = 1024
 RETRY_DELAYS_SECONDS = (0.0, 1.0, 2.0)
 MAX_TRANSCRIPT_CHARS = 400_000
+MAX_RETRY_AFTER_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,8 @@ class SummaryOutcome:
     attempts: int = 0
     error: str = ""
     usage: dict = field(default_factory=dict)
+    # For a failure: whether the same request may succeed later (see ``is_retryable``).
+    retryable: bool = True
 
 
 class Summarizer(Protocol):
@@ -99,6 +106,37 @@ def render_transcript(turns: Sequence[TurnText], limit: int = MAX_TRANSCRIPT_CHA
         parts.append("\n".join(lines))
     text = "\n\n".join(parts)
     return text if len(text) <= limit else "[earlier turns cut]\n" + text[-limit:]
+
+
+RETRYABLE_STATUSES = frozenset({408, 409, 429})
+
+
+def is_retryable(exc: Exception) -> bool:
+    """Whether the same request may succeed later: a rate limit, an overload (529), a server
+    error, a lost connection or a timeout, or an answer we could not read. A refusal of the
+    request itself (bad request, authentication, permission, not found, too large) is not."""
+    if isinstance(exc, anthropic.APIConnectionError):  # timeouts included
+        return True
+    if isinstance(exc, anthropic.APIStatusError):
+        return exc.status_code >= 500 or exc.status_code in RETRYABLE_STATUSES
+    return True  # a malformed or empty answer: another attempt may read
+
+
+def retry_after_seconds(exc: Exception) -> float:
+    """How long the provider asked us to wait (``retry-after`` in seconds, or
+    ``retry-after-ms``), capped at ``MAX_RETRY_AFTER_SECONDS``; 0 when it did not say."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    try:
+        if headers.get("retry-after-ms"):
+            seconds = float(headers["retry-after-ms"]) / 1000
+        elif headers.get("retry-after"):
+            seconds = float(headers["retry-after"])
+        else:
+            return 0.0
+    except (TypeError, ValueError):
+        return 0.0  # an HTTP date or garbage: keep our own backoff
+    return max(0.0, min(seconds, MAX_RETRY_AFTER_SECONDS))
 
 
 class AnthropicSummarizer:
@@ -160,19 +198,29 @@ class AnthropicSummarizer:
         """A summary from the model, or the continuation message with ``failed=True``."""
         transcript = render_transcript(turns)
         last_error = ""
+        retryable = True
+        wait_at_least = 0.0
+        attempt = 0
         for attempt, delay in enumerate(self.retry_delays, start=1):
             if delay > 0:
                 self.sleep(delay)
+            if wait_at_least > delay:
+                self.sleep(wait_at_least - delay)
             try:
                 text, usage = self._call(transcript)
             except (anthropic.APIError, ValueError, TypeError, AttributeError) as exc:
                 last_error = f"{type(exc).__name__}: {exc}"[:1000]
+                retryable = is_retryable(exc)
                 logger.warning(
-                    "summary attempt %s of %s failed: %s",
+                    "summary attempt %s of %s failed (%s): %s",
                     attempt,
                     len(self.retry_delays),
+                    "retryable" if retryable else "final",
                     last_error,
                 )
+                if not retryable:
+                    break
+                wait_at_least = retry_after_seconds(exc)
                 continue
             return SummaryOutcome(
                 text=text, provider=self.name, model=self.model, attempts=attempt, usage=usage
@@ -182,8 +230,9 @@ class AnthropicSummarizer:
             provider=self.name,
             model=self.model,
             failed=True,
-            attempts=len(self.retry_delays),
+            attempts=attempt,
             error=last_error,
+            retryable=retryable,
         )
 
 

@@ -50,6 +50,7 @@ class Reply:
     error_type: str = ""
     seconds: float = 0.0
     inner: "Reply | None" = None
+    headers: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def message(
@@ -65,12 +66,14 @@ class Reply:
         )
 
     @classmethod
-    def status(cls, code: int, error_type: str = "", message: str = "") -> "Reply":
+    def status(
+        cls, code: int, error_type: str = "", message: str = "", headers: dict | None = None
+    ) -> "Reply":
         kind = error_type or ERROR_TYPES.get(code, "api_error")
         body = json.dumps(
             {"type": "error", "error": {"type": kind, "message": message or f"fake {kind}"}}
         ).encode()
-        return cls("raw", http_status=code, body=body, error_type=kind)
+        return cls("raw", http_status=code, body=body, error_type=kind, headers=headers or {})
 
     @classmethod
     def malformed(cls) -> "Reply":
@@ -217,14 +220,24 @@ class AnthropicFakeServer:
                     time.sleep(reply.seconds)
                     reply = reply.inner or server.default
                 if reply.kind == "raw":
-                    return self._send(reply.http_status, reply.body, reply.content_type)
+                    return self._send(
+                        reply.http_status, reply.body, reply.content_type, reply.headers
+                    )
                 message = server._message_body(reply, body if isinstance(body, dict) else {})
                 if isinstance(body, dict) and body.get("stream"):
                     return self._stream(message)
                 return self._send(200, json.dumps(message).encode())
 
-            def _send(self, status: int, payload: bytes, content_type: str = "application/json"):
+            def _send(
+                self,
+                status: int,
+                payload: bytes,
+                content_type: str = "application/json",
+                headers: dict | None = None,
+            ):
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(payload)))
                 self.send_header("request-id", f"req_fake_{next(server._ids):04d}")
