@@ -9,6 +9,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from .health import readiness
 from .http import MemberRequest
 
 
@@ -46,4 +47,11 @@ def navigation(request: HttpRequest) -> dict:
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
+    """Liveness: the process answers."""
     return JsonResponse({"status": "ok"})
+
+
+def readyz(request: HttpRequest) -> JsonResponse:
+    """Readiness: 200 when the database and the broker answer, else 503 naming which not."""
+    state = readiness()
+    return JsonResponse(state.as_body(), status=200 if state.ready else 503)

@@ -11,6 +11,7 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", dashboard.healthz, name="healthz"),
+    path("readyz", dashboard.readyz, name="readyz"),
     path("", include("frames.urls")),
     path("", include("frames.suspensions.urls")),
     path("", include("frames.context.urls")),

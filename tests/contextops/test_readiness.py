@@ -1,0 +1,29 @@
+"""/readyz reaches the database and the broker; /healthz only says the process answers."""
+
+import socket
+
+from django.test import Client
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_it_is_ready_when_the_database_and_the_broker_answer(db):
+    response = Client().get("/readyz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "database": "ok", "broker": "ok"}
+
+
+def test_it_names_the_broker_when_it_cannot_be_reached(db, settings):
+    settings.CELERY_BROKER_URL = f"redis://127.0.0.1:{_closed_port()}/0"
+
+    response = Client().get("/readyz")
+
+    assert response.status_code == 503
+    body = response.json()
+    assert (body["status"], body["database"]) == ("unavailable", "ok")
+    assert body["broker"].startswith("unavailable")
+    assert Client().get("/healthz").status_code == 200  # alive, only not ready
