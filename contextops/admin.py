@@ -1,5 +1,7 @@
-from django.contrib import admin, messages
+from django.contrib import admin
+from django.template.response import TemplateResponse
 from django.utils import timezone
+from django.utils.cache import add_never_cache_headers
 
 from .models import Agent, ApiKey, Member, Organization
 
@@ -29,13 +31,25 @@ class AgentAdmin(admin.ModelAdmin):
 
     @admin.action(description="Issue a new API key (shown once)")
     def issue_key(self, request, queryset):
-        for agent in queryset:
-            _, raw = ApiKey.issue(agent=agent, label=f"issued by {request.user}")
-            self.message_user(
-                request,
-                f"Key for {agent.name}: {raw} (copy it now; it is not shown again)",
-                messages.WARNING,
-            )
+        """Issue one key per selected agent and show the secrets once, on a page of their
+        own that no cache keeps: never in a message, which would carry it to the next page
+        (and, with cookie storage, into a cookie anyone holding it can decode)."""
+        issued = [
+            (agent, ApiKey.issue(agent=agent, label=f"issued by {request.user}")[1])
+            for agent in queryset
+        ]
+        response = TemplateResponse(
+            request,
+            "admin/contextops/issued_keys.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "New API keys",
+                "issued": issued,
+                "opts": self.model._meta,
+            },
+        )
+        add_never_cache_headers(response)
+        return response
 
 
 @admin.register(ApiKey)

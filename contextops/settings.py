@@ -283,3 +283,6 @@ CONTEXTOPS_COMPACTION_STALE_SECONDS = env_int("CONTEXTOPS_COMPACTION_STALE_SECON
 CONTEXTOPS_COMPACTION_MAX_RETRIES = env_int("CONTEXTOPS_COMPACTION_MAX_RETRIES", 3)
 CONTEXTOPS_COMPACTION_RETRY_COUNTDOWN = env_int("CONTEXTOPS_COMPACTION_RETRY_COUNTDOWN", 30)
 # --- end conversation and compaction --------------------------------------------------
+
+# Messages live in the server-side session, never in a cookie a client can read.
+MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"

@@ -29,12 +29,17 @@ def test_it_issues_a_key_once_and_revokes_keys(api, make_user):
     response = client.post(
         "/admin/contextops/agent/",
         {"action": "issue_key", "_selected_action": [api.agent.pk]},
-        follow=True,
     )
     text = response.content.decode()
-    assert "copy it now" in text
-    raw = text.split("Key for researcher: ")[1].split(" ")[0]
+    assert response.status_code == 200 and "Copy each key now" in text
+    raw = text.split('<code class="api-key">')[1].split("</code>")[0]
     assert api.get("/sessions", HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 200
+    # Shown on its own page once: no cache keeps it, no cookie carries it, the next page
+    # does not show it again.
+    assert "no-store" in response["Cache-Control"]
+    assert all(raw not in morsel.value for morsel in response.cookies.values())
+    assert all(raw not in morsel.value for morsel in client.cookies.values())
+    assert raw not in client.get("/admin/contextops/agent/").content.decode()
 
     keys = ApiKey.objects.filter(agent=api.agent)
     client.post(
