@@ -36,9 +36,19 @@ def env_int(name: str, default: int) -> int:
 
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
+# Production: a database server (several web processes and workers, often on several
+# hosts, must sign with one key), or an operator who asks for the check explicitly.
+PRODUCTION = not DEBUG and (
+    not (os.environ.get("DATABASE_URL") or "sqlite").startswith("sqlite")
+    or env_bool("CONTEXTOPS_REQUIRE_SECRET_KEY", False)
+)
 if not SECRET_KEY:
-    if not DEBUG and os.environ.get("CONTEXTOPS_REQUIRE_SECRET_KEY"):
-        raise ImproperlyConfigured("SECRET_KEY must be set in production")
+    if PRODUCTION:
+        raise ImproperlyConfigured(
+            "SECRET_KEY must be set in production (DATABASE_URL names a database server): "
+            "every web process and worker signs sessions and tokens with it, so each "
+            "inventing its own would log people out and break CSRF between hosts."
+        )
     # No key given: one random key per installation, kept beside the data it protects,
     # never a key that is the same for everyone who cloned the repository.
     _key_file = VAR_DIR / "secret-key"
@@ -123,7 +133,7 @@ SQLITE_OPTIONS = {
 
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'contextops.sqlite3'}"),
+        os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'contextops.sqlite3'}",
         conn_max_age=env_int("CONN_MAX_AGE", 0),
         conn_health_checks=True,
     )

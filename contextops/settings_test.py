@@ -5,8 +5,12 @@ REDIS_URL they run on PostgreSQL and Redis.
 """
 
 import os
+import secrets
 
 os.environ.setdefault("DEBUG", "0")
+# Production settings refuse to start without a key; the suite (and every server process
+# it starts, which inherits this environment) shares one made for this run.
+os.environ.setdefault("SECRET_KEY", "test-" + secrets.token_urlsafe(40))
 if not os.environ.get("REDIS_URL") and not os.environ.get("CELERY_BROKER_URL"):
     os.environ["CELERY_BROKER_URL"] = "memory://"
 

@@ -45,3 +45,52 @@ def test_check_deploy_flags_a_debug_server(tmp_path):
     )
     assert result.returncode != 0
     assert "DEBUG" in result.stdout + result.stderr
+
+
+def _without_secret_key() -> dict:
+    unset = {"SECRET_KEY", "DATABASE_URL"}
+    return {k: v for k, v in _clean_environ().items() if k not in unset}
+
+
+def _manage_bare(*args, **env):
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=settings.BASE_DIR,
+        env={**_without_secret_key(), "DJANGO_SETTINGS_MODULE": "contextops.settings", **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_production_refuses_to_start_without_a_secret_key(tmp_path):
+    result = _manage_bare(
+        "check",
+        DEBUG="0",
+        DATABASE_URL="postgres://contextops@127.0.0.1:5432/contextops",
+        CONTEXTOPS_VAR_DIR=str(tmp_path),
+    )
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set in production" in result.stderr
+    assert not (tmp_path / "secret-key").exists()  # no key invented for this process
+
+
+def test_the_embedded_default_keeps_one_key_per_installation(tmp_path):
+    first = _manage_bare(
+        "shell",
+        "-c",
+        "from django.conf import settings; print(settings.SECRET_KEY)",
+        DEBUG="0",
+        CONTEXTOPS_VAR_DIR=str(tmp_path),
+        DATABASE_URL="",
+    )
+    again = _manage_bare(
+        "shell",
+        "-c",
+        "from django.conf import settings; print(settings.SECRET_KEY)",
+        DEBUG="0",
+        CONTEXTOPS_VAR_DIR=str(tmp_path),
+        DATABASE_URL="",
+    )
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == again.stdout and len(first.stdout.strip()) > 40
