@@ -28,7 +28,7 @@ from .selectors import top_frame
 DEFAULT_MAX_SUBFRAME_DEPTH = 8
 
 
-def _openframe_lock(frame: Frame, *, action: str) -> tuple[Session, Frame]:
+def _open_frame_lock(frame: Frame, *, action: str) -> tuple[Session, Frame]:
     """Lock ``frame``'s session, then the frame (always in that order), and require the
     frame open; for a change to one frame, inside the caller's transaction."""
     session = session_lock(frame.session)
@@ -221,6 +221,8 @@ def frame_push(
                 "created_at": frame.created_at.isoformat(),
             },
         )
+        if parent is not None and parent_status != parent.status:
+            _status_moved(session, parent, parent_status, reason="child_pushed", actor=actor)
         updates: dict[str, Any] = {"updated_at": timezone.now()}
         if session.lifecycle_state in (Session.Lifecycle.LOADING, Session.Lifecycle.BOOTSTRAP):
             updates["lifecycle_state"] = Session.Lifecycle.ACTIVE
@@ -232,7 +234,7 @@ def frame_push(
 def frame_reserve(*, frame: Frame, purpose: str, amount: int, actor: str = "") -> Frame:
     """Set ``amount`` more tokens aside for ``purpose``; InsufficientTokens if they are not there."""
     with transaction.atomic():
-        session, frame = _openframe_lock(frame, action="reserve tokens on")
+        session, frame = _open_frame_lock(frame, action="reserve tokens on")
         reserved = frame.budget.reserve(amount)
         reservations = dict(frame.reservations)
         reservations[purpose] = reservations.get(purpose, 0) + amount
@@ -273,7 +275,7 @@ def frame_results_add(*, frame: Frame, result_refs: list, actor: str = "") -> Fr
     """Record results an open frame has produced so far (a file written, a fact's key),
     before it pops: its parent and the dashboard see them while it works."""
     with transaction.atomic():
-        session, frame = _openframe_lock(frame, action="add results to")
+        session, frame = _open_frame_lock(frame, action="add results to")
         refs = _result_refs_extended(frame, result_refs)
         Frame.objects.filter(pk=frame.pk).update(result_refs=refs)
         event_append(
@@ -380,7 +382,7 @@ def frame_pop(
     if status not in (Frame.Status.COMPLETED, Frame.Status.FAILED, Frame.Status.CANCELLED):
         raise Invalid("A frame pops as completed, failed or cancelled.", field="status")
     with transaction.atomic():
-        session, frame = _openframe_lock(frame, action="pop")
+        session, frame = _open_frame_lock(frame, action="pop")
         if Frame.objects.filter(parent=frame, status__in=Frame.OPEN_STATUSES).exists():
             raise Conflict(
                 "frame_has_open_children", "Pop or cancel this frame's open children first."
@@ -436,6 +438,20 @@ def frame_close(
             "completed_at": now.isoformat(),
         },
     )
+    if parent is not None and parent_status != parent.status:
+        _status_moved(session, parent, parent_status, reason="children_closed", actor=actor)
+
+
+def _status_moved(session: Session, frame: Frame, status: str, *, reason: str, actor: str) -> None:
+    """Log a status change no more specific event records (``frame.updated``): a parent
+    waiting while a child works, active again once its children are closed."""
+    event_append(
+        session=session,
+        type="frame.updated",
+        frame=frame,
+        actor=actor,
+        payload={"status": status, "from": frame.status, "reason": reason},
+    )
 
 
 def frame_status_set(
@@ -475,7 +491,7 @@ def handle_add(
     """
     tokens = count_tokens(content) if content else (estimated_tokens or 0)
     with transaction.atomic():
-        session, frame = _openframe_lock(frame, action="add a handle to")
+        session, frame = _open_frame_lock(frame, action="add a handle to")
         handle = ContextHandle.objects.create(
             frame=frame,
             session=session,
