@@ -35,6 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
+from contextops.errors import Conflict
+
 MIN_BUDGET = 500
 LEVELS = ("none", "light", "moderate", "aggressive", "critical")
 PRIORITY_SCORE = {"critical": 100, "high": 75, "medium": 50, "low": 25, "background": 10}
@@ -213,6 +215,21 @@ class BudgetTooSmall(ValueError):
     pass
 
 
+class CriticalExceedsBudget(Conflict):
+    """Critical content alone is larger than the budget: critical is always included
+    whole (seed 000), so no pack can be made; the caller needs a larger budget."""
+
+    def __init__(self, *, critical_tokens: int, budget_tokens: int) -> None:
+        super().__init__(
+            "critical_exceeds_budget",
+            f"Critical content alone takes {critical_tokens:,} tokens, more than the budget "
+            f"of {budget_tokens:,}; critical items are never cut or dropped, so ask for a "
+            "larger budget (or lower an item's priority).",
+            critical_tokens=critical_tokens,
+            budget_tokens=budget_tokens,
+        )
+
+
 LEVEL_INDEX = {level: i for i, level in enumerate(LEVELS)}
 MODERATE, AGGRESSIVE, CRITICAL = (
     LEVEL_INDEX["moderate"],
@@ -266,11 +283,13 @@ def render_segment(
         return PackedItem(
             "segments", segment.id, segment.summary_tokens, "summary", segment.summary, segment
         )
-    if segment.state == "indexed" and segment.summary:
+    if segment.state == "indexed" and segment.summary and not critical:
         return PackedItem(
             "segments", segment.id, segment.summary_tokens, "summary", segment.summary, segment
         )
-    text, tokens, form = _render_text(segment.content, segment.tokens, level, cache)
+    # Critical content is always whole: no level trims it.
+    shown_at = "none" if critical else level
+    text, tokens, form = _render_text(segment.content, segment.tokens, shown_at, cache)
     return PackedItem("segments", segment.id, tokens, form, text, segment)
 
 
@@ -299,10 +318,15 @@ def _segment_sort_key(item: PackedItem[Segment]) -> tuple[int, int, int]:
 def pack(data: PackInput) -> PackResult:
     """The pack for ``data``: the first level that fits, and what was dropped at which level.
 
-    Raises BudgetTooSmall when the budget is under MIN_BUDGET.
+    Every critical segment is included whole at every level. Raises BudgetTooSmall when
+    the budget is under MIN_BUDGET, and CriticalExceedsBudget when critical content alone
+    is larger than the budget.
     """
     if data.budget < MIN_BUDGET:
         raise BudgetTooSmall(f"A context pack needs a budget of at least {MIN_BUDGET} tokens.")
+    critical_tokens = sum(s.tokens for s in data.segments if s.priority == "critical")
+    if critical_tokens > data.budget:
+        raise CriticalExceedsBudget(critical_tokens=critical_tokens, budget_tokens=data.budget)
     newest = max((s.order for s in data.segments), default=0)
     constraints = [f for f in data.facts if f.is_constraint]
     others = [f for f in data.facts if not f.is_constraint]
@@ -416,23 +440,27 @@ def _cut_to_fit(
 ]:
     """At the critical level: cut required items until they fit, least important first.
 
-    Order of sacrifice: forced non-critical segments, then critical segments (lowest
-    order first among equals, largest first), then constraint facts, breadcrumbs,
-    and last the brief. A cut item keeps its head and is marked ``truncated``; an item
-    cut to nothing is dropped with reason ``over_budget``.
+    Order of sacrifice: forced non-critical segments (lowest priority, largest first),
+    then constraint facts, breadcrumbs, and last the brief. Critical segments are never
+    cut (``pack`` refused a budget smaller than they are). A cut item keeps its head and
+    is marked ``truncated``; an item cut to nothing is dropped with reason ``over_budget``.
     """
     drops: list[Dropped] = []
     excess = brief_tokens + sum(i.tokens for i in crumbs) + sum(i.tokens for i in segments)
     excess += sum(i.tokens for i in fact_items) - budget
 
     def shrink(
-        items: list[PackedItem[Source]], order_key: Callable[[PackedItem[Source]], Any]
+        items: list[PackedItem[Source]],
+        order_key: Callable[[PackedItem[Source]], Any],
+        spare: Callable[[PackedItem[Source]], bool] = lambda item: False,
     ) -> list[PackedItem[Source]]:
         nonlocal excess
         result = {id(i): i for i in items}
         for item in sorted(items, key=order_key):
             if excess <= 0:
                 break
+            if spare(item):
+                continue
             limit = item.tokens - excess
             if limit <= 1:
                 excess -= item.tokens
@@ -444,11 +472,10 @@ def _cut_to_fit(
                 result[id(item)] = replace(item, text=text, tokens=limit, form="truncated")
         return [result[id(i)] for i in items if id(i) in result]
 
-    def segment_order(item: PackedItem[Segment]) -> tuple[bool, int, int]:
-        seg = item.source
-        return (seg.priority == "critical", PRIORITY_SCORE.get(seg.priority, 0), -item.tokens)
+    def segment_order(item: PackedItem[Segment]) -> tuple[int, int]:
+        return (PRIORITY_SCORE.get(item.source.priority, 0), -item.tokens)
 
-    segments = shrink(segments, segment_order)
+    segments = shrink(segments, segment_order, spare=lambda i: i.source.priority == "critical")
     fact_items = shrink(fact_items, lambda i: -i.tokens)
     crumbs = shrink(crumbs, lambda i: -i.tokens)
     if excess > 0:

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from frames.context import pack as context_pack
 from frames.context.pack import context_pack_assemble
+from frames.context.packing import CriticalExceedsBudget
 from frames.models import ContextHandle, Frame, Session
 
 from .test_context_pack_api import StubFact
@@ -78,14 +79,28 @@ def test_it_never_exceeds_the_budget_for_random_sessions(
                 exclude.append(str(row.pk))
         stub = [StubFact(i, f"k{i}", "v", t, is_constraint=c) for i, (t, c) in enumerate(facts)]
         with mock.patch.object(context_pack, "facts_for_context", lambda **kw: stub[: kw["limit"]]):
-            pack = context_pack_assemble(
-                session=session,
-                budget_tokens=budget,
-                include_handles=include,
-                exclude_handles=exclude,
-                min_compaction=level,
-            )
+            try:
+                pack = context_pack_assemble(
+                    session=session,
+                    budget_tokens=budget,
+                    include_handles=include,
+                    exclude_handles=exclude,
+                    min_compaction=level,
+                )
+            except CriticalExceedsBudget as refused:
+                # Critical is never cut: only a budget below the critical content refuses.
+                assert refused.extra["critical_tokens"] > budget == refused.extra["budget_tokens"]
+                return
         result = pack.result
+        critical = {
+            str(pk)
+            for pk in ContextHandle.objects.filter(session=session, priority="critical")
+            .exclude(state="offline")
+            .exclude(pk__in=exclude)
+            .values_list("pk", flat=True)
+        }
+        whole = {s.id for s in result.segments if s.form == "full"}
+        assert critical <= whole
         assert result.used <= budget
         assert sum(result.breakdown.values()) == result.used == pack.record.used
         segment_ids = {s.id for s in result.segments}

@@ -121,12 +121,24 @@ def test_it_keeps_only_critical_and_forced_at_critical():
     assert reasons["mid"] == "not_essential"
 
 
-def test_it_cuts_critical_content_rather_than_exceed_the_budget():
-    result = pack(data([seg(0, 5000, "critical"), seg(1, 3000, "critical")], budget=800))
-    assert result.level == "critical"
-    assert result.used <= 800
-    assert {"h0", "h1"} & set(ids(result.segments))
-    assert any(i.form == "truncated" for i in result.segments)
+def test_it_refuses_a_budget_smaller_than_its_critical_content():
+    with pytest.raises(packing.CriticalExceedsBudget) as refused:
+        pack(data([seg(0, 5000, "critical"), seg(1, 3000, "critical")], budget=800))
+    assert refused.value.code == "critical_exceeds_budget"
+    assert refused.value.extra == {"critical_tokens": 8000, "budget_tokens": 800}
+
+
+def test_it_keeps_every_critical_item_whole_and_cuts_the_rest():
+    result = pack(
+        data(
+            [seg(0, 250, "critical"), seg(1, 250, "critical"), seg(2, 400, "high", forced=True)],
+            budget=600,
+        )
+    )
+    critical = sorted((i.id, i.tokens, i.form) for i in result.segments if i.id in ("h0", "h1"))
+    assert critical == [("h0", 250, "full"), ("h1", 250, "full")]
+    assert not {"h0", "h1"} & {d.id for d in result.dropped}
+    assert result.used <= 600
 
 
 def test_it_starts_at_min_compaction():
@@ -194,6 +206,10 @@ def segments(draw):
 def test_it_never_exceeds_the_budget_and_its_breakdown_adds_up(
     budget, segs, facts, working, brief, goals, level
 ):
+    if sum(s.tokens for s in segs if s.priority == "critical") > budget:
+        with pytest.raises(packing.CriticalExceedsBudget):
+            pack(PackInput(budget=budget, brief_context=brief, breadcrumbs=[], segments=segs))
+        return
     result = pack(
         PackInput(
             budget=budget,
@@ -212,7 +228,7 @@ def test_it_never_exceeds_the_budget_and_its_breakdown_adds_up(
     assert sum(result.breakdown.values()) == result.used
     assert result.remaining == budget - result.used
     assert packing.level_index(result.level) >= packing.level_index(level)
-    in_pack = set(ids(result.segments))
+    whole = {i.id for i in result.segments if i.form == "full"}
     for s in segs:
-        if s.priority == "critical" and result.level != "critical":
-            assert s.id in in_pack  # critical is always in unless the budget forced a cut
+        if s.priority == "critical":
+            assert s.id in whole  # critical is always in, and whole
