@@ -58,6 +58,7 @@ def _write_body(result: services.FactWriteResult) -> dict[str, Any]:
         "rule": result.rule,
         "notice": result.notice,
         "flagged_for_review": result.flagged,
+        "detected_keywords": result.detected,
     }
 
 

@@ -85,6 +85,8 @@ class Fact(models.Model):
     constraint = models.JSONField(null=True, blank=True)
     # The lowest level allowed to read this fact into a context; blank: everyone.
     read_authority = models.CharField(max_length=64, blank=True)
+    # A permission a session's identity must hold for a context to include this fact.
+    read_permission = models.CharField(max_length=100, blank=True, default="")
     tokens = models.PositiveIntegerField(default=0)
     observed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)

@@ -42,6 +42,20 @@ class FactIn(Schema):
     read_authority: str = Field(
         "", max_length=64, description="Lowest authority allowed to read it into a context."
     )
+    read_permission: str = Field(
+        "",
+        max_length=100,
+        description="A permission the session's identity must hold for a context to include it.",
+    )
+    utterance: str = Field(
+        "",
+        max_length=5000,
+        description=(
+            "The user's own words this fact came from. With one of seed 001 rule 1's keywords "
+            "(new, changed, moved, updated, actually, correction, instead, now) and no "
+            "`supersedes`, the write explicitly supersedes the subject's current fact."
+        ),
+    )
 
 
 class FactOut(Schema):
@@ -72,6 +86,7 @@ class FactOut(Schema):
     constraint_type: str
     constraint: dict[str, Any] | None
     read_authority: str
+    read_permission: str
     tokens: int
 
 
@@ -82,6 +97,9 @@ class FactWriteOut(FactOut):
     rule: str
     notice: str
     flagged_for_review: int
+    detected_keywords: list[str] = Field(
+        default_factory=list, description="Rule 1's keywords found in `utterance`."
+    )
 
 
 class FactListOut(Schema):
@@ -210,6 +228,7 @@ def fact_out(fact: Fact, *, links: dict[str, Any] | None = None) -> dict[str, An
         "constraint_type": fact.constraint_type,
         "constraint": fact.constraint,
         "read_authority": fact.read_authority,
+        "read_permission": fact.read_permission,
         "tokens": fact.tokens,
     }
 

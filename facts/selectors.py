@@ -286,6 +286,24 @@ def _governs(fact: Fact) -> bool:
     return fact.is_constraint or fact.memory_type == Fact.MemoryType.ORGANIZATIONAL
 
 
+def subject_current_key(
+    *, organization: Organization, subject: str, scope: str, scope_id: str
+) -> str | None:
+    """The key of the subject's newest current fact in a scope, if it has one."""
+    return (
+        Fact.objects.filter(
+            organization=organization,
+            subject=subject,
+            scope=scope,
+            scope_id=scope_id,
+            is_valid=True,
+        )
+        .order_by("-created_at", "-id")
+        .values_list("key", flat=True)
+        .first()
+    )
+
+
 def facts_for_context(
     *,
     organization: Organization,
@@ -298,7 +316,8 @@ def facts_for_context(
     """Valid facts a context for ``session`` may hold, best first: three queries.
 
     Only current facts (never superseded, proposed, outdated, hypothetical or draft),
-    global ones plus those of ``scope_ids``, readable at the session's authority (and at
+    global ones plus those of ``scope_ids``, whose ``read_permission`` (if any) the session's
+    identity holds, readable at the session's authority (and at
     ``reader_authority``, the calling agent's, when given: the lower of the two wins), ranked
     by relevance to ``query`` (PostgreSQL: full-text rank over a GIN index; elsewhere
     the number of query words each contains, a LIKE per word). Constraints, then
@@ -306,19 +325,24 @@ def facts_for_context(
     words did not match.
     """
     identity = session.identity or {}
+    permissions = [str(p) for p in identity.get("permissions") or []]
     readers = [identity.get("authority") or ""]
     if reader_authority is not None:
         readers.append(reader_authority)
     lowest = max(readers, key=organization.authority_rank)
-    base = Fact.objects.filter(
-        organization=organization,
-        is_valid=True,
-        read_authority__in=readable_levels(organization, lowest),
-    ).filter(
-        Q(scope=Fact.Scope.GLOBAL)
-        | Q(
-            scope__in=[Fact.Scope.TASK, Fact.Scope.SESSION],
-            scope_id__in=[str(s) for s in scope_ids],
+    base = (
+        Fact.objects.filter(
+            organization=organization,
+            is_valid=True,
+            read_authority__in=readable_levels(organization, lowest),
+        )
+        .filter(Q(read_permission="") | Q(read_permission__in=permissions))
+        .filter(
+            Q(scope=Fact.Scope.GLOBAL)
+            | Q(
+                scope__in=[Fact.Scope.TASK, Fact.Scope.SESSION],
+                scope_id__in=[str(s) for s in scope_ids],
+            )
         )
     )
     terms = rules.query_terms(query)

@@ -9,7 +9,7 @@ session lock.
 """
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -48,6 +48,8 @@ class FactWriteResult:
     superseded: Fact | None = None
     flagged: int = 0
     depends_on: list[str] | None = None  # set when the fact was just written
+    # Rule 1's keywords found in the user's words that made this an explicit supersession.
+    detected: list[str] = field(default_factory=list)
     # An explicit supersession a lower authority asked for: the write is kept as its
     # proposal, and ``fact_write`` raises this once that is committed.
     refusal: AuthorityTooLow | None = None
@@ -268,9 +270,18 @@ def fact_write(
     constraint_type: str = "",
     constraint: dict | None = None,
     read_authority: str = "",
+    read_permission: str = "",
+    utterance: str = "",
     rule: str = "",
 ) -> FactWriteResult:
     """Write one fact version and apply the supersession rules of seed 001.
+
+    ``utterance``, the user's own words the fact came from, turns on rule 1's detector:
+    when it holds one of the rule's keywords ("moved", "actually", "correction", …) and
+    no ``supersedes`` is given, the write explicitly supersedes the subject's current
+    fact in its scope (rule ``explicit``; the keywords come back as ``detected``).
+    ``read_permission`` names a permission a session's identity must hold for a context
+    to include the fact.
 
     Same key and same value again: the stored fact, unchanged (``created`` False).
     Same key, other value: 409 ``key_exists``. Explicit ``supersedes``: 404 when the key
@@ -306,6 +317,16 @@ def fact_write(
         observed_at=observed_at,
     )
     subject = (subject or "").strip() or rules.subject_for_key(key)
+    detected = rules.explicit_keywords(utterance) if utterance and not supersedes else []
+    if detected:
+        supersedes = (
+            selectors.subject_current_key(
+                organization=organization, subject=subject, scope=scope, scope_id=scope_id
+            )
+            or ""
+        )
+        if not supersedes or supersedes == key:
+            supersedes, detected = "", []  # nothing to replace: an ordinary write
     authority = fact_authority(organization=organization, writer_level=authority, source=source)
     if is_constraint and constraint is None:
         constraint = rules.constraint_from_text(value)
@@ -332,8 +353,12 @@ def fact_write(
                 constraint_type=constraint_type,
                 constraint=constraint,
                 read_authority=read_authority,
+                read_permission=read_permission,
                 rule=rule,
             )
+            if detected:
+                result.detected = detected
+                result.notice = f"{result.notice} Detected: {', '.join(detected)}.".strip()
     except IntegrityError as exc:
         # A concurrent write won a race the locks could not see (the constraints on
         # supersedes, chain versions and keys are the last line): say who won.
@@ -718,6 +743,7 @@ def fact_admin_edit(*, fact: Fact, author: str, authority: str, **changes: Any) 
         "constraint_type": fact.constraint_type,
         "constraint": fact.constraint,
         "read_authority": fact.read_authority,
+        "read_permission": fact.read_permission,
         "depends_on": list(fact.depends_on.values_list("key", flat=True)),
     }
     fields.update(changes)

@@ -428,3 +428,28 @@ def constraint_from_text(value: Any) -> dict | None:
     if match and parse_moment(match.group("date")) is not None:
         return {"before": match.group("date")}
     return None
+
+
+# Seed 001 rule 1: words with which a user says a new fact replaces an old one.
+EXPLICIT_KEYWORDS = (
+    "new",
+    "changed",
+    "moved",
+    "updated",
+    "actually",
+    "correction",
+    "instead",
+    "now",
+)
+_EXPLICIT = re.compile(r"\b(" + "|".join(EXPLICIT_KEYWORDS) + r")\b", re.IGNORECASE)
+
+
+def explicit_keywords(utterance: str) -> list[str]:
+    """Rule 1's detection: the keywords in the user's words (lower case, in order, once
+    each) that say a fact replaces an earlier one ("I moved to 456 Oak Ave")."""
+    found: list[str] = []
+    for match in _EXPLICIT.finditer(utterance or ""):
+        word = match.group(1).lower()
+        if word not in found:
+            found.append(word)
+    return found
