@@ -137,9 +137,12 @@ def test_it_resumes_and_reads_events_in_order(ops):
     assert state["current_frame"].id == child.id
     assert [f.id for f in state["frame_stack"]] == [root.id, child.id]
     events = ops.events(session)
+    # The root waits while its child works: frame.updated says so (the event log alone
+    # explains every status).
     assert [e["type"] for e in events if e["type"].startswith("frame.")] == [
         "frame.pushed",
         "frame.pushed",
+        "frame.updated",
     ]
     assert ops.events(session, after=events[-1]["seq"]) == []
 
