@@ -37,8 +37,6 @@ Only ``httpx``, ``anthropic`` and the standard library are used.
 from __future__ import annotations
 
 import inspect
-import json
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -46,31 +44,13 @@ import anthropic
 from anthropic.lib.streaming import AsyncMessageStreamManager, MessageStreamManager
 from anthropic.lib.streaming._messages import accumulate_event
 
-from ._core import Frame, _id, current_frame
+from . import _recording
+from ._recording import SUMMARY_PREFIX as SUMMARY_PREFIX  # its home before _recording
+from ._recording import History, jsonable, usage_figures
 from .aio import AsyncClient
-from .errors import ContextopsError, FrameNotActive, InsufficientTokens, NotFound
-
-logger = logging.getLogger("contextops_client")
-
-SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
-FINISHED = frozenset({"completed", "failed", "reverted"})
-# The frame statuses the server charges a call to (``_frame_of_call`` in
-# frames/conversation/ingest.py).
-CHARGEABLE = frozenset({"active", "waiting"})
-
+from .errors import ContextopsError, InsufficientTokens
 
 # -- pure helpers (no I/O) -----------------------------------------------------------------
-
-
-def jsonable(value: Any) -> Any:
-    """SDK objects (pydantic models) and plain data alike, as JSON-ready data."""
-    if hasattr(value, "model_dump"):
-        return jsonable(value.model_dump(exclude_none=True, mode="json"))
-    if isinstance(value, dict):
-        return {k: jsonable(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    return value
 
 
 _BLOCK_FIELDS = {
@@ -111,242 +91,39 @@ def canonical(message: Any) -> dict[str, Any]:
 
 def estimate_tokens(kwargs: dict[str, Any]) -> int:
     """What a call may spend: its ``max_tokens`` plus a quarter of its JSON text."""
-    text = json.dumps(
-        [jsonable(kwargs.get("messages") or []), jsonable(kwargs.get("system") or "")],
-        ensure_ascii=False,
+    return _recording.estimate(
+        kwargs.get("max_tokens"), [kwargs.get("messages") or [], kwargs.get("system") or ""]
     )
-    return int(kwargs.get("max_tokens") or 0) + len(text) // 4
 
 
 def usage_of(message: Any) -> dict[str, Any]:
     usage = getattr(message, "usage", None)
-
-    def count(name: str) -> int:
-        return int(getattr(usage, name, 0) or 0)
-
-    return {
-        "input_tokens": count("input_tokens"),
-        "output_tokens": count("output_tokens"),
-        "cache_creation_input_tokens": count("cache_creation_input_tokens"),
-        "cache_read_input_tokens": count("cache_read_input_tokens"),
-        "model": str(getattr(message, "model", "") or "")[:120],
-        "message_id": str(getattr(message, "id", "") or "")[:200],
-    }
+    return usage_figures(
+        input_tokens=getattr(usage, "input_tokens", 0),
+        output_tokens=getattr(usage, "output_tokens", 0),
+        cache_creation_input_tokens=getattr(usage, "cache_creation_input_tokens", 0),
+        cache_read_input_tokens=getattr(usage, "cache_read_input_tokens", 0),
+        model=getattr(message, "model", ""),
+        message_id=getattr(message, "id", ""),
+    )
 
 
 def reply_message(message: Any) -> dict[str, Any]:
     return {"role": "assistant", "content": jsonable(list(getattr(message, "content", []) or []))}
 
 
-class History:
-    """What the wrapper knows of the session's conversation, in the agent's own messages.
-
-    ``recorded`` are the messages sent to contextops so far (canonical form), ``turn_of``
-    the turn index each one went into, replaying the server's grouping: a user message
-    with text opens a turn, a tool result joins the turn of its ``tool_use``, the
-    assistant joins the current turn.
-    """
-
-    def __init__(self) -> None:
-        self.recorded: list[dict[str, Any]] = []
-        self.turn_of: list[int] = []
-        self.next_turn: int | None = None
-        self.tool_turn: dict[str, int] = {}
-        self.removed_turns: frozenset[int] = frozenset()
-        self.summary: str = ""
-        self.seen_compactions: dict[str, str] = {}
-        self.pending_compactions: list[str] = []
-
-    def common_prefix(self, messages: list[dict[str, Any]]) -> int:
-        n = 0
-        for mine, theirs in zip(self.recorded, messages, strict=False):
-            if mine != theirs:
-                break
-            n += 1
-        return n
-
-    def _turn_for(self, message: dict[str, Any]) -> int:
-        assert self.next_turn is not None
-        current = self.next_turn - 1
-        blocks = message["content"]
-        if message["role"] == "user":
-            results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
-            others = [
-                b for b in blocks if not (isinstance(b, dict) and b.get("type") == "tool_result")
-            ]
-            text = "".join(
-                b.get("text", "") for b in others if isinstance(b, dict) and b.get("type") == "text"
-            ).strip()
-            if text or (others and not results):
-                self.next_turn += 1
-                return self.next_turn - 1
-            for block in results:
-                owner = self.tool_turn.get(block.get("tool_use_id", ""))
-                if owner is not None:
-                    return owner
-        if current < 0:
-            self.next_turn += 1
-            current = self.next_turn - 1
-        if message["role"] == "assistant":
-            for block in blocks:
-                if isinstance(block, dict) and block.get("type") == "tool_use":
-                    self.tool_turn[str(block.get("id"))] = current
-        return current
-
-    def extend(self, common: int, new: list[dict[str, Any]]) -> None:
-        del self.recorded[common:]
-        del self.turn_of[common:]
-        for message in new:
-            self.recorded.append(message)
-            self.turn_of.append(self._turn_for(message))
-
-    def compacted(self, messages: list[Any], canon: list[dict[str, Any]]) -> list[Any]:
-        """``messages`` with the recorded turns the compaction took out of the window
-        replaced by its summary; ``messages`` unchanged when there is nothing to replace."""
-        if not self.removed_turns:
-            return messages
-        common = self.common_prefix(canon)
-        kept = [
-            m for i, m in enumerate(messages[:common]) if self.turn_of[i] not in self.removed_turns
-        ]
-        if len(kept) == common:
-            return messages
-        out = kept + list(messages[common:])
-        summary = SUMMARY_PREFIX + (self.summary or "(the summary is not available)")
-        if out and jsonable(out[0]).get("role") == "user":
-            first = jsonable(out[0])
-            content = first.get("content", "")
-            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-            out[0] = {**first, "content": [{"type": "text", "text": summary}, *blocks]}
-        else:
-            out.insert(0, {"role": "user", "content": summary})
-        return out
-
-
 # -- the wrapper ---------------------------------------------------------------------------
 
 
-def _refuse_unpayable(frame: Frame, session_id: str, estimate: int) -> None:
-    """Raise, before anything is sent, when ``frame`` cannot be charged ``estimate`` tokens
-    for a call of session ``session_id``."""
-    if frame.session_id != session_id:
-        # The server would answer 404, which the recording would take for a server
-        # without the messages endpoint and charge this frame of another session.
-        raise NotFound(
-            f"Frame {frame.id} is not a frame of session {session_id}. Nothing was sent."
-        )
-    if frame.status not in CHARGEABLE:
-        raise FrameNotActive(
-            f"Frame {frame.id} is {frame.status}; only an active or waiting frame can pay "
-            "for a call. Nothing was sent.",
-            status=409,
-            body={"error": FrameNotActive.code, "status": frame.status},
-        )
-    if estimate > frame.available:
-        raise InsufficientTokens(
-            f"This call may use about {estimate} tokens; frame {frame.id} has "
-            f"{frame.available} available. Nothing was sent.",
-            requested=estimate,
-            available=frame.available,
-            status=409,
-        )
-
-
-class Recorder:
-    """The contextops side of a wrapped client (sync): budget check, recording, compaction.
-
-    One wrapped client follows one conversation of one session; calls of that
-    conversation are sequential (each sends the history the previous one extended).
-
-    The frame a call is checked against is the frame it is charged to: ``before`` returns
-    its id and ``after`` names it as ``frame_id`` when it posts the call (messages and
-    usage, one request) to ``POST /sessions/{id}/messages``; without it the server would
-    charge the session's top frame, which need not be the checked one (a pinned
-    ``frame=``, or sibling frames open in concurrent tasks).
-    """
-
-    def __init__(self, ops: Any, session: Any, frame: Any = None) -> None:
-        self.ops = ops
-        self.session = session
-        self.session_id = _id(session)
-        self.fixed_frame = frame
-        self.history = History()
-        self.last_estimate = 0
-        self._list_endpoint = True
-
-    # which frame pays
-    def frame_id(self) -> str | None:
-        """The pinned frame, else the innermost ``ops.frame`` block of the session in this
-        thread or task, else the session's top frame; None when the session has none."""
-        if self.fixed_frame is not None:
-            return _id(self.fixed_frame)
-        block = current_frame(self.session_id)
-        if block is not None:
-            return block.id
-        return self.ops.session_get(self.session_id).top_frame_id
+class Recorder(_recording.Recorder):
+    """The contextops side of a wrapped ``anthropic.Anthropic`` (see ``_recording.Recorder``:
+    paying frame, refusal, recording), plus the compacted history it sends."""
 
     def check_budget(self, kwargs: dict[str, Any]) -> str | None:
         """The id of the frame that pays for the call (None when the session has no frame),
-        after making sure it can: :class:`NotFound` when it is not a frame of the session,
-        :class:`FrameNotActive` or :class:`InsufficientTokens` when it cannot pay."""
-        self.last_estimate = estimate = estimate_tokens(kwargs)
-        frame_id = self.frame_id()
-        if frame_id is not None:
-            _refuse_unpayable(self.ops.frame_get(frame_id), self.session_id, estimate)
-        return frame_id
+        after making sure it can (see ``_recording.Recorder.check``)."""
+        return self.check(estimate_tokens(kwargs))
 
-    # compaction
-    def _finished_compactions(self) -> list[dict[str, Any]]:
-        runs: dict[str, dict[str, Any]] = {}
-        if self._list_endpoint:
-            try:
-                for run in self.ops.compactions(self.session_id):
-                    runs[str(run["id"])] = run
-            except NotFound:
-                self._list_endpoint = False
-        for run_id in list(self.history.pending_compactions):
-            if run_id not in runs:
-                runs[run_id] = self.ops.compaction_get(run_id)
-        return [r for r in runs.values() if r.get("status") in FINISHED]
-
-    def refresh_compaction(self) -> None:
-        if not self.history.recorded:
-            return
-        finished = self._finished_compactions()
-        changed = {str(r["id"]): str(r.get("status")) for r in finished}
-        if all(self.history.seen_compactions.get(k) == v for k, v in changed.items()):
-            return
-        turns = self.ops.turns(self.session_id)
-        self._apply(turns, finished)
-        self.history.seen_compactions.update(changed)
-        self.history.pending_compactions = [
-            c for c in self.history.pending_compactions if c not in changed
-        ]
-
-    def _apply(self, turns: list[dict[str, Any]], runs: list[dict[str, Any]]) -> None:
-        removed = {
-            int(t["index"])
-            for t in turns
-            if (t.get("summarized") or t.get("truncated")) and not t.get("branch")
-        }
-        summary_ids = {t.get("summary_id") for t in turns if t.get("summarized")} - {None}
-        summaries = {r.get("summary_id"): r.get("summary") for r in runs if r.get("summary_id")}
-        texts = [summaries[s] for s in summary_ids if summaries.get(s)]
-        for summary_id in summary_ids - set(summaries):
-            logger.info(
-                "summary %s of session %s is not in a listed compaction",
-                summary_id,
-                self.session_id,
-            )
-        self.history.removed_turns = frozenset(removed)
-        self.history.summary = "\n\n".join(texts)
-
-    def _ensure_turn_base(self) -> None:
-        if self.history.next_turn is None:
-            turns = self.ops.turns(self.session_id)
-            self.history.next_turn = max((int(t["index"]) for t in turns), default=-1) + 1
-
-    # before and after a call
     def before(
         self, kwargs: dict[str, Any]
     ) -> tuple[dict[str, Any], list[dict[str, Any]], str | None]:
@@ -367,67 +144,18 @@ class Recorder:
         message: Any,
         frame_id: str | None,
     ) -> None:
-        common = self.history.common_prefix(canon)
-        reply = reply_message(message)
-        new = [jsonable(m) for m in messages[common:]] + [reply]
-        usage = usage_of(message)
-        self._ensure_turn_base()
-        try:
-            answer = self.ops.messages_append(self.session_id, new, usage=usage, frame=frame_id)
-        except NotFound:  # a server from before the conversation endpoints
-            if frame_id is None:
-                raise
-            self.ops.usage_record(frame_id, **usage)
-            answer = {}
-        self.history.extend(common, [*canon[common:], canonical(reply)])
-        compaction_id = (answer or {}).get("compaction_id")
-        if compaction_id:
-            self.history.pending_compactions.append(str(compaction_id))
+        self.record(*_new_part(self.history, canon, messages, message), frame_id)
 
 
-class AsyncRecorder(Recorder):
+class AsyncRecorder(_recording.AsyncRecorder):
     """The same for an :class:`AsyncClient` and ``anthropic.AsyncAnthropic``."""
 
-    async def frame_id(self) -> str | None:  # type: ignore[override]
-        if self.fixed_frame is not None:
-            return _id(self.fixed_frame)
-        block = current_frame(self.session_id)
-        if block is not None:
-            return block.id
-        return (await self.ops.session_get(self.session_id)).top_frame_id
+    async def check_budget(self, kwargs: dict[str, Any]) -> str | None:
+        return await self.check(estimate_tokens(kwargs))
 
-    async def check_budget(self, kwargs: dict[str, Any]) -> str | None:  # type: ignore[override]
-        self.last_estimate = estimate = estimate_tokens(kwargs)
-        frame_id = await self.frame_id()
-        if frame_id is not None:
-            _refuse_unpayable(await self.ops.frame_get(frame_id), self.session_id, estimate)
-        return frame_id
-
-    async def refresh_compaction(self) -> None:  # type: ignore[override]
-        if not self.history.recorded:
-            return
-        runs: dict[str, dict[str, Any]] = {}
-        if self._list_endpoint:
-            try:
-                for run in await self.ops.compactions(self.session_id):
-                    runs[str(run["id"])] = run
-            except NotFound:
-                self._list_endpoint = False
-        for run_id in list(self.history.pending_compactions):
-            if run_id not in runs:
-                runs[run_id] = await self.ops.compaction_get(run_id)
-        finished = [r for r in runs.values() if r.get("status") in FINISHED]
-        changed = {str(r["id"]): str(r.get("status")) for r in finished}
-        if all(self.history.seen_compactions.get(k) == v for k, v in changed.items()):
-            return
-        turns = await self.ops.turns(self.session_id)
-        self._apply(turns, finished)
-        self.history.seen_compactions.update(changed)
-        self.history.pending_compactions = [
-            c for c in self.history.pending_compactions if c not in changed
-        ]
-
-    async def before(self, kwargs: dict[str, Any]):  # type: ignore[override]
+    async def before(
+        self, kwargs: dict[str, Any]
+    ) -> tuple[dict[str, Any], list[dict[str, Any]], str | None]:
         messages = list(kwargs.get("messages") or [])
         canon = [canonical(m) for m in messages]
         await self.refresh_compaction()
@@ -436,27 +164,25 @@ class AsyncRecorder(Recorder):
         frame_id = await self.check_budget(sent)
         return sent, canon, frame_id
 
-    async def after(self, canon, messages, message, frame_id) -> None:  # type: ignore[override]
-        common = self.history.common_prefix(canon)
-        reply = reply_message(message)
-        new = [jsonable(m) for m in messages[common:]] + [reply]
-        usage = usage_of(message)
-        if self.history.next_turn is None:
-            turns = await self.ops.turns(self.session_id)
-            self.history.next_turn = max((int(t["index"]) for t in turns), default=-1) + 1
-        try:
-            answer = await self.ops.messages_append(
-                self.session_id, new, usage=usage, frame=frame_id
-            )
-        except NotFound:  # a server from before the conversation endpoints
-            if frame_id is None:
-                raise
-            await self.ops.usage_record(frame_id, **usage)
-            answer = {}
-        self.history.extend(common, [*canon[common:], canonical(reply)])
-        compaction_id = (answer or {}).get("compaction_id")
-        if compaction_id:
-            self.history.pending_compactions.append(str(compaction_id))
+    async def after(
+        self,
+        canon: list[dict[str, Any]],
+        messages: list[Any],
+        message: Any,
+        frame_id: str | None,
+    ) -> None:
+        await self.record(*_new_part(self.history, canon, messages, message), frame_id)
+
+
+def _new_part(
+    history: History, canon: list[dict[str, Any]], messages: list[Any], message: Any
+) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """What to record of a call: how many of its messages are recorded already, the rest
+    with the reply (as the agent sent them, and canonical), and its usage."""
+    common = history.common_prefix(canon)
+    reply = reply_message(message)
+    new = [jsonable(m) for m in messages[common:]] + [reply]
+    return common, new, [*canon[common:], canonical(reply)], usage_of(message)
 
 
 def _accumulate(events: list[Any]) -> Any:
@@ -612,7 +338,7 @@ class WrappedAnthropic:
 
     ``contextops`` is the :class:`Recorder` (its ``history`` and ``last_estimate``)."""
 
-    def __init__(self, inner: Any, recorder: Recorder, messages: Any) -> None:
+    def __init__(self, inner: Any, recorder: _recording.Recorder, messages: Any) -> None:
         self._inner = inner
         self.contextops = recorder
         self.messages = messages
@@ -636,9 +362,10 @@ def wrap(anthropic_client: Any, ops: Any, session: Any, *, frame: Any = None) ->
             "Pair anthropic.Anthropic with contextops Client, and anthropic.AsyncAnthropic "
             "with AsyncClient."
         )
+    recorder: _recording.Recorder
     if is_async:
-        recorder: Recorder = AsyncRecorder(ops, session, frame)
-        messages: Any = _AsyncMessages(anthropic_client.messages, recorder)  # type: ignore[arg-type]
+        recorder = AsyncRecorder(ops, session, frame)
+        messages: Any = _AsyncMessages(anthropic_client.messages, recorder)
     else:
         recorder = Recorder(ops, session, frame)
         messages = _Messages(anthropic_client.messages, recorder)
