@@ -78,6 +78,8 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    # Swagger UI for /api/v1/docs from our own static files (no CDN, no inline script).
+    "ninja",
     "django_htmx",
     "template_partials",
     "contextops",
