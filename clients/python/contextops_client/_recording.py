@@ -12,12 +12,20 @@ an SDK, and it imports none (``httpx`` and the standard library only, through th
   this thread or task, else the session's top frame), refuses before anything is sent
   (:func:`refuse_unpayable`), and records a call's new messages and usage on that frame
   in one request, keeping :class:`History` in step with the server's turns.
+- The integration checklist (seed 000 §7), each step on by a flag of ``wrap``:
+  ``context_pack=N`` assembles a context pack of N tokens for the paying frame before
+  each call (:meth:`Recorder.prepare`), which the wrapper adds to the call's system
+  prompt as :func:`render_pack` lays it out; ``record_tool_results=True`` adds each
+  tool result the call sends as a ``tool_result`` handle of the paying frame, once per
+  tool call id (:func:`tool_results`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from ._core import FINISHED_COMPACTION, Frame, _id, current_frame
@@ -191,6 +199,199 @@ def refuse_unpayable(frame: Frame, session_id: str, estimate: int) -> None:
         )
 
 
+# -- the integration checklist: context packs and tool results (pure) ------------------------
+
+PACK_OPEN = "<contextops_context>"
+PACK_CLOSE = "</contextops_context>"
+# Limits of the API bodies these steps send (``ContextPackIn``, ``HandleIn``).
+QUERY_MAX = 2000
+EXCLUDE_MAX = 1000
+HANDLE_CONTENT_MAX = 1_000_000
+CATEGORY_MAX = 40
+TOOL_CALL_ID_MAX = 200
+
+
+def _blocks_of(message: dict[str, Any]) -> list[Any]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content or [])
+
+
+def content_text(content: Any) -> str:
+    """Message or tool result content as plain text: its text blocks, one per line; any
+    other block (an image, a document) as its type in brackets."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content if isinstance(content, list) else [content]:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict):
+            kind = block.get("type")
+            parts.append(str(block.get("text", "")) if kind == "text" else f"[{kind or 'block'}]")
+    return "\n".join(p for p in parts if p)
+
+
+def last_user_text(messages: Iterable[dict[str, Any]]) -> str:
+    """The text of the last user message that has any (tool results are not text): the
+    ``query`` a context pack ranks facts and working set by; its last ``QUERY_MAX``
+    characters, where a long message usually asks its question."""
+    for message in reversed(list(messages)):
+        if message.get("role") != "user":
+            continue
+        text = "\n".join(
+            str(b.get("text", ""))
+            for b in _blocks_of(message)
+            if isinstance(b, dict) and b.get("type") == "text"
+        ).strip()
+        if text:
+            return text[-QUERY_MAX:]
+    return ""
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """A ``tool_result`` block of a conversation, as a handle records it."""
+
+    tool_use_id: str
+    text: str
+    name: str
+    is_error: bool
+
+
+def tool_names(messages: Iterable[dict[str, Any]]) -> dict[str, str]:
+    """The tool name of each ``tool_use`` id in ``messages``."""
+    return {
+        str(b.get("id")): str(b.get("name") or "")
+        for m in messages
+        if m.get("role") == "assistant"
+        for b in _blocks_of(m)
+        if isinstance(b, dict) and b.get("type") == "tool_use"
+    }
+
+
+def tool_results(messages: Iterable[dict[str, Any]], names: dict[str, str]) -> list[ToolResult]:
+    """The ``tool_result`` blocks of ``messages`` (canonical form) in order, with their
+    tool's name from ``names`` ("" when the ``tool_use`` is not known)."""
+    out = []
+    for message in messages:
+        if message.get("role") != "user":
+            continue
+        for block in _blocks_of(message):
+            if not (isinstance(block, dict) and block.get("type") == "tool_result"):
+                continue
+            tool_use_id = str(block.get("tool_use_id") or "")
+            out.append(
+                ToolResult(
+                    tool_use_id=tool_use_id,
+                    text=content_text(block.get("content")),
+                    name=names.get(tool_use_id, ""),
+                    is_error=bool(block.get("is_error")),
+                )
+            )
+    return out
+
+
+def render_pack(pack: dict[str, Any]) -> str:
+    """A context pack as the text a wrapper adds to a call's system prompt: between
+    ``<contextops_context>`` tags, one Markdown section per part the pack holds, in the
+    pack's order, empty parts left out::
+
+        <contextops_context>
+        Working context from contextops for this call (1234 of 4000 tokens).
+
+        ## Brief
+        User: Ada (u-1); authority: employee
+        Now: 2025-06-01 09:30 (Europe/Paris)
+
+        ## Frames (root first; the last is the current one)
+        - Research TLS (waiting)
+          - Compare cipher suites (active)
+
+        ## Facts
+        - constraint: export_policy: no keys leave the EU
+        - tls.min_version: 1.2
+
+        ## Working set
+        - draft: Section 2 is done
+
+        ## Context
+        ### tool_result · medium
+        ...the handle's content (or its summary, as the pack chose)...
+        </contextops_context>
+    """
+    summary = pack.get("token_summary") or {}
+    sections = [
+        "Working context from contextops for this call "
+        f"({summary.get('used', 0)} of {summary.get('budget', 0)} tokens)."
+    ]
+    brief = str(pack.get("brief_context") or "").strip()
+    if brief:
+        sections.append("## Brief\n" + brief)
+    crumbs = list(pack.get("breadcrumbs") or [])
+    if crumbs:
+        top = min(int(c.get("depth") or 0) for c in crumbs)
+        lines = [
+            "  " * (int(c.get("depth") or 0) - top)
+            + f"- {c.get('goal', '')} ({c.get('status', '')})"
+            for c in crumbs
+        ]
+        sections.append("## Frames (root first; the last is the current one)\n" + "\n".join(lines))
+    facts = [
+        "- " + ("constraint: " if f.get("is_constraint") else "") + str(f.get("text", ""))
+        for f in pack.get("facts") or []
+    ]
+    if facts:
+        sections.append("## Facts\n" + "\n".join(facts))
+    working = ["- " + str(w.get("text", "")) for w in pack.get("working_set") or []]
+    if working:
+        sections.append("## Working set\n" + "\n".join(working))
+    segments = [
+        f"### {s.get('kind', '')} · {s.get('priority', '')}"
+        + (f" ({s['form']})" if s.get("form") not in (None, "", "full") else "")
+        + "\n"
+        + str(s.get("content", ""))
+        for s in pack.get("segments") or []
+    ]
+    if segments:
+        sections.append("## Context\n" + "\n\n".join(segments))
+    return PACK_OPEN + "\n" + "\n\n".join(sections) + "\n" + PACK_CLOSE
+
+
+def _handle_body(result: ToolResult) -> dict[str, Any]:
+    """``POST /frames/{id}/handles`` for a tool result, within the body's limits."""
+    return {
+        "kind": "tool_result",
+        "content": result.text[:HANDLE_CONTENT_MAX],
+        "priority": "medium",
+        "category": result.name[:CATEGORY_MAX],
+        "tool_call_id": result.tool_use_id[:TOOL_CALL_ID_MAX],
+    }
+
+
+# A wrapper's hook that puts a pack's text into the call's arguments (its system prompt)
+# and answers the call's estimate with it.
+AddPack = Callable[[str], int]
+
+
+@dataclass
+class Checklist:
+    """The steps of seed 000 §7 a wrapper takes for each call, off unless asked for."""
+
+    context_pack: int | None = None
+    record_tool_results: bool = False
+
+    def __post_init__(self) -> None:
+        budget = self.context_pack
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
+            raise TypeError("context_pack is a budget in tokens (an int), or None for no pack.")
+        if budget is not None and budget <= 0:
+            raise ValueError("context_pack must be a positive number of tokens.")
+
+
 # -- the recorder ----------------------------------------------------------------------------
 
 
@@ -208,13 +409,20 @@ class Recorder:
     pinned ``frame=``, or sibling frames open in concurrent tasks).
     """
 
-    def __init__(self, ops: Any, session: Any, frame: Any = None) -> None:
+    def __init__(
+        self, ops: Any, session: Any, frame: Any = None, checklist: Checklist | None = None
+    ) -> None:
         self.ops = ops
         self.session = session
         self.session_id = _id(session)
         self.fixed_frame = frame
+        self.checklist = checklist or Checklist()
         self.history = History()
         self.last_estimate = 0
+        # The last context pack a call carried (``context_pack=``), as the API answered it.
+        self.last_pack: dict[str, Any] | None = None
+        # The handle each tool result became (``record_tool_results=``), by tool_use id.
+        self.tool_handles: dict[str, str] = {}
         self._list_endpoint = True
 
     # which frame pays
@@ -238,6 +446,74 @@ class Recorder:
         if frame_id is not None:
             refuse_unpayable(self.ops.frame_get(frame_id), self.session_id, estimate)
         return frame_id
+
+    def prepare(
+        self,
+        estimate: int,
+        messages: list[dict[str, Any]],
+        add_pack: AddPack,
+        in_window: list[dict[str, Any]] | None = None,
+    ) -> str | None:
+        """Everything before a call is sent; answers the id of the frame that pays (None
+        when the session has no frame).
+
+        ``messages`` are the call's conversation as sent, in canonical form; ``estimate``
+        the call's estimate without a pack. In order: the paying frame is checked as
+        :meth:`check` does; with ``context_pack`` a pack of that budget is assembled for
+        it (``query`` the last user text; tool results still in ``in_window``, by default
+        ``messages``, excluded: the model has them already), ``add_pack`` puts its text
+        into the call and answers the new estimate, which the frame is checked against
+        again; with ``record_tool_results`` each tool result of ``messages`` not added
+        yet becomes a handle of the frame. Any refusal (the frame's, or the server's
+        answer to the pack) raises before the call is sent, and before any handle is
+        added."""
+        self.last_estimate = estimate
+        frame_id = self.frame_id()
+        frame = self.ops.frame_get(frame_id) if frame_id is not None else None
+        if frame is not None:
+            refuse_unpayable(frame, self.session_id, estimate)
+        if self.checklist.context_pack is not None:
+            pack = self.ops.context_pack(
+                self.session_id, **self._pack_args(frame_id, messages, in_window)
+            )
+            self.last_estimate = estimate = add_pack(render_pack(pack))
+            self.last_pack = pack
+            if frame is not None:
+                refuse_unpayable(frame, self.session_id, estimate)
+        if self.checklist.record_tool_results and frame_id is not None:
+            for result in self._new_tool_results(messages):
+                handle = self.ops.handle_add(frame_id, **_handle_body(result))
+                self.tool_handles[result.tool_use_id] = str(handle["id"])
+        return frame_id
+
+    def _pack_args(
+        self,
+        frame_id: str | None,
+        messages: list[dict[str, Any]],
+        in_window: list[dict[str, Any]] | None,
+    ) -> dict[str, Any]:
+        window = messages if in_window is None else in_window
+        exclude = [
+            self.tool_handles[r.tool_use_id]
+            for r in tool_results(window, {})
+            if r.tool_use_id in self.tool_handles
+        ]
+        return {
+            "budget_tokens": self.checklist.context_pack,
+            "frame": frame_id,
+            "query": last_user_text(messages) or None,
+            "exclude_handles": exclude[-EXCLUDE_MAX:] or None,
+        }
+
+    def _new_tool_results(self, messages: list[dict[str, Any]]) -> list[ToolResult]:
+        """The tool results of ``messages`` this recorder has not added as handles yet,
+        each tool_use id once."""
+        names = tool_names([*self.history.recorded, *messages])
+        out: dict[str, ToolResult] = {}
+        for result in tool_results(messages, names):
+            if result.tool_use_id and result.tool_use_id not in self.tool_handles:
+                out.setdefault(result.tool_use_id, result)
+        return list(out.values())
 
     # compaction
     def _finished_compactions(self) -> list[dict[str, Any]]:
@@ -341,6 +617,32 @@ class AsyncRecorder(Recorder):
         frame_id = await self.frame_id()
         if frame_id is not None:
             refuse_unpayable(await self.ops.frame_get(frame_id), self.session_id, estimate)
+        return frame_id
+
+    async def prepare(  # type: ignore[override]
+        self,
+        estimate: int,
+        messages: list[dict[str, Any]],
+        add_pack: AddPack,
+        in_window: list[dict[str, Any]] | None = None,
+    ) -> str | None:
+        self.last_estimate = estimate
+        frame_id = await self.frame_id()
+        frame = await self.ops.frame_get(frame_id) if frame_id is not None else None
+        if frame is not None:
+            refuse_unpayable(frame, self.session_id, estimate)
+        if self.checklist.context_pack is not None:
+            pack = await self.ops.context_pack(
+                self.session_id, **self._pack_args(frame_id, messages, in_window)
+            )
+            self.last_estimate = estimate = add_pack(render_pack(pack))
+            self.last_pack = pack
+            if frame is not None:
+                refuse_unpayable(frame, self.session_id, estimate)
+        if self.checklist.record_tool_results and frame_id is not None:
+            for result in self._new_tool_results(messages):
+                handle = await self.ops.handle_add(frame_id, **_handle_body(result))
+                self.tool_handles[result.tool_use_id] = str(handle["id"])
         return frame_id
 
     async def refresh_compaction(self) -> None:  # type: ignore[override]

@@ -31,6 +31,49 @@ the SDK's do (everything else passes straight through to the SDK client), and al
    (``summarized`` and ``truncated`` false) instead of the full history. The agent
    keeps passing its full history; the wrapper does the replacement each time.
 
+Two more steps of the integration checklist (seed 000 §7, docs/agents.md), each off
+unless its flag is given::
+
+    claude = wrap(anthropic.Anthropic(), ops, session, context_pack=4_000, record_tool_results=True)
+
+4. **a context pack before each call** (``context_pack=N``, N ≥ 500 tokens): the
+   wrapper asks ``POST /sessions/{id}/context-pack`` for a pack of budget N for the
+   paying frame (``frame_id``), with the text of the last user message as ``query``
+   (facts and working set are ranked by it) and, when tool results are recorded too,
+   the handles of the tool results the call still sends in ``exclude_handles`` (the
+   model reads those in the messages already; once a compaction takes them out of the
+   window, the pack brings them back by priority). What the pack holds goes into the
+   call's ``system``, **after** the caller's own system prompt (which stays as it was,
+   first, so a cached prefix stays cached): after a blank line when ``system`` is a
+   string, as one more text block when it is a list of blocks, alone when there is
+   none. The text reads::
+
+       <contextops_context>
+       Working context from contextops for this call (1234 of 4000 tokens).
+
+       ## Brief                        the session's identity and environment
+       ## Frames (root first; ...)     the frame stack, one "- goal (status)" a line
+       ## Facts                        "- key: value" ("- constraint: ..." for constraints)
+       ## Working set                  "- key: value"
+       ## Context                      each segment: "### kind · priority", its content
+       </contextops_context>
+
+   (empty sections are left out; see ``_recording.render_pack``). The pack's text is
+   part of the prompt, so it counts in the estimate of step 1: a frame that can pay for
+   the call but not for the call with its pack refuses it. A pack the server refuses
+   raises the client's error for its answer (409 ``critical_exceeds_budget``, critical
+   handles alone exceed N: :class:`Conflict` with that ``code``; N under 500:
+   :class:`BudgetTooSmall`) and nothing is sent. ``claude.contextops.last_pack`` is the
+   last pack sent, as the API answered it. The system prompt is not recorded as a turn.
+5. **tool results as handles** (``record_tool_results=True``): each ``tool_result`` block
+   of the messages sent whose ``tool_use_id`` this wrapped client has not added yet is
+   added to the paying frame with ``POST /frames/{id}/handles`` (``kind: "tool_result"``,
+   its content as text, ``tool_call_id``, ``priority: "medium"``, ``category`` the tool's
+   name from its ``tool_use`` block when known), once the checks passed and before the
+   call is sent; so once per tool call, not again on the next call that resends it.
+   ``claude.contextops.tool_handles`` maps each tool_use id to its handle's id. Without
+   a frame (a session with none) nothing is added.
+
 Only ``httpx``, ``anthropic`` and the standard library are used.
 """
 
@@ -46,7 +89,7 @@ from anthropic.lib.streaming._messages import accumulate_event
 
 from . import _recording
 from ._recording import SUMMARY_PREFIX as SUMMARY_PREFIX  # its home before _recording
-from ._recording import History, jsonable, usage_figures
+from ._recording import Checklist, History, given, jsonable, usage_figures
 from .aio import AsyncClient
 from .errors import ContextopsError, InsufficientTokens
 
@@ -92,8 +135,45 @@ def canonical(message: Any) -> dict[str, Any]:
 def estimate_tokens(kwargs: dict[str, Any]) -> int:
     """What a call may spend: its ``max_tokens`` plus a quarter of its JSON text."""
     return _recording.estimate(
-        kwargs.get("max_tokens"), [kwargs.get("messages") or [], kwargs.get("system") or ""]
+        given(kwargs, "max_tokens"),
+        [given(kwargs, "messages") or [], given(kwargs, "system") or ""],
     )
+
+
+def system_with(system: Any, text: str) -> Any:
+    """The caller's ``system`` followed by ``text`` (a context pack's): after a blank line
+    when it is a string, as one more text block when it is a list of blocks (so their
+    ``cache_control`` markers keep caching the caller's own prompt); ``text`` alone when
+    there is none."""
+    if not system:
+        return text
+    if isinstance(system, str):
+        return f"{system}\n\n{text}"
+    return [*system, {"type": "text", "text": text}]
+
+
+def _pack_into(sent: dict[str, Any]) -> _recording.AddPack:
+    """Put a pack's text into ``sent``'s system prompt; answer the call's new estimate."""
+    system = given(sent, "system")
+
+    def add(text: str) -> int:
+        sent["system"] = system_with(system, text)
+        return estimate_tokens(sent)
+
+    return add
+
+
+def _prepared(
+    kwargs: dict[str, Any], history: History
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The call's arguments to send (the compacted history), its messages in canonical
+    form, and the messages it sends in canonical form."""
+    messages = list(kwargs.get("messages") or [])
+    canon = [canonical(m) for m in messages]
+    sent = dict(kwargs)
+    sent["messages"] = history.compacted(messages, canon)
+    sent_canon = canon if sent["messages"] is messages else [canonical(m) for m in sent["messages"]]
+    return sent, canon, sent_canon
 
 
 def usage_of(message: Any) -> dict[str, Any]:
@@ -128,13 +208,11 @@ class Recorder(_recording.Recorder):
         self, kwargs: dict[str, Any]
     ) -> tuple[dict[str, Any], list[dict[str, Any]], str | None]:
         """The call's arguments to send, its messages in canonical form and the id of the
-        frame that pays (hand it to :meth:`after`)."""
-        messages = list(kwargs.get("messages") or [])
-        canon = [canonical(m) for m in messages]
+        frame that pays (hand it to :meth:`after`), after the checks and the checklist's
+        steps (``_recording.Recorder.prepare``)."""
         self.refresh_compaction()
-        sent = dict(kwargs)
-        sent["messages"] = self.history.compacted(messages, canon)
-        frame_id = self.check_budget(sent)
+        sent, canon, sent_canon = _prepared(kwargs, self.history)
+        frame_id = self.prepare(estimate_tokens(sent), sent_canon, _pack_into(sent))
         return sent, canon, frame_id
 
     def after(
@@ -156,12 +234,9 @@ class AsyncRecorder(_recording.AsyncRecorder):
     async def before(
         self, kwargs: dict[str, Any]
     ) -> tuple[dict[str, Any], list[dict[str, Any]], str | None]:
-        messages = list(kwargs.get("messages") or [])
-        canon = [canonical(m) for m in messages]
         await self.refresh_compaction()
-        sent = dict(kwargs)
-        sent["messages"] = self.history.compacted(messages, canon)
-        frame_id = await self.check_budget(sent)
+        sent, canon, sent_canon = _prepared(kwargs, self.history)
+        frame_id = await self.prepare(estimate_tokens(sent), sent_canon, _pack_into(sent))
         return sent, canon, frame_id
 
     async def after(
@@ -350,11 +425,24 @@ class WrappedAnthropic:
         return f"<contextops wrap of {self._inner!r} for session {self.contextops.session_id}>"
 
 
-def wrap(anthropic_client: Any, ops: Any, session: Any, *, frame: Any = None) -> WrappedAnthropic:
+def wrap(
+    anthropic_client: Any,
+    ops: Any,
+    session: Any,
+    *,
+    frame: Any = None,
+    context_pack: int | None = None,
+    record_tool_results: bool = False,
+) -> WrappedAnthropic:
     """Wrap ``anthropic.Anthropic`` (with a :class:`Client`) or ``anthropic.AsyncAnthropic``
     (with an :class:`AsyncClient`) so each call is checked against, and recorded in,
     ``session``. ``frame`` pins the paying frame; by default it is the innermost
-    ``ops.frame`` block of the session, else the session's top frame."""
+    ``ops.frame`` block of the session, else the session's top frame.
+
+    ``context_pack=N`` adds a context pack of N tokens (at least the server's 500) to
+    each call's ``system``; ``record_tool_results=True`` adds each tool result sent as a
+    ``tool_result`` handle of the paying frame (see the module's documentation)."""
+    checklist = Checklist(context_pack=context_pack, record_tool_results=record_tool_results)
     is_async = isinstance(ops, AsyncClient)
     sdk_async = _is_async_sdk(anthropic_client)
     if is_async != sdk_async:
@@ -364,10 +452,10 @@ def wrap(anthropic_client: Any, ops: Any, session: Any, *, frame: Any = None) ->
         )
     recorder: _recording.Recorder
     if is_async:
-        recorder = AsyncRecorder(ops, session, frame)
+        recorder = AsyncRecorder(ops, session, frame, checklist)
         messages: Any = _AsyncMessages(anthropic_client.messages, recorder)
     else:
-        recorder = Recorder(ops, session, frame)
+        recorder = Recorder(ops, session, frame, checklist)
         messages = _Messages(anthropic_client.messages, recorder)
     return WrappedAnthropic(anthropic_client, recorder, messages)
 

@@ -48,6 +48,29 @@ and also:
    ``stream_options={"include_usage": True}``, so its usage is known; the final
    usage-only chunk reaches the agent only when it asked for it.
 
+The integration checklist's two optional steps (seed 000 §7) work as in the Anthropic
+wrapper (``contextops_client.anthropic``, steps 4 and 5, where the pack's layout is
+shown), each off unless its flag is given::
+
+    gpt = wrap(openai.OpenAI(), ops, session, context_pack=4_000, record_tool_results=True)
+
+4. ``context_pack=N``: before each call, a context pack of budget N for the paying frame
+   (``query``: the last user text), rendered between ``<contextops_context>`` tags, goes
+   into the call's instructions, **after** the caller's own: Chat Completions gets it as
+   a ``system`` message (``developer`` when the caller's leading instructions are
+   ``developer`` messages) right after the caller's leading ``system`` / ``developer``
+   messages (first when there are none); Responses gets it at the end of
+   ``instructions`` after a blank line (alone when there are none). It counts in the
+   estimate; a pack the server refuses raises its error and nothing is sent; it is not
+   recorded as a turn. ``gpt.contextops.last_pack`` is the last pack sent.
+5. ``record_tool_results=True``: each ``tool`` message (Responses:
+   ``function_call_output`` / ``custom_tool_call_output`` item) sent whose call id this
+   wrapped client has not added yet becomes a ``tool_result`` handle of the paying frame
+   (its output as text, ``tool_call_id``, ``priority: "medium"``, ``category`` the
+   function's name when the call is known), once the checks passed and before the call
+   is sent. Tool outputs the call sends (or, continuing a stored response, that it
+   continues) are left out of the pack (``exclude_handles``): the model has them.
+
 Only ``httpx`` and the standard library are used: the SDK client is duck-typed, so this
 module loads without the ``openai`` package.
 """
@@ -283,13 +306,44 @@ def estimate_tokens(kwargs: dict[str, Any]) -> int:
 @dataclass
 class _Call:
     """A call about to be sent: its arguments, its conversation in the Anthropic shape,
-    whether that continues the recorded one (all new) or restates it, the paying frame."""
+    whether that continues the recorded one (all new) or restates it, the paying frame,
+    and how a context pack's text goes into it."""
 
     sent: dict[str, Any]
     canon: list[dict[str, Any]]
     continues: bool
     frame_id: str | None = None
     hide_usage_chunk: bool = False
+    responses: bool = False
+
+    def add_pack(self, text: str) -> int:
+        """Put a context pack's text into the call's instructions; answer its estimate.
+
+        Chat Completions: a ``system`` message (``developer`` when the caller's own
+        instructions are ``developer`` messages) right after the caller's leading
+        ``system`` / ``developer`` messages, first when there are none. Responses:
+        ``instructions`` followed by the text after a blank line, the text alone when
+        there are none."""
+        if self.responses:
+            instructions = given(self.sent, "instructions")
+            self.sent["instructions"] = f"{instructions}\n\n{text}" if instructions else text
+        else:
+            messages = list(given(self.sent, "messages") or [])
+            at, role = 0, "system"
+            while at < len(messages):
+                lead = jsonable(messages[at])
+                if not isinstance(lead, dict) or lead.get("role") not in ("system", "developer"):
+                    break
+                role = str(lead["role"])
+                at += 1
+            messages.insert(at, {"role": role, "content": text})
+            self.sent["messages"] = messages
+        return estimate_tokens(self.sent)
+
+    def window(self, history: _recording.History) -> list[dict[str, Any]]:
+        """What the model reads of the conversation: the call's messages, and the stored
+        ones before them when it continues a stored response or conversation."""
+        return [*history.recorded, *self.canon] if self.continues else self.canon
 
 
 def _chat_call(kwargs: dict[str, Any]) -> _Call:
@@ -311,7 +365,7 @@ def _responses_call(kwargs: dict[str, Any]) -> _Call:
     if items is not None and not isinstance(items, str | list):
         sent["input"] = items = list(items)  # read once here, sent as read
     continues = bool(given(kwargs, "previous_response_id") or given(kwargs, "conversation"))
-    return _Call(sent, response_messages(items), continues)
+    return _Call(sent, response_messages(items), continues, responses=True)
 
 
 def _new_part(
@@ -499,7 +553,10 @@ class _Passthrough:
         return getattr(self._inner, name)
 
     def _check(self, call: _Call) -> _Call:
-        call.frame_id = self._recorder.check(estimate_tokens(call.sent))
+        recorder = self._recorder
+        call.frame_id = recorder.prepare(
+            estimate_tokens(call.sent), call.canon, call.add_pack, call.window(recorder.history)
+        )
         return call
 
     def _record(self, call: _Call, outcome: _Outcome) -> None:
@@ -543,7 +600,10 @@ class _AsyncPassthrough(_Passthrough):
     _recorder: _recording.AsyncRecorder
 
     async def _check(self, call: _Call) -> _Call:  # type: ignore[override]
-        call.frame_id = await self._recorder.check(estimate_tokens(call.sent))
+        recorder = self._recorder
+        call.frame_id = await recorder.prepare(
+            estimate_tokens(call.sent), call.canon, call.add_pack, call.window(recorder.history)
+        )
         return call
 
     async def _record(self, call: _Call, outcome: _Outcome) -> None:  # type: ignore[override]
@@ -614,11 +674,26 @@ class WrappedOpenAI:
         return f"<contextops wrap of {self._inner!r} for session {self.contextops.session_id}>"
 
 
-def wrap(openai_client: Any, ops: Any, session: Any, *, frame: Any = None) -> WrappedOpenAI:
+def wrap(
+    openai_client: Any,
+    ops: Any,
+    session: Any,
+    *,
+    frame: Any = None,
+    context_pack: int | None = None,
+    record_tool_results: bool = False,
+) -> WrappedOpenAI:
     """Wrap ``openai.OpenAI`` (with a :class:`Client`) or ``openai.AsyncOpenAI`` (with an
     :class:`AsyncClient`) so each Chat Completions and Responses call is checked against,
     and recorded in, ``session``. ``frame`` pins the paying frame; by default it is the
-    innermost ``ops.frame`` block of the session, else the session's top frame."""
+    innermost ``ops.frame`` block of the session, else the session's top frame.
+
+    ``context_pack=N`` adds a context pack of N tokens (at least the server's 500) to
+    each call's instructions; ``record_tool_results=True`` adds each tool output sent as
+    a ``tool_result`` handle of the paying frame (see the module's documentation)."""
+    checklist = _recording.Checklist(
+        context_pack=context_pack, record_tool_results=record_tool_results
+    )
     is_async = isinstance(ops, AsyncClient)
     if is_async != _is_async_sdk(openai_client):
         raise TypeError(
@@ -626,11 +701,11 @@ def wrap(openai_client: Any, ops: Any, session: Any, *, frame: Any = None) -> Wr
         )
     chat = openai_client.chat
     if is_async:
-        recorder: _recording.Recorder = _recording.AsyncRecorder(ops, session, frame)
+        recorder: _recording.Recorder = _recording.AsyncRecorder(ops, session, frame, checklist)
         completions: Any = _AsyncChatCompletions(chat.completions, recorder)
         responses: Any = _AsyncResponses(openai_client.responses, recorder)
     else:
-        recorder = _recording.Recorder(ops, session, frame)
+        recorder = _recording.Recorder(ops, session, frame, checklist)
         completions = _ChatCompletions(chat.completions, recorder)
         responses = _Responses(openai_client.responses, recorder)
     return WrappedOpenAI(openai_client, recorder, _Chat(chat, completions), responses)
