@@ -3,13 +3,14 @@
 import hmac
 from typing import cast
 
+from django.contrib.auth.models import User
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja.security import HttpBearer
 
-from .errors import Unauthenticated
+from .errors import PermissionDenied, Unauthenticated
 from .http import ApiRequest
-from .models import KEY_PREFIX, ApiKey, hash_secret
+from .models import KEY_PREFIX, ApiKey, Member, hash_secret
 from .ratelimit import WRITE_METHODS, rate_limit_check
 
 
@@ -24,6 +25,24 @@ def api_key_resolve(raw: str) -> ApiKey:
     if key.revoked_at is not None:
         raise Unauthenticated("The API key has been revoked.")
     return key
+
+
+def api_key_person(key: ApiKey, *, permission: str) -> User:
+    """The dashboard user a personal key acts for, when that user is active, still a
+    member of the key's organization and holds ``permission`` (``app.codename``).
+
+    Raises PermissionDenied otherwise: an agent's key (no user) never acts for a person.
+    """
+    if key.user_id is None:
+        raise PermissionDenied(
+            "This is an agent's key; a person decides with their own key "
+            "(manage.py create_api_key --user USERNAME)."
+        )
+    user = key.user
+    member = Member.objects.filter(user=user, organization_id=key.agent.organization_id)
+    if user is None or not member.exists() or not user.has_perm(permission):
+        raise PermissionDenied(f"{user}'s key may not do this: it needs {permission}.")
+    return user
 
 
 class ApiKeyAuth(HttpBearer):

@@ -5,6 +5,7 @@ import secrets
 import uuid
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import models
 from django.utils import timezone
 
@@ -70,10 +71,23 @@ def hash_secret(secret: str) -> str:
 
 
 class ApiKey(models.Model):
-    """A bearer key ``cops_<prefix>_<secret>``; only the prefix and a hash are stored."""
+    """A bearer key ``cops_<prefix>_<secret>``; only the prefix and a hash are stored.
+
+    A key with a ``user`` is that person's own (``create_api_key --user``): what a person
+    may do from a terminal, deciding a suspension, it may do with that user's rights. A
+    key without one is an agent's, and never decides for a person.
+    """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="keys")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="api_keys",
+        help_text="The dashboard user (of the agent's organization) this personal key acts for.",
+    )
     prefix = models.CharField(max_length=16, unique=True, editable=False)
     hashed_secret = models.CharField(max_length=64, editable=False)
     label = models.CharField(max_length=120, blank=True)
@@ -93,12 +107,15 @@ class ApiKey(models.Model):
         return self.revoked_at is None
 
     @classmethod
-    def issue(cls, *, agent: Agent, label: str = "") -> tuple["ApiKey", str]:
-        """Create a key for ``agent``; returns the row and the full key, shown only once."""
+    def issue(
+        cls, *, agent: Agent, label: str = "", user: User | None = None
+    ) -> tuple["ApiKey", str]:
+        """Create a key for ``agent`` (a personal one when ``user`` is given); returns the
+        row and the full key, shown only once."""
         prefix = secrets.token_hex(4)
         secret = secrets.token_urlsafe(32)
         key = cls.objects.create(
-            agent=agent, prefix=prefix, hashed_secret=hash_secret(secret), label=label
+            agent=agent, user=user, prefix=prefix, hashed_secret=hash_secret(secret), label=label
         )
         return key, f"{KEY_PREFIX}_{prefix}_{secret}"
 

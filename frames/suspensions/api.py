@@ -5,15 +5,24 @@ from ninja import Query, Router
 from ninja.responses import Status
 
 from contextops.actors import request_actor
+from contextops.auth import api_key_person
 from contextops.http import ApiRequest
 from frames.models import Suspension
 from frames.schemas import FrameOut, frame_out
 from frames.selectors import frame_get
 
 from . import selectors, services
-from .schemas import SuspendIn, SuspensionOut, SuspensionWaitQuery, suspension_out
+from .schemas import (
+    SuspendIn,
+    SuspensionDecisionIn,
+    SuspensionOut,
+    SuspensionWaitQuery,
+    suspension_out,
+)
 
 router = Router(tags=["suspensions"])
+# What deciding needs, from the inbox or from a terminal (a person's own key).
+APPROVE_PERMISSION = "frames.approve_suspension"
 
 
 def _approve_url(request: ApiRequest, suspension: Suspension) -> str:
@@ -61,3 +70,27 @@ def suspension_resume(request: ApiRequest, token: str):
     return frame_out(
         services.suspension_resume(suspension=suspension, actor=request_actor(request))
     )
+
+
+@router.post(
+    "/suspensions/{token}/approve",
+    response=SuspensionOut,
+    summary="Approve a pending suspension (a person's own key, with the approver's right)",
+)
+def suspension_approve(request: ApiRequest, token: str, payload: SuspensionDecisionIn):
+    suspension = selectors.suspension_get(organization=request.organization, token=token)
+    user = api_key_person(request.api_key, permission=APPROVE_PERMISSION)
+    decided = services.suspension_approve(suspension=suspension, user=user, note=payload.note)
+    return suspension_out(decided, approve_url=_approve_url(request, decided))
+
+
+@router.post(
+    "/suspensions/{token}/reject",
+    response=SuspensionOut,
+    summary="Reject a pending suspension with a note: the frame fails (a person's own key)",
+)
+def suspension_reject(request: ApiRequest, token: str, payload: SuspensionDecisionIn):
+    suspension = selectors.suspension_get(organization=request.organization, token=token)
+    user = api_key_person(request.api_key, permission=APPROVE_PERMISSION)
+    decided = services.suspension_reject(suspension=suspension, user=user, note=payload.note)
+    return suspension_out(decided, approve_url=_approve_url(request, decided))

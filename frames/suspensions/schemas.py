@@ -19,6 +19,12 @@ class SuspendIn(Schema):
     expires_in_seconds: int | None = Field(None, ge=1, le=MAX_EXPIRES_IN_SECONDS)
 
 
+class SuspensionDecisionIn(Schema):
+    """A person's decision from a terminal; rejecting requires a note, as in the inbox."""
+
+    note: str = Field("", max_length=5_000)
+
+
 class SuspensionWaitQuery(Schema):
     wait: float = Field(0, ge=0, le=MAX_WAIT_SECONDS)
 

@@ -7,12 +7,18 @@ from contextops.tenancy import api_key_create
 class Command(BaseCommand):
     help = (
         "Create an API key for an agent (creating the organization and agent if needed). "
-        "Prints the key alone on the last line."
+        "Prints the key alone on the last line. With --user, a person's own key: it may "
+        "approve and reject suspensions when that user may (contextops approve TOKEN)."
     )
 
     def add_arguments(self, parser):
         parser.add_argument("--org", required=True)
-        parser.add_argument("--agent", required=True)
+        parser.add_argument(
+            "--agent",
+            default=None,
+            help="the agent the key belongs to; required unless --user is given, whose "
+            "personal key belongs to an agent named after the user",
+        )
         parser.add_argument(
             "--authority",
             default=None,
@@ -25,8 +31,16 @@ class Command(BaseCommand):
             action="store_true",
             help="move an existing agent (and all its keys) to --authority instead of refusing",
         )
+        parser.add_argument(
+            "--user",
+            default=None,
+            help="issue USERNAME's personal key (a dashboard user who is a member of --org)",
+        )
 
-    def handle(self, *args, org, agent, authority, department, update_authority, **options):
+    def handle(self, *args, org, agent, authority, department, update_authority, user, **options):
+        if not agent and not user:
+            raise CommandError("Name the key's agent with --agent (or a person with --user).")
+        agent = agent or user
         try:
             key, raw = api_key_create(
                 org_name=org,
@@ -34,6 +48,7 @@ class Command(BaseCommand):
                 authority=authority,
                 department=department,
                 update_authority=update_authority,
+                username=user,
             )
         except DomainError as exc:
             hint = (
@@ -42,8 +57,9 @@ class Command(BaseCommand):
                 else ""
             )
             raise CommandError(exc.detail + hint) from exc
+        person = f", personal key of {user!r}" if user else ""
         self.stderr.write(
             f"Created key {key.prefix} for agent {agent!r} in {org!r} "
-            f"(authority {key.agent.authority}). It is shown once:"
+            f"(authority {key.agent.authority}{person}). It is shown once:"
         )
         self.stdout.write(raw)
