@@ -8,6 +8,7 @@ from pydantic import Field
 
 from contextops.actors import request_actor
 from contextops.errors import Conflict
+from contextops.http import ApiRequest
 
 from . import selectors, services
 from .models import Frame, Session
@@ -24,6 +25,7 @@ from .schemas import (
     SessionIn,
     SessionListOut,
     SessionOut,
+    SessionPatchIn,
     UsageIn,
     frame_out,
     session_out,
@@ -95,6 +97,19 @@ def session_get(request, session_id: str):
     return session_body(
         selectors.session_get(organization=request.organization, session_id=session_id)
     )
+
+
+@router.patch(
+    "/sessions/{session_id}",
+    response=SessionOut,
+    summary="Change a running session's eviction policy",
+)
+def session_patch(request: ApiRequest, session_id: str, payload: SessionPatchIn) -> dict:
+    session = selectors.session_get(organization=request.organization, session_id=session_id)
+    updated = services.session_eviction_policy_set(
+        session=session, policy=payload.eviction_policy, actor=actor_of(request)
+    )
+    return session_body_with_top(updated.session, updated.top)
 
 
 @router.put(

@@ -5,7 +5,7 @@ from typing import Any, Literal
 from uuid import UUID
 
 from ninja import Schema
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from .models import ContextHandle, Frame, Session
 
@@ -51,6 +51,13 @@ class UsageTotalsOut(Schema):
     cache_read_input_tokens: int
 
 
+class SessionSourceOut(Schema):
+    format: str
+    file_name: str
+    source_session_id: str
+    tool_version: str | None
+
+
 class SessionOut(Schema):
     id: UUID
     title: str
@@ -74,6 +81,14 @@ class SessionOut(Schema):
     api_calls: int
     last_event_seq: int
     created_at: datetime
+    started_at: datetime = Field(
+        ...,
+        description="When the work began: an imported transcript's first timestamp, "
+        "else when the session was created.",
+    )
+    source: SessionSourceOut | None = Field(
+        ..., description="Where an imported session came from; null for one an agent started."
+    )
     ended_at: datetime | None
     dashboard_url: str
 
@@ -245,6 +260,16 @@ def session_out(session: Session, *, pressure, top_frame_id) -> dict[str, Any]:
         "api_calls": session.api_calls_total,
         "last_event_seq": session.last_event_seq,
         "created_at": session.created_at,
+        "started_at": session.started_at,
+        "source": session.source or None,
         "ended_at": session.ended_at,
         "dashboard_url": f"/sessions/{session.pk}/",
     }
+
+
+class SessionPatchIn(Schema):
+    """What may change on a running session (seed 003 ``set_priority``): its eviction policy."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    eviction_policy: Literal["lru", "size_first", "keep_relational", "keep_technical"]

@@ -7,6 +7,7 @@ is what keeps budget arithmetic exact when many agents write at once; on SQLite 
 IMMEDIATE transaction mode gives the same guarantee for the whole database.
 """
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -118,6 +119,42 @@ def session_create(
             },
         )
     return session
+
+
+@dataclass(frozen=True)
+class SessionRead:
+    """A session with the top of its stack, both read inside the write's transaction."""
+
+    session: Session
+    top: Frame | None
+
+
+def session_eviction_policy_set(*, session: Session, policy: str, actor: str = "") -> SessionRead:
+    """Change the policy that orders the session's eviction candidates (seed 003
+    ``set_priority``), logging ``session.updated`` with the old and new policy; a policy
+    equal to the current one changes nothing and logs nothing. Returns the session as it
+    stands at the commit (its agent loaded) with the top of its stack."""
+    if policy not in Session.Eviction.values:
+        raise Invalid(
+            f"eviction_policy must be one of {', '.join(Session.Eviction.values)}.",
+            field="eviction_policy",
+        )
+    with transaction.atomic():
+        locked = session_lock(session)
+        previous = locked.eviction_policy
+        if policy != previous:
+            Session.objects.filter(pk=locked.pk).update(
+                eviction_policy=policy, updated_at=timezone.now()
+            )
+            locked.eviction_policy = policy
+            event_append(
+                session=locked,
+                type="session.updated",
+                actor=actor,
+                payload={"eviction_policy": policy, "from": {"eviction_policy": previous}},
+            )
+        locked.agent  # noqa: B018  # read inside the transaction: the answer names it
+        return SessionRead(session=locked, top=top_frame(locked))
 
 
 def session_bootstrapped(*, session: Session, actor: str = "") -> None:
