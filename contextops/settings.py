@@ -225,6 +225,7 @@ CELERY_BEAT_SCHEDULE = {
     "expire-working-set": {"task": "facts.tasks.working_set_expire", "schedule": 60.0},
     "expire-suspensions": {"task": "frames.tasks.suspensions_expire", "schedule": 30.0},
     "requeue-compactions": {"task": "conversation.compactions_requeue", "schedule": 60.0},
+    "requeue-imports": {"task": "conversation.imports_requeue", "schedule": 60.0},
     "purge-rlm-temporaries": {"task": "rlm.temporaries_purge", "schedule": 300.0},
 }
 
@@ -298,3 +299,7 @@ CONTEXTOPS_COMPACTION_RETRY_COUNTDOWN = env_int("CONTEXTOPS_COMPACTION_RETRY_COU
 
 # Messages live in the server-side session, never in a cookie a client can read.
 MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
+
+# The largest transcript one import holds (its files together); uploads come in parts of
+# at most the request body limit (DATA_UPLOAD_MAX_MEMORY_SIZE), the client splits them.
+CONTEXTOPS_IMPORT_MAX_BYTES = env_int("CONTEXTOPS_IMPORT_MAX_BYTES", 64 * 1024 * 1024)

@@ -1,7 +1,7 @@
 """Creating organizations, agents and users: shared by the management commands and the demo."""
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
+from django.contrib.auth.models import Permission, User
 from django.db import transaction
 from django.utils.text import slugify
 
@@ -24,6 +24,7 @@ def api_key_create(
     authority: str | None = None,
     department: str = "",
     update_authority: bool = False,
+    username: str | None = None,
 ) -> tuple[ApiKey, str]:
     """Create what does not exist yet (organization, agent) and issue a new key for the agent.
 
@@ -31,10 +32,15 @@ def api_key_create(
     agent gets it; when None, ``employee`` (or the ladder's lowest level if it has no
     employee). An existing agent keeps its own level: None or the same level just issues
     the key, another level is a 409 ``authority_differs`` unless ``update_authority`` is
-    set, which moves the agent, and with it every key it holds. Nothing is created when
-    it refuses.
+    set, which moves the agent, and with it every key it holds.
+
+    With ``username`` the key is that dashboard user's personal key (it may decide
+    suspensions when the user may): the user must be a member of the organization
+    (422 ``validation_error`` naming ``user`` otherwise). Nothing is created when it
+    refuses.
     """
     org = organization_get_or_create(name=org_name)
+    user = _member_user(org, username) if username is not None else None
     ladder = org.authority_ladder or DEFAULT_AUTHORITY_LADDER
     if authority is not None and authority not in ladder:
         raise Invalid(
@@ -57,10 +63,22 @@ def api_key_create(
             )
         agent.authority = authority
         agent.save(update_fields=["authority"])
-    return ApiKey.issue(agent=agent)
+    return ApiKey.issue(agent=agent, user=user)
 
 
-@transaction.atomic
+def _member_user(org: Organization, username: str) -> User:
+    """The user named ``username`` if they are a member of ``org``; Invalid otherwise."""
+    user = User.objects.filter(username=username).first()
+    member = Member.objects.filter(user=user).first() if user is not None else None
+    if user is None or member is None or member.organization_id != org.pk:
+        raise Invalid(
+            f"{org.name} has no member named {username!r}; a personal key is issued to a "
+            "dashboard user of its own organization (create_user --org).",
+            field="user",
+        )
+    return user
+
+
 @transaction.atomic
 def user_create(
     *, org_name: str, username: str, password: str, approver: bool = False, admin: bool = False

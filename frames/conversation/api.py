@@ -1,4 +1,4 @@
-"""Conversation endpoints: messages in, turns out, compaction runs."""
+"""Conversation endpoints: messages in, turns out, compaction runs, transcript imports."""
 
 from ninja import Field as NinjaField
 from ninja import Query, Router, Schema, Status
@@ -7,14 +7,19 @@ from contextops.actors import request_actor
 from contextops.http import ApiRequest
 from frames.selectors import session_get
 
-from . import compaction, ingest, selectors
+from . import compaction, importing, ingest, selectors
 from .schemas import (
     CompactionIn,
     CompactionOut,
     CompactionQueuedOut,
+    ImportIn,
+    ImportOut,
+    ImportQueuedOut,
     MessagesIn,
     MessagesOut,
     TurnOut,
+    import_out,
+    import_queued_out,
 )
 
 router = Router(tags=["conversation"])
@@ -100,3 +105,48 @@ def compaction_get(request: ApiRequest, compaction_id: str):
 def compaction_revert(request: ApiRequest, compaction_id: str):
     run = selectors.compaction_get(organization=request.organization, compaction_id=compaction_id)
     return compaction.compaction_revert(run=run, actor=request_actor(request))
+
+
+@router.post(
+    "/imports",
+    response={202: ImportQueuedOut},
+    summary="Upload a transcript, or what was appended to it, to import on a worker",
+)
+def import_create(request: ApiRequest, payload: ImportIn):
+    """Store the upload and queue a job that imports it; poll ``GET /imports/{id}``.
+
+    ``content`` is the file's text from byte ``offset`` on: send the whole file, or only
+    what was appended since the last upload. A part that starts beyond what the server
+    holds, or differs from it where they overlap, answers 409 ``import_offset_mismatch``
+    with ``expected_offset`` (send again from there) and ``file_name``. The same transcript
+    sent again writes nothing (the job's ``result.unchanged`` is true); one that grew
+    writes only what is new, into the same session. Until ``final`` the trailing entries
+    that later lines may change wait; a final transcript ends its session.
+
+    A request body is at most ``DATA_UPLOAD_MAX_MEMORY_SIZE`` bytes (2 MiB by default) and
+    a transcript, all its files together, at most ``CONTEXTOPS_IMPORT_MAX_BYTES`` (64 MiB):
+    413 ``too_large`` with ``limit`` beyond either. Send a bigger file in parts.
+    """
+    received = importing.import_receive(
+        organization=request.organization,
+        agent=request.agent,
+        file_name=payload.file_name,
+        content=payload.content,
+        offset=payload.offset,
+        format=payload.format,
+        final=payload.final,
+        subagents=[
+            importing.UploadFile(s.file_name, s.content, s.offset) for s in payload.subagents
+        ],
+        title=payload.title,
+    )
+    return Status(202, import_queued_out(received))
+
+
+@router.get(
+    "/imports/{import_id}",
+    response=ImportOut,
+    summary="An import job: its status, progress and result",
+)
+def import_detail(request: ApiRequest, import_id: str):
+    return import_out(selectors.import_get(organization=request.organization, import_id=import_id))

@@ -1,19 +1,42 @@
-"""Transcript import: a transcript the ``readers`` read, written as one new session with
-a frame per conversation (the main one and each subagent), its turns and its usage.
+"""Transcript import: uploads of a transcript kept per source, and the job that writes what
+they brought as one session, with a frame per conversation (the main one and each
+subagent), its turns and its usage, at the transcript's own times.
+
+An upload (``import_receive``) stores text: a file's part starting at a byte ``offset``
+(only what was appended since the last upload, as Claude Code's hook sends it), or the
+whole file again. The job (``import_execute``) reads the whole text received so far with
+the ``readers`` and writes the entries beyond those already written; while the transcript
+is not final it holds back the trailing ones that later lines may still change. Importing
+a file in parts therefore writes what importing it whole does, and importing the same
+file twice writes nothing the second time. A final transcript ends its session; one that
+grows after that reopens it.
 
 An entry that is not a valid message is skipped and reported by its line
-(``TranscriptInvalid``); anything else that fails writes nothing.
+(``TranscriptInvalid``); anything else that fails leaves what earlier batches wrote, and
+the next upload's job goes on from there.
 """
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import bisect
+import hashlib
+import logging
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
 
-from contextops.errors import Invalid
+from contextops.errors import Conflict, DomainError, Invalid, TooLarge
+from contextops.jobs import job_send, job_send_on_commit
 from contextops.models import Agent, Organization
+from frames.context.lifecycle import session_end
 from frames.events import event_append
-from frames.models import Frame, Session
+from frames.locks import session_lock
+from frames.models import Event, Frame, Session, Usage
 from frames.services import frame_pop, frame_push, session_create
 
 from .ingest import (
@@ -25,11 +48,32 @@ from .ingest import (
     turn_touch,
     usage_record_for,
 )
-from .models import Turn
-from .readers import Entry, Transcript
+from .models import Import, TranscriptFile, TranscriptSource, Turn
+from .readers import (
+    Entry,
+    FileEntries,
+    Transcript,
+    TranscriptError,
+    count_blocks,
+    detect_format_of,
+    read_text,
+    source_key,
+)
+
+logger = logging.getLogger(__name__)
 
 IMPORT_BUDGET_MARGIN = 1_000_000
+# A transcript still being written cannot say what it will spend: its root frame gets
+# room for any session, and each subagent frame a margin beyond what it spent so far.
+IMPORT_LIVE_BUDGET = 100_000_000_000
+IMPORT_LIVE_MARGIN = 100_000_000
 IMPORT_ACTOR = "import"
+IMPORT_BATCH_ENTRIES = 250
+# What one source may hold, every file together (CONTEXTOPS_IMPORT_MAX_BYTES).
+IMPORT_MAX_BYTES = 64 * 1024 * 1024
+# The API's spelling of the formats, and the readers'.
+API_FORMATS = {"claude_code": "claude-code", "anthropic": "anthropic", "openai": "openai"}
+WHOLE_DOCUMENT_FORMATS = ("anthropic", "openai")
 
 
 class TranscriptInvalid(Invalid):
@@ -57,8 +101,10 @@ class ImportReport:
     compactions: int
     usage_totals: dict
     skipped: list[tuple[int, str]]
+    unchanged: bool = False
 
     def as_dict(self) -> dict:
+        """The summary ``import_transcript --json`` prints and an import job's result holds."""
         return {
             "session_id": str(self.session.pk),
             "frames": self.frames,
@@ -70,15 +116,255 @@ class ImportReport:
             "usage_totals": self.usage_totals,
             "skipped_lines": len(self.skipped),
             "skipped": [{"line": line, "reason": reason} for line, reason in self.skipped],
+            "unchanged": self.unchanged,
         }
+
+
+def import_max_bytes() -> int:
+    """What one transcript may hold, all its files together (413 ``too_large`` beyond)."""
+    return int(getattr(settings, "CONTEXTOPS_IMPORT_MAX_BYTES", IMPORT_MAX_BYTES))
+
+
+def source_of(source: TranscriptSource) -> dict[str, Any]:
+    """Where a transcript comes from, as a session and an import show it."""
+    api_format = next((k for k, v in API_FORMATS.items() if v == source.format), source.format)
+    return {
+        "format": api_format,
+        "file_name": source.file_name,
+        "source_session_id": source.source_session_id,
+        "tool_version": source.tool_version or None,
+    }
+
+
+# -- Writing entries ------------------------------------------------------------------------
 
 
 def _entry_ingest(state: IngestPass, entry: Entry) -> None:
     """Group a message entry into its branch's turns; ``TranscriptInvalid`` when it is not one."""
     try:
-        message_ingest(state, role=entry.role, content=entry.content)
+        message_ingest(state, role=entry.role, content=entry.content, at=entry.timestamp)
     except Invalid as exc:
         raise TranscriptInvalid(exc.detail, line=entry.line, field=exc.field) from None
+
+
+def _spent(entries: Iterable[Entry]) -> dict[str, int]:
+    """Window occupancy the entries' model calls spent, by branch."""
+    spent: dict[str, int] = {}
+    for entry in entries:
+        if entry.kind == "usage":
+            figures = UsageFigures(**(entry.usage or {}))
+            spent[entry.branch] = spent.get(entry.branch, 0) + figures.occupancy_tokens
+    return spent
+
+
+@dataclass
+class _Budgets:
+    """Frame budgets for the entries one run writes: what they spend plus a margin, or, while
+    the transcript is still being written, room for what is still to come."""
+
+    spent: dict[str, int]
+    branches: Sequence[str]
+    final: bool
+
+    def child(self, branch: str) -> int:
+        margin = IMPORT_BUDGET_MARGIN if self.final else IMPORT_LIVE_MARGIN
+        return self.spent.get(branch, 0) + margin
+
+    def root(self) -> int:
+        exact = (
+            self.spent.get("", 0)
+            + sum(self.child(b) for b in self.branches if b)
+            + IMPORT_BUDGET_MARGIN
+        )
+        return exact if self.final else max(exact, IMPORT_LIVE_BUDGET)
+
+
+@dataclass
+class _Writer:
+    """Writes a transcript's entries into its session inside the caller's transaction:
+    frames as their conversations appear, turns, messages and usage at the source's times."""
+
+    session: Session
+    frames: dict[str, Frame]
+    branches: dict[str, str]
+    goal: str
+    budgets: _Budgets
+    actor: str
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+    times: dict[Any, datetime] = field(default_factory=dict)  # usage or frame pk -> its time
+    written: int = 0
+
+    def frame_for(self, branch: str, at: datetime | None) -> Frame:
+        """The open frame of ``branch``: pushed now (the root first) when there is none."""
+        frame = self.frames.get(branch)
+        if frame is not None and frame.status in (Frame.Status.ACTIVE, Frame.Status.WAITING):
+            return frame
+        if branch:
+            root = self.frame_for("", at)
+            description = self.branches.get(branch, "") or branch
+            frame = frame_push(
+                session=self.session,
+                parent=root,
+                goal=f"{branch}: {description}"[:2000],
+                budget_total=self.budgets.child(branch),
+                actor=self.actor,
+            )
+        else:
+            frame = frame_push(
+                session=self.session,
+                goal=self.goal[:2000],
+                budget_total=self.budgets.root(),
+                actor=self.actor,
+            )
+        if at is not None:
+            Frame.objects.filter(pk=frame.pk).update(created_at=at)
+            self.times[frame.pk] = at
+        self.frames[branch] = frame
+        return frame
+
+    def write(
+        self,
+        entries: Sequence[Entry],
+        progress: Callable[[int, int], None] | None = None,
+        total: int | None = None,
+    ) -> None:
+        """Write ``entries`` in order; ``progress(done, total)`` as they are written."""
+        total = len(entries) if total is None else total
+        states: dict[str, IngestPass] = {}
+        seq: int | None = None
+        usages: list[tuple[Usage, datetime]] = []
+        for entry in entries:
+            frame = self.frame_for(entry.branch, entry.timestamp)
+            state = states.get(entry.branch)
+            if state is None:
+                state = states[entry.branch] = ingest_start(
+                    session=self.session, branch=entry.branch, frame=frame
+                )
+            if seq is None:
+                seq = state.next_seq
+            if entry.kind == "message":
+                state.next_seq = seq
+                try:
+                    _entry_ingest(state, entry)
+                except TranscriptInvalid as exc:
+                    self.skipped.append((exc.line, exc.reason))
+                seq = state.next_seq
+            else:
+                figures = UsageFigures(**(entry.usage or {}))
+                usage = usage_record_for(
+                    session=self.session, frame=frame, usage=figures, actor=self.actor
+                )
+                if entry.timestamp is not None:
+                    usages.append((usage, entry.timestamp))
+                    self.times[usage.pk] = entry.timestamp
+                if state.current is not None:
+                    turn_touch(state, state.current).occupancy_tokens = figures.occupancy_tokens
+            self.written += 1
+            if progress is not None and (self.written % 200 == 0 or self.written == total):
+                progress(self.written, total)
+        for state in states.values():
+            ingest_finish(state)
+        for usage, moment in usages:
+            usage.created_at = moment
+        Usage.objects.bulk_update([u for u, _ in usages], ["created_at"], batch_size=500)
+
+    def finish(self, *, last_times: dict[str, datetime]) -> None:
+        """The transcript is complete: its frames close as completed (subagents first, each
+        at its last time) and the session ends at the transcript's last time."""
+        for branch, frame in sorted(self.frames.items(), key=lambda item: item[0] == ""):
+            frame.refresh_from_db()
+            if frame.status not in (Frame.Status.ACTIVE, Frame.Status.WAITING):
+                continue
+            if Frame.objects.filter(parent=frame, status__in=Frame.OPEN_STATUSES).exists():
+                continue  # frames the import does not own: the end of the session cancels them
+            frame_pop(frame=frame, status=Frame.Status.COMPLETED, actor=self.actor)
+            if branch in last_times:
+                Frame.objects.filter(pk=frame.pk).update(completed_at=last_times[branch])
+        session_end(session=self.session, actor=self.actor)
+        ended = max(last_times.values(), default=None)
+        if ended is not None:
+            Session.objects.filter(pk=self.session.pk).update(ended_at=ended)
+
+
+def _session_start(
+    *,
+    organization: Organization,
+    agent: Agent | None,
+    transcript: Transcript,
+    title: str,
+    context_window_tokens: int,
+    source: dict[str, Any],
+    actor: str,
+) -> Session:
+    """A new session for an imported transcript, started at its first timestamp."""
+    session = session_create(
+        organization=organization,
+        agent=agent,
+        identity={"user_name": "transcript import"} if agent is None else {},
+        context_window_tokens=context_window_tokens,
+        model=transcript.model,
+        title=title[:300],
+        actor=actor,
+    )
+    fields: dict[str, Any] = {"source": source}
+    if transcript.started_at is not None:
+        fields["started_at"] = transcript.started_at
+    Session.objects.filter(pk=session.pk).update(**fields)
+    session.refresh_from_db()
+    return session
+
+
+def _events_dated(session: Session, *, after: int, times: dict[Any, datetime], start: Any) -> None:
+    """Give the events appended after ``after`` the transcript's times: a usage record's
+    event the time of its call, a pushed frame's the time of its first entry, and every
+    other event the time of the event before it (``start`` for the first)."""
+    current = start
+    dated = []
+    for event in Event.objects.filter(session=session, seq__gt=after).order_by("seq"):
+        key = None
+        if event.type == "usage.recorded":
+            key = event.payload.get("usage_id")
+        elif event.type == "frame.pushed":
+            key = event.frame_id
+        current = times.get(key, current) if key is not None else current
+        if current is not None:
+            event.created_at = current
+            dated.append(event)
+    Event.objects.bulk_update(dated, ["created_at"], batch_size=500)
+
+
+def _last_times(entries: Iterable[Entry]) -> dict[str, datetime]:
+    """The latest time of each branch's entries."""
+    last: dict[str, datetime] = {}
+    for entry in entries:
+        if entry.timestamp is not None and (
+            entry.branch not in last or entry.timestamp > last[entry.branch]
+        ):
+            last[entry.branch] = entry.timestamp
+    return last
+
+
+def _report(
+    session: Session,
+    transcript: Transcript,
+    entries: list[Entry],
+    skipped: list[tuple[int, str]],
+    unchanged: bool,
+) -> ImportReport:
+    """The figures of the session as it stands, read inside the caller's transaction."""
+    session.refresh_from_db()
+    return ImportReport(
+        session=session,
+        frames=Frame.objects.filter(session=session).count(),
+        turns=Turn.objects.filter(session=session).count(),
+        api_calls=session.api_calls_total,
+        tool_calls=count_blocks(entries, "tool_use"),
+        tool_errors=count_blocks(entries, "tool_result", error=True),
+        compactions=transcript.compactions,
+        usage_totals=session.usage_totals,
+        skipped=sorted(skipped),
+        unchanged=unchanged,
+    )
 
 
 def transcript_import(
@@ -91,99 +377,575 @@ def transcript_import(
     progress: Callable[[int, int], None] | None = None,
     actor: str = IMPORT_ACTOR,
 ) -> ImportReport:
-    """Write a read transcript as one new session, all in one transaction.
+    """Write a complete, read transcript as one new, ended session, all in one transaction.
 
     The main conversation goes to a root frame; every subagent to a child frame with its
     own turns (branch = the agent id) and usage. Entries that are not valid messages are
     skipped and reported with their line number; nothing is written when anything else
     fails. ``progress(done, total)`` is called as entries are written.
     """
-    spent: dict[str, int] = {}
-    for entry in transcript.entries:
-        if entry.kind == "usage":
-            figures = UsageFigures(**(entry.usage or {}))
-            spent[entry.branch] = spent.get(entry.branch, 0) + figures.occupancy_tokens
-    child_budgets = {b: spent.get(b, 0) + IMPORT_BUDGET_MARGIN for b in transcript.branches}
-    skipped = list(transcript.skipped)
-    total = len(transcript.entries)
+    budgets = _Budgets(_spent(transcript.entries), list(transcript.branches), final=True)
     with transaction.atomic():
-        session = session_create(
+        session = _session_start(
             organization=organization,
             agent=agent,
-            identity={"user_name": "transcript import"} if agent is None else {},
+            transcript=transcript,
+            title=title or transcript.title or f"{transcript.format} transcript",
             context_window_tokens=context_window_tokens,
-            model=transcript.model,
-            title=(title or transcript.title or f"Imported {transcript.format} transcript")[:300],
+            source={},
             actor=actor,
         )
-        root = frame_push(
+        writer = _Writer(
             session=session,
-            goal=(transcript.title or f"Imported {transcript.format} transcript")[:2000],
-            budget_total=spent.get("", 0) + sum(child_budgets.values()) + IMPORT_BUDGET_MARGIN,
+            frames={},
+            branches=transcript.branches,
+            goal=title or transcript.title or f"{transcript.format} transcript",
+            budgets=budgets,
             actor=actor,
         )
-        frames = {"": root}
-        for branch, description in transcript.branches.items():
-            frames[branch] = frame_push(
-                session=session,
-                parent=root,
-                goal=f"{branch}: {description}"[:2000],
-                budget_total=child_budgets[branch],
-                actor=actor,
+        writer.frame_for("", transcript.started_at)
+        writer.write(transcript.entries, progress)
+        skipped = [*transcript.skipped, *writer.skipped]
+        _imported_event(
+            writer, transcript, entries=len(transcript.entries), skipped=len(skipped), import_id=""
+        )
+        writer.finish(last_times=_last_times(transcript.entries))
+        _events_dated(session, after=0, times=writer.times, start=transcript.started_at)
+        report = _report(session, transcript, transcript.entries, skipped, unchanged=False)
+    return report
+
+
+def _imported_event(
+    writer: _Writer, transcript: Transcript, *, entries: int, skipped: int, import_id: str
+) -> None:
+    event_append(
+        session=writer.session,
+        type="conversation.imported",
+        frame=writer.frames.get(""),
+        actor=writer.actor,
+        payload={
+            "format": transcript.format,
+            "entries": entries,
+            "skipped": skipped,
+            "compactions": transcript.compactions,
+            "import_id": import_id,
+        },
+    )
+
+
+# -- Uploads --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UploadFile:
+    """A file's text from byte ``offset`` on, as an upload carries it."""
+
+    file_name: str
+    content: str
+    offset: int = 0
+
+
+@dataclass
+class Received:
+    """What an upload answers: its job and the bytes now held of each file."""
+
+    job: Import
+    source: TranscriptSource
+    sizes: dict[str, int]  # file name -> bytes held, every file of the source
+    subagents: list[str]  # the upload's subagent files, as named when stored
+
+
+def _basename(name: str, field: Sequence[str | int]) -> str:
+    base = re.split(r"[\\/]", name.strip())[-1]
+    if not base or base in (".", ".."):
+        raise Invalid("Name the transcript's file (its base name).", field=field)
+    return base[:500]
+
+
+def _format_of(organization: Organization, fmt: str | None, upload: UploadFile, name: str) -> str:
+    if fmt is not None:
+        if fmt not in API_FORMATS:
+            raise Invalid(f"format is one of {', '.join(API_FORMATS)}.", field="format")
+        return API_FORMATS[fmt]
+    try:
+        return detect_format_of(name, upload.content)
+    except TranscriptError as exc:
+        # A later part of a JSON transcript is no JSON on its own: its source knows.
+        known = (
+            TranscriptSource.objects.filter(organization=organization, file_name=name)
+            .order_by("-updated_at")
+            .values_list("format", flat=True)
+            .first()
+        )
+        if upload.offset and known:
+            return known
+        raise Invalid(f"{exc} Say which format it is.", field="format") from None
+
+
+def _mismatch(name: str, held: int, detail: str) -> Conflict:
+    return Conflict(
+        "import_offset_mismatch",
+        f"{detail} The server holds {held} bytes of {name}; send it again from offset {held}.",
+        expected_offset=held,
+        file_name=name,
+    )
+
+
+def _joined(held: TranscriptFile, upload: UploadFile, name: str, whole_document: bool) -> str:
+    """The file's text with the upload's part placed at its offset.
+
+    The part may overlap what is held (a resend) but must then match it, and may not
+    start beyond it: 409 ``import_offset_mismatch`` with the offset to send from. A whole
+    document (JSON, YAML) sent again from offset 0 replaces the held text, since such a
+    file grows by rewriting its end.
+    """
+    if upload.offset > held.size:
+        raise _mismatch(name, held.size, f"The part starts at byte {upload.offset}.")
+    if upload.offset == held.size:
+        return held.text + upload.content
+    if whole_document and upload.offset == 0:
+        return held.text if held.text.startswith(upload.content) else upload.content
+    held_bytes = held.text.encode("utf-8")
+    part = upload.content.encode("utf-8")
+    overlap = held_bytes[upload.offset : upload.offset + len(part)]
+    if part[: len(overlap)] != overlap:
+        raise _mismatch(
+            name, held.size, f"The part from byte {upload.offset} differs from what was received."
+        )
+    return held.text + part[len(overlap) :].decode("utf-8")
+
+
+def _source_for(
+    organization: Organization, fmt: str, main: UploadFile, name: str
+) -> TranscriptSource:
+    """The upload's source, locked (made when this is the first upload of it)."""
+    key = source_key(fmt, name=name, text=main.content, offset=main.offset)
+    if not key:
+        # A later part that does not name its transcript (a JSON document's middle, or
+        # nothing new at all): the one of that file name it continues.
+        for source in (
+            TranscriptSource.objects.select_for_update()
+            .filter(organization=organization, format=fmt, file_name=name)
+            .order_by("-updated_at")
+        ):
+            held = source.files.filter(main=True).values_list("size", flat=True).first() or 0
+            if held >= main.offset:
+                return source
+        raise _mismatch(name, 0, f"No earlier part of {name} is held.")
+    source, _ = TranscriptSource.objects.get_or_create(
+        organization=organization,
+        format=fmt,
+        source_session_id=key,
+        defaults={"file_name": name},
+    )
+    return TranscriptSource.objects.select_for_update().get(pk=source.pk)
+
+
+def import_receive(
+    *,
+    organization: Organization,
+    agent: Agent | None,
+    file_name: str,
+    content: str,
+    offset: int = 0,
+    format: str | None = None,
+    final: bool = True,
+    subagents: Sequence[UploadFile] = (),
+    title: str | None = None,
+    context_window_tokens: int = 200_000,
+    queue: bool = True,
+) -> Received:
+    """Store an upload of a transcript and queue the job that imports it.
+
+    ``content`` is the file's text from byte ``offset`` on; ``subagents`` are Claude
+    Code's subagent files of the same session, each with its own offset. ``format`` is
+    the API's name (``claude_code``, ``anthropic``, ``openai``), detected when None.
+    ``queue``: send the job to a worker once stored (the operator's command runs it itself).
+
+    Raises Conflict ``import_offset_mismatch`` (``expected_offset``, ``file_name``) when a
+    part starts beyond what is held or differs from it where they overlap, TooLarge when
+    the transcript would hold more than ``import_max_bytes()``, Invalid for a bad name, a
+    format that cannot be told, subagents of a format that has none, or a final JSON or
+    YAML document that cannot be read. Nothing is stored then.
+    """
+    main = UploadFile(file_name, content, offset)
+    name = _basename(file_name, "file_name")
+    fmt = _format_of(organization, format, main, name)
+    uploads = [(name, main, True)]
+    if subagents and fmt != "claude-code":
+        raise Invalid("Only Claude Code transcripts have subagent files.", field="subagents")
+    for i, sub in enumerate(subagents):
+        sub_name = _basename(sub.file_name, ("subagents", i, "file_name"))
+        if any(sub_name == other for other, _, _ in uploads):
+            raise Invalid(
+                f"{sub_name} is sent twice in this upload.", field=("subagents", i, "file_name")
             )
-        states: dict[str, IngestPass] = {}
-        seq = 1
-        for done, entry in enumerate(transcript.entries, start=1):
-            state = states.get(entry.branch)
-            if state is None:
-                state = states[entry.branch] = ingest_start(
-                    session=session, branch=entry.branch, frame=frames.get(entry.branch, root)
-                )
-            if entry.kind == "message":
-                state.next_seq = seq
-                try:
-                    _entry_ingest(state, entry)
-                except TranscriptInvalid as exc:
-                    skipped.append((exc.line, exc.reason))
-                seq = state.next_seq
-            else:
-                figures = UsageFigures(**(entry.usage or {}))
-                usage_record_for(
-                    session=session,
-                    frame=frames.get(entry.branch, root),
-                    usage=figures,
-                    actor=actor,
-                )
-                if state.current is not None:
-                    turn_touch(state, state.current).occupancy_tokens = figures.occupancy_tokens
-            if progress is not None and (done % 200 == 0 or done == total):
-                progress(done, total)
-        for state in states.values():
-            ingest_finish(state)
-        for branch in transcript.branches:
-            frame_pop(frame=frames[branch], status=Frame.Status.COMPLETED, actor=actor)
-        event_append(
-            session=session,
-            type="conversation.imported",
-            frame=root,
-            actor=actor,
-            payload={
-                "format": transcript.format,
-                "entries": total,
-                "skipped": len(skipped),
-                "compactions": transcript.compactions,
-            },
+        uploads.append((sub_name, sub, False))
+    whole_document = fmt in WHOLE_DOCUMENT_FORMATS
+    with transaction.atomic():
+        source = _source_for(organization, fmt, main, name)
+        held = {f.name: f for f in source.files.all()}
+        joined: list[tuple[TranscriptFile, str]] = []
+        for upload_name, upload, is_main in uploads:
+            current = held.get(upload_name) or TranscriptFile(
+                source=source, name=upload_name, main=is_main
+            )
+            joined.append((current, _joined(current, upload, upload_name, whole_document)))
+        sizes = {f.name: f.size for f in held.values()}
+        sizes.update({f.name: len(text.encode("utf-8")) for f, text in joined})
+        limit = import_max_bytes()
+        if sum(sizes.values()) > limit:
+            raise TooLarge(
+                f"This transcript would hold {sum(sizes.values())} bytes; the limit is {limit}.",
+                limit=limit,
+            )
+        if whole_document and final:
+            try:
+                read_text(fmt, name=name, text=joined[0][1])
+            except TranscriptError as exc:
+                raise Invalid(str(exc), field="content") from None
+        now = timezone.now()
+        for current, text in joined:
+            if current.pk is None or text != current.text:
+                current.text = text
+                current.size = sizes[current.name]
+                current.save()
+        source.final = final
+        source.title = (title or "").strip()[:300] or source.title
+        source.context_window_tokens = context_window_tokens
+        source.updated_at = now
+        source.save(update_fields=["final", "title", "context_window_tokens", "updated_at"])
+        job = Import.objects.create(
+            organization=organization,
+            agent=agent,
+            source=source,
+            session=source.session,
+            final=final,
+            received_bytes=sizes[name],
+            created_at=now,
         )
-        session.refresh_from_db()
-        turns = Turn.objects.filter(session=session).count()
-    return ImportReport(
+        if queue:
+            _job_queue(job)
+    return Received(
+        job=job,
+        source=source,
+        sizes=sizes,
+        subagents=[n for n, _, is_main in uploads if not is_main],
+    )
+
+
+def _import_task() -> Any:
+    # tasks imports this module: reach the job's task without a cycle
+    from .tasks import import_run
+
+    return import_run
+
+
+def _job_queue(job: Import) -> None:
+    job_send_on_commit(_import_task(), job.pk)
+
+
+def imports_requeue(*, older_than_seconds: int = 60) -> int:
+    """Send again the jobs of imports still queued after ``older_than_seconds`` (sent while
+    the broker was down); return how many. A job sent twice is harmless: one claims it."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    queued = Import.objects.filter(status=Import.Status.QUEUED, created_at__lt=cutoff)
+    return sum(job_send(_import_task(), pk) for pk in queued.values_list("pk", flat=True)[:500])
+
+
+# -- The job --------------------------------------------------------------------------------
+
+
+def import_claim(*, import_id: str) -> bool:
+    """Queued -> running, once: a second delivery of the job finds nothing to claim."""
+    return (
+        Import.objects.filter(pk=import_id, status=Import.Status.QUEUED).update(
+            status=Import.Status.RUNNING, started_at=timezone.now()
+        )
+        == 1
+    )
+
+
+def import_execute(
+    *, import_id: str, progress: Callable[[int, int], None] | None = None
+) -> Import | None:
+    """Run a queued import; None when it is not there or not claimable (a repeated delivery).
+
+    Writes in batches, each in its own transaction with the job's progress, so a reader
+    sees the progress move; what a failed run wrote stays, and the next run goes on from
+    there. The job ends completed with the import summary as its result, or failed with
+    the error.
+    """
+    if not import_claim(import_id=import_id):
+        return None
+    try:
+        _import_apply(import_id, progress)
+    except DomainError as exc:
+        _import_failed(import_id, {"error": exc.code, "detail": exc.detail})
+    except TranscriptError as exc:
+        _import_failed(import_id, {"error": "transcript_invalid", "detail": str(exc)})
+    except Exception as exc:  # the job must not stay "running" forever
+        logger.exception("import %s failed", import_id)
+        _import_failed(
+            import_id,
+            {"error": "internal_error", "detail": f"The import failed: {type(exc).__name__}."},
+        )
+    return Import.objects.select_related("source").get(pk=import_id)
+
+
+def _import_failed(import_id: str, error: dict) -> None:
+    Import.objects.filter(pk=import_id, status=Import.Status.RUNNING).update(
+        status=Import.Status.FAILED, error=error, finished_at=timezone.now()
+    )
+
+
+@dataclass
+class _FilePlan:
+    """A file's entries as this run read them, and a digest of its messages so far."""
+
+    row: TranscriptFile
+    read: FileEntries
+    digest: Any = field(default_factory=hashlib.sha256)
+    hashed: int = 0  # entries looked at by the digest
+    lines: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.lines = [entry.line for entry in self.read.entries]
+
+    def after(self, line: int) -> int:
+        """The index of the file's first entry beyond ``line``."""
+        return bisect.bisect_right(self.lines, line)
+
+    def pending(self, line: int) -> list[Entry]:
+        """The settled entries beyond ``line``: what is left to write."""
+        return self.read.entries[self.after(line) : self.read.settled]
+
+    def digest_through(self, line: int) -> str:
+        """The SHA-256 of the file's messages up to ``line``, in order.
+
+        Messages only: the usage of a response is placed after its last line, so when a
+        transcript imported as final grows inside a response, its usage moves; the usage
+        record, idempotent by message id, is then not charged twice.
+        """
+        end = self.after(line)
+        if end < self.hashed:
+            self.digest, self.hashed = hashlib.sha256(), 0
+        for entry in self.read.entries[self.hashed : end]:
+            if entry.kind == "message":
+                self.digest.update(entry.fingerprint())
+        self.hashed = end
+        return self.digest.hexdigest()
+
+
+def _import_apply(import_id: str, progress: Callable[[int, int], None] | None) -> None:
+    job = Import.objects.select_related("source", "agent").get(pk=import_id)
+    source = job.source
+    rows = {f.name: f for f in source.files.all()}
+    main = next((f for f in rows.values() if f.main), None)
+    if main is None:
+        raise Invalid("The import holds no file.", field="file_name")
+    final = source.final
+    waiting = source.format in WHOLE_DOCUMENT_FORMATS and not final
+    if waiting or (source.session_id is None and not any(f.size for f in rows.values())):
+        # A JSON or YAML document is read once its last part is in; an empty file (Claude
+        # Code's SessionStart comes before the first line) makes no session yet.
+        _import_done(job, report=None, session=source.session)
+        return
+    transcript = read_text(
+        source.format,
+        name=main.name,
+        text=main.text,
+        subagents=[(f.name, f.text) for f in rows.values() if not f.main],
+        growing=not final,
+    )
+    plans = [_FilePlan(rows[read.name], read) for read in transcript.files if read.name in rows]
+    settled = transcript.settled_entries
+    todo = [entry for plan in plans for entry in plan.pending(plan.row.written_through)]
+    total = len(todo)
+    Import.objects.filter(pk=import_id).update(progress_total=total)
+    budgets = _Budgets(_spent(todo), list(transcript.branches), final=final)
+    changed = False
+    done = 0
+    for plan in plans:
+        while True:
+            with transaction.atomic():
+                written = _batch_write(job, plan, transcript, budgets, final)
+            if written == 0:
+                break
+            changed = True
+            done += written
+            if progress is not None:
+                progress(done, total)
+    with transaction.atomic():
+        changed = _import_finish(job, transcript, settled, final, changed, todo)
+
+
+def _session_title(source: TranscriptSource, transcript: Transcript) -> str:
+    """An upload's title, else the transcript's summary or first prompt, else its file name."""
+    return (source.title or transcript.title or source.file_name)[:300]
+
+
+def _writer_for(
+    job: Import,
+    source: TranscriptSource,
+    transcript: Transcript,
+    budgets: _Budgets,
+    at: datetime | None,
+    *,
+    reopen: bool,
+) -> tuple[_Writer, bool]:
+    """A writer into the source's session, started when there is none (and, with
+    ``reopen``, reopened when it has ended); True when it started or reopened it."""
+    title = _session_title(source, transcript)
+    started = False
+    begins = at  # a resumed part begins at its first entry
+    session = source.session
+    if session is None:
+        begins = transcript.started_at or at
+        session = _session_start(
+            organization=job.organization,
+            agent=job.agent,
+            transcript=transcript,
+            title=title,
+            context_window_tokens=source.context_window_tokens,
+            source=source_of(source),
+            actor=IMPORT_ACTOR,
+        )
+        source.session = session
+        started = True
+    else:
+        session = session_lock(session, open_only=False)
+        if reopen and session.lifecycle_state == Session.Lifecycle.ENDED:
+            # The transcript grew after it was complete (a resumed Claude Code session).
+            Session.objects.filter(pk=session.pk).update(
+                lifecycle_state=Session.Lifecycle.ACTIVE, ended_at=None, updated_at=timezone.now()
+            )
+            event_append(session=session, type="session.reopened", actor=IMPORT_ACTOR)
+            session.refresh_from_db()
+            started = True
+    frames = {
+        branch: frame
+        for branch, frame in (
+            (branch, Frame.objects.filter(pk=pk, session=session).first())
+            for branch, pk in source.frames.items()
+        )
+        if frame is not None
+    }
+    writer = _Writer(
         session=session,
-        frames=len(frames),
-        turns=turns,
-        api_calls=session.api_calls_total,
-        tool_calls=transcript.count_blocks("tool_use"),
-        tool_errors=transcript.count_blocks("tool_result", error=True),
-        compactions=transcript.compactions,
-        usage_totals=session.usage_totals,
-        skipped=sorted(skipped),
+        frames=frames,
+        branches=transcript.branches,
+        goal=title,
+        budgets=budgets,
+        actor=IMPORT_ACTOR,
+    )
+    if started:
+        writer.frame_for("", begins)
+    return writer, started
+
+
+def _frames_kept(source: TranscriptSource, writer: _Writer) -> None:
+    source.frames = {branch: str(frame.pk) for branch, frame in writer.frames.items()}
+
+
+def _batch_write(
+    job: Import, plan: _FilePlan, transcript: Transcript, budgets: _Budgets, final: bool
+) -> int:
+    """Write the next batch of a file's settled entries; how many were written (0: none left)."""
+    source = TranscriptSource.objects.select_for_update().get(pk=job.source_id)
+    row = TranscriptFile.objects.select_for_update().get(pk=plan.row.pk)
+    entries = plan.read.entries
+    if row.written_through and plan.digest_through(row.written_through) != row.digest:
+        raise Conflict(
+            "transcript_changed",
+            f"{row.name} no longer begins with what was imported from it; "
+            "import the changed transcript under another file name.",
+        )
+    start = plan.after(row.written_through)
+    end = min(plan.read.settled, start + IMPORT_BATCH_ENTRIES)
+    while end < plan.read.settled and entries[end].line == entries[end - 1].line:
+        end += 1  # a response's usage shares its last line: a batch ends after both
+    batch = entries[start:end]
+    if not batch:
+        return 0
+    first = next((e.timestamp for e in batch if e.timestamp is not None), None)
+    after = _last_seq(source.session)
+    writer, _ = _writer_for(job, source, transcript, budgets, first, reopen=True)
+    writer.write(batch)
+    _events_dated(writer.session, after=after, times=writer.times, start=first)
+    row.written_through = batch[-1].line
+    row.digest = plan.digest_through(row.written_through)
+    row.save(update_fields=["written_through", "digest"])
+    _frames_kept(source, writer)
+    source.skipped = [*source.skipped, *([line, reason] for line, reason in writer.skipped)]
+    source.save(update_fields=["session", "frames", "skipped"])
+    Import.objects.filter(pk=job.pk).update(
+        progress_done=F("progress_done") + len(batch), session=writer.session
+    )
+    return len(batch)
+
+
+def _last_seq(session: Session | None) -> int:
+    """The session's last event number (0 before it exists)."""
+    if session is None:
+        return 0
+    return Session.objects.values_list("last_event_seq", flat=True).get(pk=session.pk)
+
+
+def _import_finish(
+    job: Import,
+    transcript: Transcript,
+    settled: list[Entry],
+    final: bool,
+    changed: bool,
+    todo: list[Entry],
+) -> bool:
+    """The run's last transaction: the session's title, source and times, its end when the
+    transcript is final, the ``conversation.imported`` event and the job's result."""
+    source = TranscriptSource.objects.select_for_update().get(pk=job.source_id)
+    budgets = _Budgets({}, list(transcript.branches), final=final)
+    last_times = _last_times(settled)
+    last = max(last_times.values(), default=None)
+    after = _last_seq(source.session)
+    kept = (source.session_id, dict(source.frames), source.tool_version)
+    writer, started = _writer_for(job, source, transcript, budgets, last, reopen=False)
+    changed = changed or started
+    session = writer.session
+    fields: dict[str, Any] = {}
+    title = _session_title(source, transcript)
+    if session.title != title:
+        fields["title"] = title
+    if transcript.model and not session.model:
+        fields["model"] = transcript.model
+    if transcript.started_at is not None and session.started_at != transcript.started_at:
+        fields["started_at"] = transcript.started_at
+    if transcript.tool_version and source.tool_version != transcript.tool_version:
+        source.tool_version = transcript.tool_version
+    if session.source != source_of(source):
+        fields["source"] = source_of(source)
+    if fields:
+        Session.objects.filter(pk=session.pk).update(**fields)
+    skipped = [*transcript.skipped, *((line, reason) for line, reason in source.skipped)]
+    if changed:
+        _imported_event(
+            writer, transcript, entries=len(todo), skipped=len(skipped), import_id=job.pk
+        )
+    if final and session.lifecycle_state != Session.Lifecycle.ENDED:
+        writer.finish(last_times=last_times)
+        changed = True
+    _events_dated(session, after=after, times=writer.times, start=last)
+    _frames_kept(source, writer)
+    if (source.session_id, source.frames, source.tool_version) != kept:
+        source.save(update_fields=["session", "frames", "tool_version"])
+    report = _report(session, transcript, settled, skipped, unchanged=not changed)
+    _import_done(job, report=report, session=session)
+    return changed
+
+
+def _import_done(job: Import, *, report: ImportReport | None, session: Session | None) -> None:
+    Import.objects.filter(pk=job.pk, status=Import.Status.RUNNING).update(
+        status=Import.Status.COMPLETED,
+        result=report.as_dict() if report is not None else None,
+        session=session,
+        finished_at=timezone.now(),
     )

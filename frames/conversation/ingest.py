@@ -14,6 +14,7 @@ runs inside its caller's transaction: ``messages_append`` here, ``transcript_imp
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -90,6 +91,8 @@ class IngestPass:
     tool_turns: dict[str, Turn] = field(default_factory=dict)  # tool_use id -> turn, this pass
     created: list[Turn] = field(default_factory=list)
     messages: int = 0
+    # The source's own time of the latest message of each touched turn (an import's).
+    times: dict[int, datetime] = field(default_factory=dict)
 
 
 def ingest_start(*, session: Session, branch: str, frame: Frame | None) -> IngestPass:
@@ -104,8 +107,8 @@ def ingest_start(*, session: Session, branch: str, frame: Frame | None) -> Inges
     return state
 
 
-def _new_turn(state: IngestPass, user_message: str = "") -> Turn:
-    now = timezone.now()
+def _new_turn(state: IngestPass, user_message: str = "", at: datetime | None = None) -> Turn:
+    now = at or timezone.now()
     turn = Turn.objects.create(
         session=state.session,
         frame=state.frame,
@@ -143,9 +146,17 @@ def turn_touch(state: IngestPass, turn: Turn) -> Turn:
 
 
 def message_ingest(
-    state: IngestPass, *, role: str, content: Any, field: Sequence[str | int] = ()
+    state: IngestPass,
+    *,
+    role: str,
+    content: Any,
+    field: Sequence[str | int] = (),
+    at: datetime | None = None,
 ) -> None:
     """Group one message into the branch's turns; checks everything before writing anything.
+
+    ``at``: when the message was sent, as its source recorded it (an import); the message,
+    a turn it starts and the turns it extends carry that time instead of now.
 
     Raises ``Invalid`` naming the bad part under ``field`` (``("messages", 3)``).
     """
@@ -161,7 +172,9 @@ def message_ingest(
         others = [(b, t) for b, t in zip(blocks, tokens, strict=True) if b["type"] != "tool_result"]
         for block, count in results:
             turn = (
-                _turn_for_tool_use(state, block["tool_use_id"]) or state.current or _new_turn(state)
+                _turn_for_tool_use(state, block["tool_use_id"])
+                or state.current
+                or _new_turn(state, at=at)
             )
             turn = turn_touch(state, turn)
             turn.tool_results = [
@@ -174,13 +187,15 @@ def message_ingest(
             ]
             turn.tokens += count
             owner = owner or turn
+            if at is not None:
+                state.times[turn.pk] = at
         text = "\n".join(b["text"] for b, _ in others if b["type"] == "text" and b["text"].strip())
         if text or (others and not results):
-            turn = _new_turn(state, user_message=text)
+            turn = _new_turn(state, user_message=text, at=at)
             turn.tokens += sum(t for _, t in others)
             owner = turn
     else:
-        turn = turn_touch(state, state.current) if state.current else _new_turn(state)
+        turn = turn_touch(state, state.current) if state.current else _new_turn(state, at=at)
         for block, count in zip(blocks, tokens, strict=True):
             kind = block["type"]
             if kind == "text" and block["text"]:
@@ -205,7 +220,7 @@ def message_ingest(
             turn.tokens += count
         owner = turn
     if owner is None:  # an empty user message: nothing to group
-        owner = state.current or _new_turn(state)
+        owner = state.current or _new_turn(state, at=at)
     Message.objects.create(
         session=state.session,
         turn=owner,
@@ -213,7 +228,10 @@ def message_ingest(
         role=role,
         content=blocks,
         tokens=sum(tokens),
+        created_at=at or timezone.now(),
     )
+    if at is not None:
+        state.times[owner.pk] = at
     state.next_seq += 1
     state.messages += 1
 
@@ -266,7 +284,7 @@ def ingest_finish(state: IngestPass) -> list[Turn]:
             changed.append(turn)
     now = timezone.now()
     for turn in changed:
-        turn.updated_at = now
+        turn.updated_at = state.times.get(turn.pk, now)
     Turn.objects.bulk_update(
         changed,
         [

@@ -1,15 +1,18 @@
-"""Conversation storage: messages as they arrived, turns grouped from them, compaction runs and summaries.
+"""Conversation storage: messages as they arrived, turns grouped from them, compaction runs
+and summaries, and the transcripts imported into sessions.
 
 Nothing here is ever deleted by a compaction: summarized turns are marked and linked to
 the summary that stands in for them, so a run can be reverted and the full history read.
 """
 
+import secrets
 import uuid
 
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from contextops.models import Agent, Organization
 from frames.models import Frame, Session
 
 MAIN_BRANCH = ""
@@ -214,3 +217,112 @@ class CompactionRun(models.Model):
     @property
     def is_open(self) -> bool:
         return self.status in self.OPEN_STATUSES
+
+
+class TranscriptSource(models.Model):
+    """One transcript as uploaded so far, and the session it is written into.
+
+    One per organization, format and source session id (Claude Code's ``sessionId``; the
+    file name and a hash of its first KB for the other formats). Its files hold the text
+    received; each file knows through which of its lines it is written.
+    """
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    format = models.CharField(
+        max_length=20
+    )  # as the readers name it: claude-code, anthropic, openai
+    source_session_id = models.CharField(max_length=300)
+    file_name = models.CharField(max_length=500)
+    tool_version = models.CharField(max_length=60, blank=True)
+    title = models.CharField(
+        max_length=300, blank=True, help_text="The title an upload gave, over the derived one."
+    )
+    final = models.BooleanField(
+        default=False, help_text="The latest upload said the transcript is complete."
+    )
+    context_window_tokens = models.PositiveIntegerField(default=200_000)
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    frames = models.JSONField(default=dict, blank=True)  # branch ("" for the main one) -> frame id
+    skipped = models.JSONField(default=list, blank=True)  # [[line, reason]] of entries not written
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "format", "source_session_id"],
+                name="transcript_source_unique",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.file_name
+
+
+class TranscriptFile(models.Model):
+    """A file of a transcript (the session file, or a Claude Code subagent file) as received."""
+
+    source = models.ForeignKey(TranscriptSource, on_delete=models.CASCADE, related_name="files")
+    name = models.CharField(max_length=500)
+    main = models.BooleanField(default=False)
+    text = models.TextField(blank=True)
+    size = models.BigIntegerField(default=0, help_text="UTF-8 bytes of text: the next offset.")
+    written_through = models.PositiveIntegerField(
+        default=0, help_text="The file's entries up to this line are written."
+    )
+    digest = models.CharField(
+        max_length=64, blank=True, help_text="SHA-256 of the written messages, in order."
+    )
+
+    class Meta:
+        ordering = ["-main", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["source", "name"], name="transcript_file_unique")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def import_id_new() -> str:
+    return f"imp-{secrets.token_hex(8)}"
+
+
+class Import(models.Model):
+    """One upload of a transcript and the job that writes what it brought."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+
+    id = models.CharField(primary_key=True, max_length=24, default=import_id_new, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    source = models.ForeignKey(TranscriptSource, on_delete=models.CASCADE, related_name="imports")
+    session = models.ForeignKey(
+        Session, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    status = models.CharField(
+        max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True
+    )
+    final = models.BooleanField(default=True)
+    received_bytes = models.BigIntegerField(default=0)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    result = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.pk} {self.status}"

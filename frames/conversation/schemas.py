@@ -5,6 +5,8 @@ from uuid import UUID
 
 from ninja import Field, Schema
 
+from .importing import Received, source_of
+from .models import Import
 from .selection import MAX_KEEP_TURNS, MAX_TARGET_TOKENS
 
 
@@ -144,3 +146,128 @@ class CompactionOut(Schema):
     @staticmethod
     def resolve_warning(obj) -> str | None:
         return obj.warning or None
+
+
+# -- Imports ----------------------------------------------------------------------------------
+
+MAX_OFFSET = 2**62
+
+
+class ImportFileIn(Schema):
+    file_name: str = Field(
+        min_length=1, max_length=500, description="The subagent file's name (agent-<id>.jsonl)."
+    )
+    content: str = Field(description="The file's text, or its part from ``offset`` on.")
+    offset: int = Field(0, ge=0, le=MAX_OFFSET, description="UTF-8 byte offset of ``content``.")
+
+
+class ImportIn(Schema):
+    file_name: str = Field(
+        min_length=1,
+        max_length=500,
+        description="The transcript's file name (its base name), kept as its source.",
+    )
+    content: str = Field(description="The transcript's text, or the part of the file from offset.")
+    offset: int = Field(
+        0,
+        ge=0,
+        le=MAX_OFFSET,
+        description="The UTF-8 byte offset in the file where content starts: an upload may "
+        "send only what was appended since the last one.",
+    )
+    format: Literal["claude_code", "anthropic", "openai"] | None = Field(
+        None, description="Detected from the file name and content when left out."
+    )
+    final: bool = Field(
+        True,
+        description="The transcript is complete: once imported, its session ends. Until "
+        "then the trailing entries that may still change wait for the next upload.",
+    )
+    subagents: list[ImportFileIn] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="Claude Code 2.x subagents/agent-*.jsonl files of the same session.",
+    )
+    title: str | None = Field(None, max_length=300, description="Overrides the derived title.")
+
+
+class ImportSourceOut(Schema):
+    format: str
+    file_name: str
+    source_session_id: str
+    tool_version: str | None
+
+
+class ImportFileOut(Schema):
+    file_name: str
+    received_bytes: int
+
+
+class ImportQueuedOut(Schema):
+    id: str
+    status: str
+    session_id: str | None
+    source: ImportSourceOut
+    received_bytes: int = Field(
+        description="The bytes of the file now held: where the next part starts."
+    )
+    subagents: list[ImportFileOut]
+
+
+class ImportProgressOut(Schema):
+    done: int
+    total: int
+
+
+class ImportErrorOut(Schema):
+    error: str
+    detail: str
+
+
+class ImportOut(Schema):
+    id: str
+    status: str
+    final: bool
+    progress: ImportProgressOut
+    session_id: str | None
+    source: ImportSourceOut
+    received_bytes: int
+    result: dict[str, Any] | None = Field(
+        description="The summary manage.py import_transcript --json prints, once completed."
+    )
+    error: ImportErrorOut | None
+    created_at: Any
+    started_at: Any
+    finished_at: Any
+
+
+def import_queued_out(received: Received) -> dict[str, Any]:
+    job = received.job
+    return {
+        "id": job.pk,
+        "status": job.status,
+        "session_id": str(job.session_id) if job.session_id else None,
+        "source": source_of(received.source),
+        "received_bytes": job.received_bytes,
+        "subagents": [
+            {"file_name": name, "received_bytes": received.sizes.get(name, 0)}
+            for name in received.subagents
+        ],
+    }
+
+
+def import_out(job: Import) -> dict[str, Any]:
+    return {
+        "id": job.pk,
+        "status": job.status,
+        "final": job.final,
+        "progress": {"done": job.progress_done, "total": job.progress_total},
+        "session_id": str(job.session_id) if job.session_id else None,
+        "source": source_of(job.source),
+        "received_bytes": job.received_bytes,
+        "result": job.result,
+        "error": job.error,
+        "created_at": job.created_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+    }

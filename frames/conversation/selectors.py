@@ -8,7 +8,7 @@ from django.db.models import QuerySet
 from contextops.errors import NotFound
 from frames.models import Session
 
-from .models import MAIN_BRANCH, CompactionRun, Summary, Turn
+from .models import MAIN_BRANCH, CompactionRun, Import, Summary, Turn
 
 
 def turns_list(
@@ -68,3 +68,18 @@ def occupancy_series(*, session: Session, branch: str = MAIN_BRANCH) -> list[tup
         .order_by("index")
         .values_list("index", "occupancy_tokens")
     )
+
+
+def import_get(*, organization, import_id: Any) -> Import:
+    """The organization's import ``import_id``, with its source; NotFound for any other."""
+    import_id = str(import_id)
+    job = (
+        Import.objects.select_related("source")
+        .filter(pk=import_id, organization=organization)
+        .first()
+        if len(import_id) <= 24
+        else None
+    )
+    if job is None:
+        raise NotFound("No such import.")
+    return job

@@ -1,10 +1,12 @@
-"""Compaction jobs: an id in, the service call inside. Idempotent, so ``acks_late``."""
+"""Compaction and import jobs: an id in, the service call inside. Both are idempotent (a
+job claims its row with a conditional UPDATE), so ``acks_late``."""
 
 from celery import shared_task
 
 from .compaction import CompactionRetry, compaction_execute, compactions_requeue
+from .importing import import_execute, imports_requeue
 
-__all__ = ["compaction_run", "compactions_requeue_stale"]
+__all__ = ["compaction_run", "compactions_requeue_stale", "import_run", "imports_requeue_stale"]
 
 
 # max_retries=None: the run counts its own retries (CONTEXTOPS_COMPACTION_MAX_RETRIES), so
@@ -34,3 +36,16 @@ def compaction_run(self, run_id: str) -> None:
 def compactions_requeue_stale() -> int:
     """Beat: send again the jobs of compactions queued while the broker was down."""
     return compactions_requeue()
+
+
+@shared_task(name="conversation.import_run", acks_late=True, ignore_result=True)
+def import_run(import_id: str) -> None:
+    """Write what an upload brought; a second delivery of a claimed or finished job does
+    nothing, and what a job that died wrote stays written (the next upload goes on)."""
+    import_execute(import_id=import_id)
+
+
+@shared_task(name="conversation.imports_requeue", ignore_result=True)
+def imports_requeue_stale() -> int:
+    """Beat: send again the jobs of imports queued while the broker was down."""
+    return imports_requeue()

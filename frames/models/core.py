@@ -65,6 +65,11 @@ class Session(models.Model):
     # The log's sequence: the last event number handed out in this session.
     last_event_seq = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    # When the work began: an imported transcript's first timestamp, else the creation.
+    started_at = models.DateTimeField(default=timezone.now)
+    # Where an imported session came from: {format, file_name, source_session_id,
+    # tool_version}; empty for a session an agent started.
+    source = models.JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(default=timezone.now)
     ended_at = models.DateTimeField(null=True, blank=True)
 
@@ -89,6 +94,22 @@ class Session(models.Model):
         """What the session's calls cost, in tokens (cache writes at 1.25x, reads at a
         tenth): a cost, never room in the window (see the design's note)."""
         return round(cost_weighted_tokens(**self.usage_totals))
+
+    SOURCE_FORMATS = {
+        "claude_code": "Claude Code",
+        "anthropic": "Anthropic Messages",
+        "openai": "OpenAI chat",
+    }
+
+    @property
+    def source_label(self) -> str:
+        """What an imported session came from, as a person reads it ("Claude Code 2.1.39
+        transcript"); "" for a session an agent started."""
+        if not self.source:
+            return ""
+        name = self.SOURCE_FORMATS.get(self.source.get("format", ""), "Imported")
+        version = self.source.get("tool_version") or ""
+        return f"{name} {version} transcript" if version else f"{name} transcript"
 
 
 class Frame(models.Model):

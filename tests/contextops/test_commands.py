@@ -143,3 +143,45 @@ def test_it_never_moves_a_user_to_another_organization(db, monkeypatch):
     user = get_user_model().objects.get(username="ada")
     assert user.member.organization.name == "Acme"
     assert Client().login(username="ada", password=PASSWORD)  # the password did not change
+
+
+def test_it_issues_a_persons_own_key_that_may_decide_suspensions(db, monkeypatch):
+    monkeypatch.setenv("CONTEXTOPS_PASSWORD", PASSWORD)
+    _create_user("--org", "Acme", "--username", "grace", "--approver")
+    out, err = _create_api_key("--org", "Acme", "--user", "grace")
+    raw = out.splitlines()[-1]
+    key = ApiKey.objects.get(prefix=raw.split("_")[1])
+    assert key.user is not None and key.user.username == "grace"
+    assert key.agent.name == "grace" and key.agent.organization.name == "Acme"
+    assert "personal key of 'grace'" in err
+    # The token is unknown: the key passed the permission check and the lookup answered.
+    answer = ApiClient(key=raw).post("/suspensions/no-such-token/approve")
+    assert answer.status_code == 404, answer.content
+    # An agent's key, from the same command without --user, is not a person's.
+    bot, _ = _create_api_key("--org", "Acme", "--agent", "bot")
+    assert ApiKey.objects.get(prefix=bot.splitlines()[-1].split("_")[1]).user is None
+
+
+def test_it_names_the_personal_keys_agent_when_asked(db, monkeypatch):
+    monkeypatch.setenv("CONTEXTOPS_PASSWORD", PASSWORD)
+    _create_user("--org", "Acme", "--username", "grace")
+    out, _ = _create_api_key("--org", "Acme", "--agent", "grace-laptop", "--user", "grace")
+    key = ApiKey.objects.get(prefix=out.splitlines()[-1].split("_")[1])
+    assert key.agent.name == "grace-laptop" and key.user.username == "grace"
+
+
+def test_it_issues_personal_keys_to_members_of_the_organization_only(db, monkeypatch):
+    monkeypatch.setenv("CONTEXTOPS_PASSWORD", PASSWORD)
+    _create_user("--org", "Globex", "--username", "eve", "--approver")
+    get_user_model().objects.create_user("loner", password=PASSWORD)  # no organization
+    for username in ("eve", "loner", "nobody"):
+        with pytest.raises(CommandError, match=f"Acme has no member named '{username}'"):
+            _create_api_key("--org", "Acme", "--user", username)
+    assert not ApiKey.objects.filter(user__isnull=False).exists()
+    assert not Organization.objects.filter(name="Acme").exists()
+
+
+def test_it_needs_an_agent_or_a_user(db):
+    with pytest.raises(CommandError, match="--agent"):
+        _create_api_key("--org", "Acme")
+    assert not ApiKey.objects.exists()

@@ -121,4 +121,13 @@ def acme(api):
     compaction = created(api.post(f"/sessions/{session.pk}/compactions", {}), 202)
     ids["compaction_id"] = compaction["id"]
     secrets.add(compaction["id"])
+    transcript = (
+        '{"type":"user","sessionId":"acme-secret-transcript","message":'
+        '{"role":"user","content":"acme-secret-prompt"}}\n'
+    )
+    upload = created(
+        api.post("/imports", {"file_name": "acme-secret.jsonl", "content": transcript}), 202
+    )
+    ids["import_id"] = upload["id"]
+    secrets.add(upload["id"])
     return {"ids": ids, "secrets": secrets, "session": session, "frame": frame}

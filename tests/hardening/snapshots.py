@@ -19,6 +19,9 @@ ORGANIZATION_PATHS = {
     "RlmVariable": "state__organization",
     "RlmMutation": "state__organization",
     "RlmCheckpoint": "state__organization",
+    "TranscriptSource": "organization",
+    "TranscriptFile": "source__organization",
+    "Import": "organization",
 }
 
 

@@ -56,6 +56,15 @@ def _other_ids(api, session, frame) -> dict:
     compaction = api.post(f"/sessions/{session.pk}/compactions", {})
     if compaction.status_code == 202:
         ids["compaction_id"] = str(compaction.json()["id"])
+    upload = api.post(
+        "/imports",
+        {
+            "file_name": "fuzz.jsonl",
+            "content": '{"type":"user","message":{"role":"user","content":"Fuzz"}}\n',
+        },
+    )
+    if upload.status_code == 202:
+        ids["import_id"] = upload.json()["id"]
     return ids
 
 

@@ -27,7 +27,7 @@ class Write:
     ``body`` strings may name fixture ids as ``{frame_id}``; ``ids`` overrides the path
     ids (a draft fact for promote/discard). ``own`` is the status of Acme's agent (an
     employee), ``guest`` of Acme's guest when it differs, ``other`` of another
-    organization's admin.
+    organization's admin. ``refusal`` is the error of a 403 Acme's callers get.
     """
 
     body: dict | None = None
@@ -36,6 +36,7 @@ class Write:
     guest: int | None = None
     other: int = 404
     ids: dict = field(default_factory=dict)
+    refusal: str = "authority_too_low"
 
 
 # Every operation that writes to an object named in its path. A write missing from here
@@ -74,6 +75,7 @@ WRITES = {
     ("POST", "/sessions/{session_id}/context-pack"): Write(
         {"budget_tokens": 2000, "frame_id": "{frame_id}", "include_handles": ["{handle_id}"]}
     ),
+    ("PATCH", "/sessions/{session_id}"): Write({"eviction_policy": "size_first"}),
     ("POST", "/sessions/{session_id}/end"): Write(),
     ("POST", "/sessions/{session_id}/frames"): Write(
         {"goal": "intruder goal", "parent_frame_id": "{frame_id}", "budget": {"total": 100}},
@@ -89,6 +91,13 @@ WRITES = {
         }
     ),
     ("POST", "/suspensions/{token}/resume"): Write(own=409),  # waits for an approver
+    # Deciding takes a person's own key; an agent's key is refused (permission_denied).
+    ("POST", "/suspensions/{token}/approve"): Write(
+        {"note": "intruder"}, own=403, refusal="permission_denied"
+    ),
+    ("POST", "/suspensions/{token}/reject"): Write(
+        {"note": "intruder"}, own=403, refusal="permission_denied"
+    ),
     ("PUT", "/rlm/states/{state_id}/variables/{name}"): Write(
         {"value": "intruder value", "description": "intruder"}
     ),
@@ -111,7 +120,15 @@ RLM_DOCUMENT = {
 }
 # The writes that create: valid bodies naming Acme's values; another organization gets
 # its own object (``other``), Acme's stay as they were.
+# A Claude Code transcript of one line, as an agent's upload carries it.
+INTRUDER_TRANSCRIPT = (
+    '{"type":"user","sessionId":"intruder-session","timestamp":"2026-01-02T03:04:05Z",'
+    '"message":{"role":"user","content":"intruder asks"}}\n'
+)
 CREATES = {
+    ("POST", "/imports"): Write(
+        {"file_name": "intruder.jsonl", "content": INTRUDER_TRANSCRIPT}, own=202, other=202
+    ),
     ("POST", "/constraints/check"): Write(
         {"subject": "acme-secret-budget", "value": 1000}, own=200, other=200
     ),

@@ -45,6 +45,8 @@ from .types import (
     HandlePageIn,
     HandlePageOut,
     Health,
+    ImportJob,
+    ImportQueued,
     Lineage,
     MessagesAppended,
     PendingWork,
@@ -69,6 +71,7 @@ JSON = dict[str, Any]
 OPEN_STATUSES = frozenset({"active", "waiting", "suspended"})
 CLOSED_STATUSES = frozenset({"completed", "failed", "cancelled"})
 FINISHED_COMPACTION = frozenset({"completed", "failed", "reverted"})
+FINISHED_IMPORT = frozenset({"completed", "failed"})
 MAX_LONG_POLL = 30.0
 
 # The frames each ``ops.frame(...)`` block has open, per session, in this thread or task.
@@ -674,6 +677,75 @@ class Api:
         token = suspension.token if isinstance(suspension, Suspension) else str(suspension)
         return self._call("POST", f"/suspensions/{_seg(token)}/resume", wrap=self._frame)
 
+    @endpoint
+    def suspension_approve(self, suspension: Any, *, note: str = "") -> Suspension:
+        """``POST /suspensions/{token}/approve`` → the :class:`Suspension`, approved.
+
+        A person's act: only a personal key (``create_api_key --user``) whose user may
+        approve suspensions may; any other key raises :class:`PermissionDenied`. Raises
+        :class:`AlreadyDecided` and :class:`SuspensionExpired` as the inbox refuses."""
+        return self._decide(suspension, "approve", note)
+
+    @endpoint
+    def suspension_reject(self, suspension: Any, *, note: str) -> Suspension:
+        """``POST /suspensions/{token}/reject`` with the reason (required: a
+        :class:`ValidationError` without one) → the :class:`Suspension`, rejected; its
+        frame has failed. A personal key only, as :meth:`suspension_approve`."""
+        return self._decide(suspension, "reject", note)
+
+    def _decide(self, suspension: Any, verdict: str, note: str) -> Any:
+        token = suspension.token if isinstance(suspension, Suspension) else str(suspension)
+        wrap = suspension._absorb if isinstance(suspension, Suspension) else None
+        return self._call(
+            "POST",
+            f"/suspensions/{_seg(token)}/{verdict}",
+            json={"note": note},
+            wrap=wrap or (lambda d: Suspension(self, d)),
+        )
+
+    # -- transcript imports ------------------------------------------------------------
+
+    @endpoint
+    def import_create(
+        self,
+        file_name: str,
+        content: str,
+        *,
+        offset: int = 0,
+        format: str | None = None,
+        final: bool = True,
+        subagents: Iterable[JSON] | None = None,
+        title: str | None = None,
+        timeout: float | None = None,
+    ) -> ImportQueued:
+        """``POST /imports`` (202) → ``{id, status, session_id, source, received_bytes}``:
+        a transcript (or the part of it from byte ``offset`` on) queued for a worker.
+
+        ``format`` is ``claude_code``, ``anthropic`` or ``openai`` (detected when left
+        out); ``subagents`` are ``{file_name, content, offset}`` of Claude Code's
+        ``subagents/agent-*.jsonl``; ``final=False`` keeps the session open for more.
+        The server imports the same transcript once, so a request whose answer was lost
+        is sent again. An ``offset`` the server does not hold raises :class:`Conflict`
+        ``import_offset_mismatch`` whose ``body["expected_offset"]`` says where to resume.
+        """
+        body = _drop_none(
+            file_name=file_name,
+            content=content,
+            offset=offset,
+            format=format,
+            final=final,
+            subagents=list(subagents) if subagents is not None else None,
+            title=title,
+        )
+        return self._call("POST", "/imports", json=body, timeout=timeout, idempotent=True)
+
+    @endpoint
+    def import_get(self, job: Any) -> ImportJob:
+        """``GET /imports/{id}`` → ``{id, status, progress: {done, total}, session_id,
+        result, error, created_at, finished_at}``; ``result`` is the summary
+        ``import_transcript --json`` prints."""
+        return self._call("GET", f"/imports/{_seg(_id(job))}")
+
     # -- facts, constraints ------------------------------------------------------------
 
     @endpoint
@@ -694,10 +766,15 @@ class Api:
         constraint_type: str | None = None,
         constraint: JSON | None = None,
         read_authority: str | None = None,
+        read_permission: str | None = None,
+        utterance: str | None = None,
     ) -> FactWrite:
         """``POST /facts`` → the fact with ``outcome`` (created, superseded, proposal,
-        outdated, unchanged). Raises :class:`AlreadySuperseded` (``superseded_by``),
-        :class:`AuthorityTooLow`, :class:`KeyExists`."""
+        outdated, unchanged). ``utterance``, the user's own words, lets rule 1's keywords
+        ("moved", "actually", …) make it an explicit supersession (``detected_keywords``);
+        ``read_permission`` keeps it out of contexts whose identity lacks that permission.
+        Raises :class:`AlreadySuperseded` (``superseded_by``), :class:`AuthorityTooLow`,
+        :class:`KeyExists`."""
         body = _drop_none(
             key=key,
             value=value,
@@ -713,6 +790,8 @@ class Api:
             constraint_type=constraint_type,
             constraint=constraint,
             read_authority=read_authority,
+            read_permission=read_permission,
+            utterance=utterance,
         )
         return self._call("POST", "/facts", json=body)
 

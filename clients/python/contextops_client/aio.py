@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 
 from ._core import (
     FINISHED_COMPACTION,
+    FINISHED_IMPORT,
     MAX_LONG_POLL,
     AsyncApi,
     Frame,
@@ -28,7 +30,7 @@ from ._core import (
 )
 from ._http import DEFAULT_TIMEOUT, AsyncTransport, RetryPolicy
 from .errors import ContextopsError
-from .types import Compaction
+from .types import Compaction, ImportJob
 
 logger = logging.getLogger("contextops_client")
 
@@ -126,6 +128,25 @@ class AsyncClient(AsyncApi):
             run = await self.compaction_get(compaction)
             if run.get("status") in FINISHED_COMPACTION or time.monotonic() >= deadline:
                 return run
+            await asyncio.sleep(interval)
+
+    async def import_wait(
+        self,
+        job: Any,
+        *,
+        timeout: float = 600.0,
+        interval: float = 0.25,
+        progress: Callable[[ImportJob], None] | None = None,
+    ) -> ImportJob:
+        """Poll ``GET /imports/{id}`` until the job completed or failed or ``timeout``
+        passes (see Client.import_wait)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            seen = await self.import_get(job)
+            if progress is not None:
+                progress(seen)
+            if seen.get("status") in FINISHED_IMPORT or time.monotonic() >= deadline:
+                return seen
             await asyncio.sleep(interval)
 
 

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 
 from ._core import (
     FINISHED_COMPACTION,
+    FINISHED_IMPORT,
     MAX_LONG_POLL,
     Frame,
     Suspension,
@@ -31,7 +33,7 @@ from ._core import (
 )
 from ._http import DEFAULT_TIMEOUT, RetryPolicy, SyncTransport
 from .errors import ContextopsError
-from .types import Compaction
+from .types import Compaction, ImportJob
 
 logger = logging.getLogger("contextops_client")
 
@@ -140,6 +142,25 @@ class Client(SyncApi):
             run = self.compaction_get(compaction)
             if run.get("status") in FINISHED_COMPACTION or time.monotonic() >= deadline:
                 return run
+            time.sleep(interval)
+
+    def import_wait(
+        self,
+        job: Any,
+        *,
+        timeout: float = 600.0,
+        interval: float = 0.25,
+        progress: Callable[[ImportJob], None] | None = None,
+    ) -> ImportJob:
+        """Poll ``GET /imports/{id}`` until the job completed or failed or ``timeout``
+        passes; return it as last seen. ``progress`` is called with every answer."""
+        deadline = time.monotonic() + timeout
+        while True:
+            seen = self.import_get(job)
+            if progress is not None:
+                progress(seen)
+            if seen.get("status") in FINISHED_IMPORT or time.monotonic() >= deadline:
+                return seen
             time.sleep(interval)
 
 

@@ -44,11 +44,21 @@ class UsageTotals(TypedDict):
     cache_read_input_tokens: int
 
 
+class SessionSource(TypedDict):
+    """``SessionSourceOut``: where an imported session came from."""
+
+    format: str
+    file_name: str
+    source_session_id: str
+    tool_version: str | None
+
+
 class SessionData(TypedDict):
     """``SessionOut``: what :class:`~contextops_client.Session` holds in ``.data``.
 
     ``effective_tokens`` is a cost figure: input and output at full price, cache writes
-    at 1.25x, cache reads at a tenth."""
+    at 1.25x, cache reads at a tenth. ``started_at`` is when the work began (an imported
+    transcript's first timestamp), ``source`` where an imported session came from."""
 
     id: str
     title: str
@@ -67,6 +77,8 @@ class SessionData(TypedDict):
     api_calls: int
     last_event_seq: int
     created_at: str
+    started_at: str
+    source: SessionSource | None
     ended_at: str | None
     dashboard_url: str
 
@@ -207,6 +219,7 @@ class Fact(TypedDict):
     constraint_type: str
     constraint: dict[str, Any] | None
     read_authority: str
+    read_permission: str
     tokens: int
 
 
@@ -218,6 +231,7 @@ class FactWrite(Fact):
     rule: str
     notice: str
     flagged_for_review: int
+    detected_keywords: list[str]
 
 
 class FactPage(TypedDict):
@@ -545,6 +559,80 @@ class Compaction(TypedDict):
     finished_at: str | None
 
 
+# -- transcript imports ------------------------------------------------------------------
+
+
+class ImportProgress(TypedDict):
+    """``ImportProgressOut``: how many of the entries a run found new it has written."""
+
+    done: int
+    total: int
+
+
+class ImportSummary(TypedDict):
+    """What an import wrote: the JSON ``manage.py import_transcript --json`` prints, and
+    the ``result`` of a completed import job (the session as it stands). ``unchanged`` is
+    true when the same transcript had been imported before: nothing was written and
+    ``session_id`` names the session it made then."""
+
+    session_id: str
+    frames: int
+    turns: int
+    api_calls: int
+    tool_calls: int
+    tool_errors: int
+    compactions: int
+    usage_totals: UsageTotals
+    skipped_lines: int
+    skipped: list[dict[str, Any]]
+    unchanged: bool
+
+
+class ImportFailure(TypedDict):
+    """``ImportErrorOut``: why an import job failed, in the API's error format."""
+
+    error: str
+    detail: str
+
+
+class ImportFile(TypedDict):
+    """``ImportFileOut``: a subagent file of an upload and the bytes of it now held."""
+
+    file_name: str
+    received_bytes: int
+
+
+class ImportQueued(TypedDict):
+    """``ImportQueuedOut``: ``POST /imports`` (202), the job queued for a worker;
+    ``received_bytes`` is how much of the file the server holds (where the next part
+    starts)."""
+
+    id: str
+    status: str
+    session_id: str | None
+    source: SessionSource
+    received_bytes: int
+    subagents: list[ImportFile]
+
+
+class ImportJob(TypedDict):
+    """``ImportOut``: ``GET /imports/{id}``; ``status`` queued, running, completed or
+    failed; ``result`` once completed, ``error`` once failed."""
+
+    id: str
+    status: str
+    final: bool
+    progress: ImportProgress
+    session_id: str | None
+    source: SessionSource
+    received_bytes: int
+    result: ImportSummary | None
+    error: ImportFailure | None
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+
+
 # -- RLM state -------------------------------------------------------------------------
 
 
@@ -754,6 +842,12 @@ __all__ = [
     "HandlePageOut",
     "HandleState",
     "Health",
+    "ImportFailure",
+    "ImportFile",
+    "ImportJob",
+    "ImportProgress",
+    "ImportQueued",
+    "ImportSummary",
     "Lineage",
     "LineageVersion",
     "MessagesAppended",
@@ -784,6 +878,7 @@ __all__ = [
     "SessionData",
     "SessionPage",
     "SessionPressure",
+    "SessionSource",
     "SuspensionData",
     "TokenSummary",
     "ToolCall",

@@ -1,4 +1,8 @@
-"""python manage.py import_transcript PATH [--format claude-code|anthropic|openai] [--org NAME] [--json]"""
+"""python manage.py import_transcript PATH [--format claude-code|anthropic|openai] [--org NAME] [--json]
+
+The same import as ``POST /api/v1/imports`` (the upload stored, then its job), run here
+instead of on a worker: importing a file again writes only what it gained since.
+"""
 
 import json
 import sys
@@ -8,12 +12,16 @@ from django.core.management.base import BaseCommand, CommandError
 
 from contextops.errors import DomainError
 from contextops.models import Organization
-from frames.conversation.importing import transcript_import
-from frames.conversation.readers import FORMATS, TranscriptError, read_transcript
+from frames.conversation.importing import API_FORMATS, UploadFile, import_execute, import_receive
+from frames.conversation.models import Import
+from frames.conversation.readers import FORMATS, file_text, storable, subagent_files
+
+# The readers' names of the formats (this command's --format) -> the API's.
+API_NAMES = {reader: api for api, reader in API_FORMATS.items()}
 
 
 class Command(BaseCommand):
-    help = "Import a Claude Code, Anthropic Messages or OpenAI chat transcript as a new session."
+    help = "Import a Claude Code, Anthropic Messages or OpenAI chat transcript as a session."
 
     def add_arguments(self, parser):
         parser.add_argument("path", type=Path)
@@ -43,10 +51,6 @@ class Command(BaseCommand):
         if not path.is_file():
             raise CommandError(f"No such file: {path}")
         organization = self._organization(org)
-        try:
-            transcript = read_transcript(path, format)
-        except (TranscriptError, OSError) as exc:
-            raise CommandError(str(exc)) from None
         err = self.stderr
         show = not json and sys.stderr.isatty() or options.get("verbosity", 1) > 1
 
@@ -60,25 +64,44 @@ class Command(BaseCommand):
                 if done == total:
                     err.write("")
 
+        claude_code = format == "claude-code" or (format is None and path.suffix == ".jsonl")
         try:
-            report = transcript_import(
+            received = import_receive(
                 organization=organization,
-                transcript=transcript,
-                title=title,
+                agent=None,
+                file_name=path.name,
+                content=storable(file_text(path)),
+                format=API_NAMES[format] if format else None,
+                final=True,
+                subagents=[
+                    UploadFile(sub.name, storable(file_text(sub)))
+                    for sub in (subagent_files(path) if claude_code else [])
+                ],
+                title=title or None,
                 context_window_tokens=context_window,
-                progress=progress,
+                queue=False,
             )
         except DomainError as exc:
             raise CommandError(exc.detail) from None
-        for _line, reason in report.skipped:
-            err.write(f"skipped {reason}")
+        except OSError as exc:
+            raise CommandError(str(exc)) from None
+        job = import_execute(import_id=received.job.pk, progress=progress)
+        if job is None or job.status != Import.Status.COMPLETED or job.result is None:
+            detail = (job.error or {}).get("detail") if job is not None else None
+            raise CommandError(detail or "The import did not complete.")
+        report = job.result
+        for skipped in report["skipped"]:
+            err.write(f"skipped {skipped['reason']}")
         if json:
-            self.stdout.write(_dumps(report.as_dict()))
+            self.stdout.write(_dumps(report))
         else:
+            unchanged = " (already imported: nothing new)" if report["unchanged"] else ""
             self.stdout.write(
-                f"Imported {path.name} as session {report.session.pk}: {report.frames} frames, {report.turns} turns, "
-                f"{report.api_calls} model calls, {report.tool_calls} tool calls ({report.tool_errors} failed), "
-                f"{report.compactions} compactions, {len(report.skipped)} lines skipped."
+                f"Imported {path.name} as session {report['session_id']}{unchanged}: "
+                f"{report['frames']} frames, {report['turns']} turns, "
+                f"{report['api_calls']} model calls, {report['tool_calls']} tool calls "
+                f"({report['tool_errors']} failed), {report['compactions']} compactions, "
+                f"{report['skipped_lines']} lines skipped."
             )
 
     def _organization(self, name: str) -> Organization:

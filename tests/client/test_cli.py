@@ -1,0 +1,333 @@
+"""The ``contextops`` command line against the live server: click's runner in this process,
+and the installed ``contextops`` script where a real process matters (tail, Ctrl-C)."""
+
+import asyncio
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from contextops_client import AsyncClient, Client, ImportJob, ImportQueued, SessionData
+from contextops_client.cli import main
+from django.core.management import call_command
+
+from contextops.tenancy import api_key_create, organization_get_or_create, user_create
+from frames.conversation.models import Turn
+from frames.models import Frame, Session, Suspension
+from tests.client.test_types import shape_errors
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("live")]
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"
+SPOTTER = FIXTURES / "claude-code" / "spotter" / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
+SHORT = FIXTURES / "claude-code" / "spotter" / "short.jsonl"
+TRANSCRIPTS = sorted(
+    p
+    for p in FIXTURES.rglob("*")
+    if p.suffix in (".jsonl", ".json", ".yaml") and "subagents" not in p.parts
+)
+FIGURES = (
+    "frames",
+    "turns",
+    "api_calls",
+    "tool_calls",
+    "tool_errors",
+    "compactions",
+    "usage_totals",
+    "skipped_lines",
+    "skipped",
+)
+
+
+def script() -> str:
+    """The installed ``contextops`` console script, beside this interpreter."""
+    found = shutil.which("contextops", path=str(Path(sys.executable).parent))
+    assert found, "the contextops script is not installed: pip install -e clients/python"
+    return found
+
+
+def cli(agent, *args: str, key: str | None = None, input: str | None = None):
+    """``contextops ARGS`` in this process, configured from the environment as a user would."""
+    env = {"CONTEXTOPS_URL": agent.url, "CONTEXTOPS_API_KEY": key or agent.key}
+    return CliRunner().invoke(main, list(args), env=env, input=input, catch_exceptions=False)
+
+
+def personal_key(org: str = "Acme", username: str = "grace", approver: bool = True) -> str:
+    user_create(org_name=org, username=username, password="pw-for-tests-1", approver=approver)
+    return api_key_create(org_name=org, agent_name=f"{username}-cli", username=username)[1]
+
+
+def import_transcript_json(path: Path, org: str) -> dict:
+    """What ``manage.py import_transcript --json`` prints for ``path`` in ``org``."""
+    organization_get_or_create(name=org)
+    out = io.StringIO()
+    call_command(
+        "import_transcript", str(path), "--org", org, "--json", stdout=out, stderr=io.StringIO()
+    )
+    return json.loads(out.getvalue())
+
+
+# -- errors, configuration ---------------------------------------------------------------
+
+
+def test_it_prints_the_servers_error_and_exits_non_zero(agent):
+    result = CliRunner().invoke(
+        main, ["--url", agent.url, "--api-key", "cops_not_valid", "sessions"]
+    )
+    assert result.exit_code == 1
+    assert "401 unauthenticated" in result.output
+    missing = cli(agent, "tail", "00000000-0000-0000-0000-000000000000", "--once")
+    assert missing.exit_code == 1
+    assert "404 not_found" in missing.output
+
+
+def test_flags_win_over_the_environment(agent):
+    result = CliRunner().invoke(
+        main,
+        ["--url", agent.url, "--api-key", agent.key, "sessions", "--json"],
+        env={"CONTEXTOPS_URL": "http://127.0.0.1:9", "CONTEXTOPS_API_KEY": "cops_x_y"},
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["count"] == 0
+
+
+# -- sessions, tail ----------------------------------------------------------------------
+
+
+def test_it_lists_the_sessions_as_a_table_and_as_json(agent, ops):
+    first = ops.session(title="Refund policy review")
+    second = ops.session(title="Quarterly report " + "x" * 80)
+    result = cli(agent, "sessions")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["ID", "STARTED", "STATE", "CALLS", "AGENT", "TITLE"]
+    assert lines[1].startswith(second.id) and lines[2].startswith(first.id)  # newest first
+    assert "Refund policy review" in lines[2]
+    assert lines[1].endswith("…") and "x" * 80 not in lines[1]
+    assert "2 of 2 sessions" in result.stderr
+    page = json.loads(cli(agent, "sessions", "--json", "--limit", "1").stdout)
+    assert page["count"] == 2 and [s["id"] for s in page["items"]] == [second.id]
+    assert page["next_offset"] == 1
+    found = json.loads(cli(agent, "sessions", "--json", "--search", "Refund").stdout)
+    assert [s["id"] for s in found["items"]] == [first.id]
+
+
+def test_it_prints_a_sessions_events_once(agent, ops):
+    session = ops.session(title="tailed")
+    with ops.frame(session, goal="Look around", budget=1000) as frame:
+        frame.usage(input_tokens=10, output_tokens=5)
+    events = ops.events(session)
+    result = cli(agent, "tail", session.id, "--once")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert len(lines) == len(events) >= 3
+    for line, event in zip(lines, events, strict=True):
+        assert line.split()[0] == str(event["seq"]) and event["type"] in line
+    later = cli(agent, "tail", session.id, "--once", "--after", str(events[0]["seq"]), "--json")
+    assert [json.loads(line) for line in later.stdout.splitlines()] == events[1:]
+
+
+def test_it_follows_a_session_as_it_happens_until_ctrl_c(agent, ops):
+    session = ops.session(title="followed")
+    env = {**os.environ, "CONTEXTOPS_URL": agent.url, "CONTEXTOPS_API_KEY": agent.key}
+    follower = subprocess.Popen(
+        [script(), "tail", session.id, "--interval", "0.2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert follower.stdout is not None
+        first = follower.stdout.readline()  # what there was when it started
+        with ops.frame(session, goal="Write the summary", budget=500):
+            pass
+        seen = [first]
+        deadline = time.monotonic() + 20
+        while not any("frame.popped" in line for line in seen):
+            assert time.monotonic() < deadline, seen
+            seen.append(follower.stdout.readline())
+        assert any("frame.pushed" in line for line in seen)
+    finally:
+        follower.send_signal(signal.SIGINT)
+        _, errors = follower.communicate(timeout=20)
+    assert follower.returncode == 0, errors
+    assert "Traceback" not in errors
+
+
+# -- approve, reject ---------------------------------------------------------------------
+
+
+def _suspended(ops) -> tuple[str, str]:
+    session = ops.session(title="needs a person")
+    root = ops.frame_push(session, goal="Refund", budget=5000)
+    child = ops.frame_push(session, goal="Refund over $500", budget=1000, parent=root)
+    return ops.frame_suspend(child, reason="Over the limit", requires_approval=True).token, child.id
+
+
+def test_a_person_approves_from_the_terminal_and_the_agent_resumes(agent, ops):
+    token, frame_id = _suspended(ops)
+    result = cli(agent, "approve", token, "--note", "Fine this once", key=personal_key())
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == (
+        f"Approved by grace (Fine this once): frame {frame_id} may resume."
+    )
+    assert ops.suspension_resume(token).status == "active"
+
+
+def test_a_person_rejects_from_the_terminal_with_a_note(agent, ops):
+    token, frame_id = _suspended(ops)
+    key = personal_key()
+    refused = cli(agent, "reject", token, key=key)
+    assert refused.exit_code == 2 and "--note" in refused.output  # required, as in the inbox
+    assert Suspension.objects.get(pk=token).status == "pending"
+    result = cli(agent, "reject", token, "--note", "Needs finance", "--json", key=key)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["status"] == "rejected"
+    assert Frame.objects.get(pk=frame_id).status == "failed"
+
+
+def test_an_agents_key_cannot_approve_from_the_terminal(agent, ops):
+    token, frame_id = _suspended(ops)
+    for args in (("approve", token), ("reject", token, "--note", "no")):
+        result = cli(agent, *args)
+        assert result.exit_code == 1
+        assert "403 permission_denied" in result.output
+    member = cli(agent, "approve", token, key=personal_key(username="ada", approver=False))
+    assert member.exit_code == 1 and "403 permission_denied" in member.output
+    assert Suspension.objects.get(pk=token).status == "pending"
+    assert Frame.objects.get(pk=frame_id).status == "suspended"
+
+
+# -- export ------------------------------------------------------------------------------
+
+
+def test_it_exports_an_rlm_state_to_a_file_or_stdout(agent, ops, tmp_path):
+    state = ops.rlm_state_create("Find the cheapest flight")
+    ops.rlm_variable_put(state["state_id"], "candidates", ["AF 12", "LH 3"], type="array")
+    expected = ops.rlm_state_export(state["state_id"])
+    target = tmp_path / "state.json"
+    result = cli(agent, "export", "rlm", state["state_id"], "-o", str(target))
+    assert result.exit_code == 0, result.output
+    assert json.loads(target.read_text()) == expected
+    printed = cli(agent, "export", "rlm", state["state_id"])
+    assert json.loads(printed.stdout) == expected
+    # What it wrote goes back in.
+    other = Client(agent.url, api_key_create(org_name="Globex", agent_name="b")[1])
+    assert other.rlm_state_import(json.loads(target.read_text()))["state_id"] == state["state_id"]
+    missing = cli(agent, "export", "rlm", "state-00000000", "-o", str(tmp_path / "none.json"))
+    assert missing.exit_code == 1 and "404 not_found" in missing.output
+
+
+# -- import ------------------------------------------------------------------------------
+
+
+def test_it_imports_every_fixture_with_the_figures_import_transcript_prints(agent, celery_worker):
+    differing = {}
+    for path in TRANSCRIPTS:  # one test, one worker: starting a worker per file is slow
+        result = cli(agent, "import", str(path), "--json")
+        assert result.exit_code == 0, (path.name, result.output)
+        summary = json.loads(result.stdout)
+        expected = import_transcript_json(path, org="Globex")
+        if {k: summary[k] for k in FIGURES} != {k: expected[k] for k in FIGURES}:
+            differing[path.name] = (summary, expected)
+        session = Session.objects.get(pk=summary["session_id"])
+        assert session.organization == agent.organization
+        assert Turn.objects.filter(session=session).count() == expected["turns"] > 0
+        assert session.ended_at is not None, path.name
+    assert differing == {}
+    assert len(TRANSCRIPTS) == 14
+
+
+def test_import_answers_have_exactly_the_keys_the_typed_dicts_declare(ops, celery_worker):
+    queued = ops.import_create(
+        SHORT.name,
+        SHORT.read_text(),
+        final=True,
+        subagents=[{"file_name": "agent-a1.jsonl", "content": "", "offset": 0}],
+    )
+    job = ops.import_wait(queued, timeout=120)
+    assert job["status"] == "completed", job
+    session = ops.session_get(job["session_id"])
+    errors = [
+        *shape_errors(queued, ImportQueued, "queued"),
+        *shape_errors(job, ImportJob, "job"),
+        *shape_errors(session.data, SessionData, "session"),
+    ]
+    assert errors == []
+    assert queued["subagents"] == [{"file_name": "agent-a1.jsonl", "received_bytes": 0}]
+    assert session.data["source"]["file_name"] == SHORT.name
+
+
+def test_the_async_client_imports_and_waits_too(agent, celery_worker):
+    async def run():
+        async with AsyncClient(agent.url, agent.key) as ops:
+            seen: list[dict] = []
+            queued = await ops.import_create(SHORT.name, SHORT.read_text())
+            return await ops.import_wait(queued, timeout=120, progress=seen.append), seen
+
+    job, seen = asyncio.run(run())
+    assert job["status"] == "completed" and seen[-1] == job
+    assert job["result"]["turns"] == import_transcript_json(SHORT, "Globex")["turns"]
+
+
+def test_the_same_file_imported_twice_leaves_one_session(agent, celery_worker):
+    first = cli(agent, "import", str(SHORT), "--json")
+    assert first.exit_code == 0, first.output
+    again = cli(agent, "import", str(SHORT), "--json")
+    assert again.exit_code == 0, again.output
+    one, two = json.loads(first.stdout), json.loads(again.stdout)
+    assert two["session_id"] == one["session_id"] and two.get("unchanged") is True
+    assert Session.objects.filter(organization=agent.organization).count() == 1
+    human = cli(agent, "import", str(SHORT))
+    assert "nothing changed" in human.stdout and one["session_id"] in human.stdout
+
+
+def test_it_imports_every_claude_code_session_of_a_projects_folder(agent, celery_worker, tmp_path):
+    projects = tmp_path / "projects"
+    spotter = projects / "-home-user-spotter"
+    shutil.copytree(SPOTTER.parent, spotter)
+    viewer = projects / "-home-user-viewer"
+    shutil.copytree(FIXTURES / "claude-code" / "claude-code-viewer", viewer)
+    expected = sorted(p.name for p in projects.rglob("*.jsonl") if "subagents" not in p.parts)
+    result = cli(agent, "import", "--claude-projects", str(projects), "--json")
+    assert result.exit_code == 0, result.output
+    summaries = json.loads(result.stdout)
+    assert len(summaries) == len(expected) == 4
+    assert Session.objects.filter(organization=agent.organization).count() == 4
+    # The subagents went with their session, not as sessions of their own.
+    spotter_summary = summaries[[p.name for p in sorted(_sessions(projects))].index(SPOTTER.name)]
+    assert spotter_summary["frames"] == import_transcript_json(SPOTTER, org="Globex")["frames"]
+    human = cli(agent, "import", "--claude-projects", str(projects))
+    assert human.exit_code == 0 and human.stdout.count("nothing changed") == 4
+
+
+def _sessions(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*.jsonl") if "subagents" not in p.parts)
+
+
+def test_it_finds_the_default_projects_folder_under_home(agent, celery_worker, tmp_path):
+    folder = tmp_path / ".claude" / "projects" / "-repo"
+    folder.mkdir(parents=True)
+    shutil.copy(SHORT, folder / SHORT.name)
+    env = {"CONTEXTOPS_URL": agent.url, "CONTEXTOPS_API_KEY": agent.key, "HOME": str(tmp_path)}
+    result = CliRunner().invoke(main, ["import", "--claude-projects", "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["turns"] == import_transcript_json(SHORT, "Globex")["turns"]
+
+
+def test_it_says_which_file_failed_and_exits_non_zero(agent, celery_worker, tmp_path):
+    broken = tmp_path / "notes.json"
+    broken.write_text("this is not a transcript")
+    result = cli(agent, "import", str(broken), str(SHORT))
+    assert result.exit_code == 1
+    assert str(broken) in result.stderr
+    assert f"Imported {SHORT.name} as session" in result.stdout
+    assert Session.objects.filter(organization=agent.organization).count() == 1
