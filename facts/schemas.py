@@ -6,10 +6,12 @@ from typing import Any
 from ninja import Schema
 from pydantic import Field
 
+from contextops.bodies import BodyIn
+
 from .models import Fact
 
 
-class FactIn(Schema):
+class FactIn(BodyIn):
     key: str = Field(..., min_length=1, max_length=200)
     subject: str = Field(
         "", max_length=200, description="Defaults to the key without a _v<n> suffix."
@@ -131,7 +133,7 @@ class LineageOut(Schema):
     dependents: list[DependentOut]
 
 
-class ConstraintCheckIn(Schema):
+class ConstraintCheckIn(BodyIn):
     subject: str = Field(..., min_length=1, max_length=200)
     value: Any
     scope_id: str = Field(
@@ -153,7 +155,7 @@ class ConstraintCheckOut(Schema):
     violations: list[ViolationOut]
 
 
-class WorkingSetIn(Schema):
+class WorkingSetIn(BodyIn):
     value: Any
     ttl_seconds: int | None = Field(None, ge=1, le=365 * 24 * 3600)
 
@@ -167,7 +169,7 @@ class WorkingSetOut(Schema):
     expires_at: datetime | None
 
 
-class EnvironmentIn(Schema):
+class EnvironmentIn(BodyIn):
     timezone: str | None = Field(None, max_length=64)
     location: str | None = Field(None, max_length=300)
     external_data: dict[str, Any] | None = None

@@ -5,14 +5,16 @@ from typing import Any, Literal
 from uuid import UUID
 
 from ninja import Schema
-from pydantic import ConfigDict, Field
+from pydantic import Field
+
+from contextops.bodies import BodyIn
 
 from .models import ContextHandle, Frame, Session
 
 MAX_BUDGET = 1_000_000_000
 
 
-class IdentityIn(Schema):
+class IdentityIn(BodyIn):
     user_name: str = Field("", max_length=200)
     user_id: str = Field("", max_length=200)
     authority: str = Field("", max_length=64)
@@ -21,13 +23,13 @@ class IdentityIn(Schema):
     permissions: list[str] = Field(default_factory=list, max_length=200)
 
 
-class SessionEnvironmentIn(Schema):
+class SessionEnvironmentIn(BodyIn):
     timezone: str = Field("", max_length=64, description="An IANA name, e.g. Europe/Paris")
     location: str = Field("", max_length=200)
     external_data: dict[str, Any] = Field(default_factory=dict)
 
 
-class SessionIn(Schema):
+class SessionIn(BodyIn):
     identity: IdentityIn = Field(default_factory=lambda: IdentityIn.model_validate({}))
     environment: SessionEnvironmentIn = Field(
         default_factory=lambda: SessionEnvironmentIn.model_validate({})
@@ -99,12 +101,12 @@ class SessionListOut(Schema):
     next_offset: int | None
 
 
-class BudgetIn(Schema):
+class BudgetIn(BodyIn):
     total: int = Field(..., ge=0, le=MAX_BUDGET)
     max_subframe_depth: int | None = Field(None, ge=0, le=64)
 
 
-class FrameIn(Schema):
+class FrameIn(BodyIn):
     parent_frame_id: UUID | None = None
     goal: str = Field(..., min_length=1, max_length=10_000)
     inputs: dict[str, Any] = Field(default_factory=dict)
@@ -138,12 +140,12 @@ class FrameOut(Schema):
     dashboard_url: str
 
 
-class ReserveIn(Schema):
+class ReserveIn(BodyIn):
     purpose: str = Field(..., min_length=1, max_length=200)
     amount: int = Field(..., ge=0, le=MAX_BUDGET)
 
 
-class UsageIn(Schema):
+class UsageIn(BodyIn):
     input_tokens: int = Field(..., ge=0, le=MAX_BUDGET)
     output_tokens: int = Field(..., ge=0, le=MAX_BUDGET)
     cache_creation_input_tokens: int = Field(0, ge=0, le=MAX_BUDGET)
@@ -152,16 +154,16 @@ class UsageIn(Schema):
     message_id: str = Field("", max_length=200)
 
 
-class PopIn(Schema):
+class PopIn(BodyIn):
     status: Literal["completed", "failed"]
     result_refs: list[Any] = Field(default_factory=list, max_length=1000)
 
 
-class ResultsIn(Schema):
+class ResultsIn(BodyIn):
     result_refs: list[Any] = Field(..., min_length=1, max_length=1000)
 
 
-class HandleIn(Schema):
+class HandleIn(BodyIn):
     kind: Literal[tuple(ContextHandle.Kind.values)]  # type: ignore[valid-type]
     priority: Literal[tuple(ContextHandle.Priority.values)] = "medium"  # type: ignore[valid-type]
     content: str | None = Field(None, max_length=1_000_000)
@@ -267,9 +269,7 @@ def session_out(session: Session, *, pressure, top_frame_id) -> dict[str, Any]:
     }
 
 
-class SessionPatchIn(Schema):
+class SessionPatchIn(BodyIn):
     """What may change on a running session (seed 003 ``set_priority``): its eviction policy."""
-
-    model_config = ConfigDict(extra="forbid")
 
     eviction_policy: Literal["lru", "size_first", "keep_relational", "keep_technical"]

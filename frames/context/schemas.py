@@ -7,6 +7,8 @@ from uuid import UUID
 from ninja import Schema
 from pydantic import Field
 
+from contextops.bodies import BodyIn
+
 from .pack import ContextPack
 from .pressure_report import PressureReport
 
@@ -14,7 +16,7 @@ CompactionLevel = Literal["none", "light", "moderate", "aggressive", "critical"]
 HandleState = Literal["cold", "loaded", "hot", "indexed", "offline"]
 
 
-class ContextPackIn(Schema):
+class ContextPackIn(BodyIn):
     frame_id: UUID | None = None
     budget_tokens: int = Field(..., ge=0, le=10_000_000)
     query: str = Field("", max_length=2000)
@@ -153,11 +155,11 @@ class PageInOut(Schema):
     handle: HandleOut
 
 
-class AttentionIn(Schema):
+class AttentionIn(BodyIn):
     weight: float = Field(..., ge=0, le=100)
 
 
-class HandleStateIn(Schema):
+class HandleStateIn(BodyIn):
     to: HandleState
 
 

@@ -5,12 +5,14 @@ from uuid import UUID
 
 from ninja import Field, Schema
 
+from contextops.bodies import BodyIn
+
 from .importing import Received, source_of
 from .models import Import
 from .selection import MAX_KEEP_TURNS, MAX_TARGET_TOKENS
 
 
-class CallUsageIn(Schema):
+class CallUsageIn(BodyIn):
     input_tokens: int = Field(ge=0, le=100_000_000)
     output_tokens: int = Field(ge=0, le=100_000_000)
     cache_creation_input_tokens: int = Field(0, ge=0, le=100_000_000)
@@ -19,12 +21,12 @@ class CallUsageIn(Schema):
     message_id: str = Field("", max_length=200)
 
 
-class MessageIn(Schema):
+class MessageIn(BodyIn):
     role: Literal["user", "assistant"]
     content: str | list[Any]
 
 
-class MessagesIn(Schema):
+class MessagesIn(BodyIn):
     messages: list[MessageIn] = Field(min_length=1, max_length=500)
     usage: CallUsageIn | None = None
     frame_id: UUID | None = Field(
@@ -80,7 +82,7 @@ class MessagesOut(Schema):
     compaction_id: str | None
 
 
-class CompactionIn(Schema):
+class CompactionIn(BodyIn):
     strategy: Literal["anchor_point", "priority_based", "summarize_oldest", "truncate_at"] = (
         "anchor_point"
     )
@@ -153,7 +155,7 @@ class CompactionOut(Schema):
 MAX_OFFSET = 2**62
 
 
-class ImportFileIn(Schema):
+class ImportFileIn(BodyIn):
     file_name: str = Field(
         min_length=1, max_length=500, description="The subagent file's name (agent-<id>.jsonl)."
     )
@@ -161,7 +163,7 @@ class ImportFileIn(Schema):
     offset: int = Field(0, ge=0, le=MAX_OFFSET, description="UTF-8 byte offset of ``content``.")
 
 
-class ImportIn(Schema):
+class ImportIn(BodyIn):
     file_name: str = Field(
         min_length=1,
         max_length=500,

@@ -6,6 +6,8 @@ from typing import Any
 from ninja import Schema
 from pydantic import Field
 
+from contextops.bodies import BodyIn
+
 from . import selectors
 from .models import RlmCheckpoint, RlmMutation, RlmState, RlmVariable
 from .selectors import StateView
@@ -14,7 +16,7 @@ from .values import FINAL, MAX_TTL, PROMPT, stored_value
 MAX_TEXT = 10_000
 
 
-class StateIn(Schema):
+class StateIn(BodyIn):
     prompt: str = Field(..., min_length=1, max_length=1_000_000)
     session_id: str | None = Field(None, max_length=200)
     tree_id: str | None = Field(None, max_length=40)
@@ -22,7 +24,7 @@ class StateIn(Schema):
     execution_config: dict[str, Any] | None = None
 
 
-class VariableIn(Schema):
+class VariableIn(BodyIn):
     value: Any
     type: str | None = Field(None, max_length=20)
     description: str | None = Field(None, max_length=MAX_TEXT)
@@ -38,12 +40,12 @@ class VariableIn(Schema):
     ttl_seconds: int | None = Field(None, ge=0, le=MAX_TTL)
 
 
-class CheckpointIn(Schema):
+class CheckpointIn(BodyIn):
     name: str = Field(..., min_length=1, max_length=200)
     description: str = Field("", max_length=MAX_TEXT)
 
 
-class RollbackIn(Schema):
+class RollbackIn(BodyIn):
     checkpoint_id: str = Field(..., min_length=1, max_length=40)
 
 

@@ -7,19 +7,20 @@ from uuid import UUID
 from ninja import Schema
 from pydantic import Field
 
+from contextops.bodies import BodyIn
 from frames.models import Suspension
 
 from .selectors import MAX_WAIT_SECONDS, suspension_status
 from .services import MAX_EXPIRES_IN_SECONDS
 
 
-class SuspendIn(Schema):
+class SuspendIn(BodyIn):
     reason: str = Field(..., min_length=1, max_length=5_000)
     requires_approval: bool = False
     expires_in_seconds: int | None = Field(None, ge=1, le=MAX_EXPIRES_IN_SECONDS)
 
 
-class SuspensionDecisionIn(Schema):
+class SuspensionDecisionIn(BodyIn):
     """A person's decision from a terminal; rejecting requires a note, as in the inbox."""
 
     note: str = Field("", max_length=5_000)
