@@ -16,10 +16,13 @@ import httpx
 import httpx2
 import pytest
 from contextops_client import Client
+from contextops_client.mcp import TOOLS
 from mcp import Client as McpClient
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+
+from contextops.api import api
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("live")]
 
@@ -269,6 +272,27 @@ def assert_tool_list(tools) -> None:
     assert schemas["fact_current"]["required"] == ["key"]
     assert schemas["rlm_read"]["required"] == ["state_id", "name"]
     assert schemas["rlm_rollback"]["required"] == ["state_id", "checkpoint_id"]
+
+
+def test_each_tool_takes_its_operations_path_parameters_and_body_fields():
+    schema = api.get_openapi_schema()
+    components = schema["components"]["schemas"]
+
+    def resolve(node: dict) -> dict:
+        while "$ref" in node:
+            node = components[node["$ref"].rsplit("/", 1)[-1]]
+        return node
+
+    assert {tool.name for tool in TOOLS} == TOOL_NAMES
+    for tool in TOOLS:
+        operation = schema["paths"][f"/api/v1{tool.path}"][tool.method.lower()]
+        path_params = {p["name"] for p in operation.get("parameters", []) if p["in"] == "path"}
+        assert path_params == set(tool.path_params), tool.name
+        body = operation.get("requestBody")
+        fields = resolve(body["content"]["application/json"]["schema"]) if body else {}
+        assert set(tool.body) == set(fields.get("properties", {})), tool.name
+        assert set(tool.required) == set(fields.get("required", [])), tool.name
+        assert set(tool.input_schema().get("required", [])) == path_params | set(tool.required)
 
 
 # -- stdio -----------------------------------------------------------------------------------

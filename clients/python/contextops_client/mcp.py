@@ -551,7 +551,8 @@ def error_json(error: ContextopsError) -> dict[str, Any]:
 
 
 def _dumps(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False, indent=2)
+    # One line: what an agent reads costs tokens, and indentation is most of a small answer.
+    return json.dumps(data, ensure_ascii=False)
 
 
 def tool_result(data: Any, *, is_error: bool = False) -> types.CallToolResult:
@@ -721,7 +722,7 @@ class ApiKeyVerifier:
         digest = hashlib.sha256(token.encode()).hexdigest()
         now = time.monotonic()
         if self._accepted.get(digest, 0.0) <= now:
-            self._accepted.pop(digest, None)
+            self._accepted = {k: until for k, until in self._accepted.items() if until > now}
             try:
                 await self.contextops.client(token).transport.request(
                     "GET", "/sessions", params={"limit": 1}
