@@ -23,6 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from contextops.api import api
+from tests.client.test_cli import script
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("live")]
 
@@ -70,12 +71,13 @@ def free_port() -> int:
 
 @pytest.fixture
 def http_server(agent):
-    """``contextops mcp --http`` on a free port, pointed at the live server: its URL."""
+    """The installed ``contextops mcp --http`` on a free port, pointed at the live server:
+    its URL."""
     port = free_port()
-    env = {**os.environ, "CONTEXTOPS_URL": agent.url}
-    env.pop("CONTEXTOPS_API_KEY", None)
+    # The command's own key is set, and must never stand in for a caller's.
+    env = {**os.environ, "CONTEXTOPS_URL": agent.url, "CONTEXTOPS_API_KEY": agent.key}
     process = subprocess.Popen(
-        [sys.executable, "-m", "contextops_client.cli", "mcp", "--http", "--port", str(port)],
+        [script(), "mcp", "--http", "--port", str(port)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -171,8 +173,10 @@ async def agent_flow(client, ops: Client) -> dict:
         session_id=session["id"],
         parent_frame_id=root["id"],
         goal="Find a venue",
-        budget={"total": 500},
+        budget={"total": 500, "max_subframe_depth": None},
+        inputs=None,  # null, as hosts send for what the model left out: the default
     )
+    assert child["inputs"] == {} and child["parent_frame_id"] == root["id"]
     assert ops.frame_get(root["id"]).budget["subcall_allocation"] == 500
 
     written = await call(

@@ -173,15 +173,33 @@ class Tool:
         )
 
     def request(self, arguments: Mapping[str, Any]) -> tuple[str, dict[str, Any] | None]:
-        """The API path (its parameters percent-encoded) and body for ``arguments``;
-        raises :class:`InvalidArguments` when they do not fit :meth:`input_schema`."""
-        invalid = argument_errors(self.input_schema(), arguments)
+        """The API path (its parameters percent-encoded) and body for ``arguments``, an
+        optional one given as null left out; raises :class:`InvalidArguments` when they do
+        not fit :meth:`input_schema`."""
+        schema = self.input_schema()
+        arguments = without_nulls(dict(arguments), schema)
+        invalid = argument_errors(schema, arguments)
         if invalid:
             raise InvalidArguments(invalid)
         path = self.path.format(**{n: quote(arguments[n], safe="") for n in self.path_params})
         if not self.has_body:
             return path, None
         return path, {k: v for k, v in arguments.items() if k not in self.path_params}
+
+
+def without_nulls(value: Any, schema: Mapping[str, Any]) -> Any:
+    """``value`` without the null fields its schema names but does not require, at any
+    depth: hosts often send null for what the model left out, which means the default.
+    Free-form objects (no ``properties``) are left as they are."""
+    properties = schema.get("properties")
+    if not isinstance(value, dict) or not properties:
+        return value
+    required = set(schema.get("required", ()))
+    return {
+        k: without_nulls(v, properties.get(k, {}))
+        for k, v in value.items()
+        if v is not None or k in required or k not in properties
+    }
 
 
 def argument_errors(schema: dict[str, Any], arguments: Mapping[str, Any]) -> list[dict[str, Any]]:
