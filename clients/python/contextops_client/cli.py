@@ -482,8 +482,13 @@ def mcp_command(settings: Settings, over_http: bool, host: str, port: int) -> No
     sessions, frames, context packs, facts, the working set and RLM state, and resources
     for a session's summary and a frame's budget.
 
-    Over stdio by default, with --api-key / $CONTEXTOPS_API_KEY:
-    claude mcp add contextops -- contextops mcp"""
+    Over stdio by default, with --api-key / $CONTEXTOPS_API_KEY, as Claude Code runs it:
+
+    \b
+        claude mcp add contextops -- contextops mcp
+
+    With --http, one server for remote hosts: every request brings its caller's own key,
+    and a request without one the contextops server accepts answers 401."""
     try:
         # mcp.py needs the SDK of the optional `mcp` extra: loaded only when serving.
         from . import mcp as mcp_server
