@@ -365,6 +365,19 @@ def test_a_bad_key_over_stdio_answers_unauthenticated_tool_errors(agent):
     asyncio.run(run())
 
 
+def test_an_unreachable_server_is_a_tool_error_not_a_crash(agent):
+    params = stdio_server(agent)
+    params.env["CONTEXTOPS_URL"] = f"http://127.0.0.1:{free_port()}"
+
+    async def run():
+        async with McpClient(params) as client:
+            error = await call_error(client, "fact_current", key="anything")
+            assert error["error"] == "connection_error" and "status" not in error
+            assert (await client.list_tools()).tools  # still serving
+
+    asyncio.run(run())
+
+
 def test_the_client_works_without_the_mcp_extra_and_says_what_to_install():
     code = f"""
 import importlib.abc, sys
