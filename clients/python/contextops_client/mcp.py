@@ -7,10 +7,10 @@ API key: over stdio the key the command was given (``--api-key`` /
 accepts answers 401 and never reaches a tool).
 
 A tool takes the body fields of its operation plus the operation's path parameters by
-name (``session_id``, ``frame_id``, ``key``, ``state_id``, ``name``); the body goes to the
-API as given, so the server's own validation (422 ``validation_error`` naming the field,
-unknown fields included) applies. The answer is the API's JSON, as text and as structured
-content; an API error is a tool error (``isError``) whose text is the error's JSON
+name (``session_id``, ``frame_id``, ``key``, ``state_id``, ``name``). Arguments that do not
+fit the tool's input schema (missing, unknown, wrong type, out of range) answer the API's
+422 ``validation_error`` before anything is sent; the rest goes to the API, whose own
+validation still applies. The answer is the API's JSON, as text and as structured content; an API error is a tool error (``isError``) whose text is the error's JSON
 (``error``, ``detail`` and the code's extra fields, plus the HTTP ``status``).
 
 Needs the ``mcp`` extra: ``pip install "contextops-client[mcp]"``.
