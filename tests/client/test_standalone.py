@@ -1,28 +1,43 @@
-"""The client installs without the server: only httpx, anthropic and the standard library."""
+"""The client installs without the server: it imports the standard library, its required
+dependencies (httpx; click for the command line), and each optional extra's package only in
+the module of that extra's name (``mcp`` in ``mcp.py``), so a plain install imports."""
 
 import ast
+import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 CLIENT = Path(__file__).resolve().parents[2] / "clients" / "python" / "contextops_client"
-ALLOWED = {"httpx", "anthropic", "click"} | set(sys.stdlib_module_names)
-# An optional extra's SDK, only in the module that serves it (clients/python/pyproject.toml).
-EXTRAS = {"mcp.py": {"mcp", "jsonschema", "uvicorn", "anyio"}}
+PYPROJECT = tomllib.loads((CLIENT.parent / "pyproject.toml").read_text())["project"]
 
 
-def test_it_imports_only_httpx_anthropic_and_the_standard_library():
+def _names(requirements: list[str]) -> set[str]:
+    """Import names of requirement strings: ``langgraph-checkpoint>=2`` → ``langgraph``."""
+    return {re.split(r"[\[<>=!~ ;]", r, maxsplit=1)[0].split("-")[0] for r in requirements}
+
+
+REQUIRED = _names(PYPROJECT["dependencies"])
+EXTRAS = {extra: _names(reqs) for extra, reqs in PYPROJECT["optional-dependencies"].items()}
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.add((node.module or "").split(".")[0])
+    return names
+
+
+def test_it_needs_only_httpx_and_click_and_each_extra_stays_in_its_module():
+    assert REQUIRED == {"httpx", "click"}
     for path in CLIENT.glob("*.py"):
-        allowed = ALLOWED | EXTRAS.get(path.name, set())
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0:
-                names = [node.module or ""]
-            else:
-                continue
-            for name in names:
-                assert name.split(".")[0] in allowed, f"{path.name} imports {name}"
+        allowed = set(sys.stdlib_module_names) | REQUIRED | EXTRAS.get(path.stem, set())
+        outside = _imports(path) - allowed
+        assert not outside, f"{path.name} imports {sorted(outside)}"
 
 
 def test_it_loads_and_works_with_django_and_celery_blocked():

@@ -455,7 +455,7 @@ def claude_hook(settings: Settings, background: bool) -> None:
 
 # -- the MCP server ----------------------------------------------------------------------
 
-MCP_MODULES = frozenset({"mcp", "mcp_types", "uvicorn", "starlette", "anyio"})
+MCP_MODULES = frozenset({"mcp", "mcp_types", "uvicorn", "starlette", "anyio", "jsonschema"})
 
 
 @main.command("mcp")

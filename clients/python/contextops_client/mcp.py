@@ -18,6 +18,7 @@ Needs the ``mcp`` extra: ``pip install "contextops-client[mcp]"``.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -30,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-import anyio
 import httpx
 import uvicorn
 from jsonschema import Draft202012Validator
@@ -798,12 +798,12 @@ async def _serve_stdio(base_url: str | None, api_key: str) -> None:
 
 def serve_stdio(base_url: str | None, api_key: str) -> None:
     """Serve MCP over this process's stdin and stdout until the host closes them."""
-    anyio.run(_serve_stdio, base_url, api_key)
+    asyncio.run(_serve_stdio(base_url, api_key))
 
 
 def serve_http(base_url: str | None, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> None:
     """Serve MCP over Streamable HTTP at ``http://host:port/mcp`` until interrupted."""
-    anyio.run(_serve_http, base_url, host, port)
+    asyncio.run(_serve_http(base_url, host, port))
 
 
 __all__ = ["TOOLS", "Contextops", "http_app", "serve_http", "serve_stdio"]
