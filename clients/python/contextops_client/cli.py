@@ -7,6 +7,7 @@
     contextops approve TOKEN / reject TOKEN --note ...   decide a suspension (a person's key)
     contextops export rlm STATE_ID         an RLM state as a seed-schema document
     contextops claude-hook                 for Claude Code's hooks (see contextops_client.hook)
+    contextops mcp [--http --port N]       an MCP server for Claude Code and other hosts
 
 The server and key come from ``--url`` / ``--api-key`` or ``CONTEXTOPS_URL`` /
 ``CONTEXTOPS_API_KEY``. An API error prints its code and detail and exits 1.
@@ -450,6 +451,59 @@ def claude_hook(settings: Settings, background: bool) -> None:
     sys.exit(
         hook_main(sys.stdin, url=settings.url, api_key=settings.api_key, background=background)
     )
+
+
+# -- the MCP server ----------------------------------------------------------------------
+
+MCP_MODULES = frozenset({"mcp", "mcp_types", "uvicorn", "starlette", "anyio", "jsonschema"})
+
+
+@main.command("mcp")
+@click.option(
+    "--http",
+    "over_http",
+    is_flag=True,
+    help="Serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio; each request "
+    "authenticates with its caller's own key (Authorization: Bearer <key>).",
+)
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="With --http: where to listen."
+)
+@click.option(
+    "--port",
+    default=8765,
+    show_default=True,
+    type=click.IntRange(1, 65535),
+    help="With --http: the port.",
+)
+@click.pass_obj
+def mcp_command(settings: Settings, over_http: bool, host: str, port: int) -> None:
+    """Serve contextops to an MCP host (Claude Code, Claude Desktop, ...): tools for
+    sessions, frames, context packs, facts, the working set and RLM state, and resources
+    for a session's summary and a frame's budget.
+
+    Over stdio by default, with --api-key / $CONTEXTOPS_API_KEY, as Claude Code runs it:
+
+    \b
+        claude mcp add contextops -- contextops mcp
+
+    With --http, one server for remote hosts: every request brings its caller's own key,
+    and a request without one the contextops server accepts answers 401."""
+    try:
+        # mcp.py needs the SDK of the optional `mcp` extra: loaded only when serving.
+        from . import mcp as mcp_server
+    except ImportError as error:
+        if (error.name or "").split(".")[0] not in MCP_MODULES:
+            raise
+        raise click.ClickException(
+            f'The MCP server needs the mcp extra: pip install "contextops-client[mcp]" ({error}).'
+        ) from error
+    if over_http:
+        mcp_server.serve_http(settings.url, host=host, port=port)
+        return
+    if not settings.api_key:
+        raise click.UsageError("No API key: set CONTEXTOPS_API_KEY or pass --api-key.")
+    mcp_server.serve_stdio(settings.url, settings.api_key)
 
 
 if __name__ == "__main__":
