@@ -925,6 +925,8 @@ def _import_finish(
         fields["source"] = source_of(source)
     if fields:
         Session.objects.filter(pk=session.pk).update(**fields)
+    if "title" in fields:
+        _root_goal_follow(writer, old=session.title, new=title)
     skipped = [*transcript.skipped, *((line, reason) for line, reason in source.skipped)]
     if changed:
         _imported_event(
@@ -940,6 +942,26 @@ def _import_finish(
     report = _report(session, transcript, settled, skipped, unchanged=not changed)
     _import_done(job, report=report, session=session)
     return changed
+
+
+def _root_goal_follow(writer: _Writer, *, old: str, new: str) -> None:
+    """The root frame is named for the session. When the title improves (a live capture's
+    first part held no prompt yet, so the file name stood in), a root still named for the
+    old title takes the new one, logged as ``frame.updated``: live and one-shot imports of
+    one transcript end alike."""
+    root = writer.frames.get("")
+    if root is None or root.goal != old[:2000]:
+        return
+    goal = new[:2000]
+    Frame.objects.filter(pk=root.pk).update(goal=goal)
+    root.goal = goal
+    event_append(
+        session=writer.session,
+        type="frame.updated",
+        frame=root,
+        actor=IMPORT_ACTOR,
+        payload={"goal": goal, "from": {"goal": old[:2000]}},
+    )
 
 
 def _import_done(job: Import, *, report: ImportReport | None, session: Session | None) -> None:

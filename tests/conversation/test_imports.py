@@ -351,6 +351,29 @@ def test_parts_at_line_boundaries_import_exactly_what_the_whole_file_does(
     assert projection_diff(ours) == [] and budget_audit(ours) == []  # the log agrees
 
 
+def test_a_first_part_without_a_prompt_is_renamed_when_the_prompt_arrives(api, other_api):
+    """A live capture's first part may hold only Claude Code's preamble (no prompt yet): the
+    session and its root frame are named for the file until the prompt comes, then for it,
+    logged, exactly as a one-shot import names them."""
+    first, rest = parts_of(SHORT, [2])
+    for (offset, text), final in ((first, False), (rest, True)):
+        response = upload(api, SHORT, content=text, offset=offset, final=final)
+        assert response.status_code == 202, response.content
+        (job,) = run_jobs()
+        assert job.status == "completed", job.error
+        if not final:
+            named = Session.objects.get(pk=job.session_id)
+            assert named.title == SHORT.name
+    ours = Session.objects.get(pk=job.session_id)
+    theirs = Session.objects.get(pk=command_report(SHORT)["session_id"])
+    assert ours.title == theirs.title != SHORT.name
+    root = Frame.objects.get(session=ours, parent__isnull=True)
+    assert root.goal == Frame.objects.get(session=theirs, parent__isnull=True).goal == ours.title
+    renamed = Event.objects.get(session=ours, type="frame.updated", frame_id=root.pk)
+    assert renamed.payload == {"goal": ours.title, "from": {"goal": SHORT.name}}
+    assert projection_diff(ours) == []
+
+
 def test_a_part_cut_inside_a_line_waits_for_the_rest_of_it(api, other_api):
     data = SHORT.read_bytes()
     cut = data.index(b"tool_use") + 3  # inside a line, inside a response
