@@ -83,8 +83,16 @@ def checkpoint_list(request: ApiRequest, filters: Query[GraphCheckpointFilters])
     summary="Store a task's pending writes (the saver's put_writes)",
 )
 def writes_put(request: ApiRequest, payload: GraphWritesIn):
+    organization = request.organization
+    session = (
+        session_get(organization=organization, session_id=payload.session_id)
+        if payload.session_id
+        else None
+    )
     stored = services.writes_put(
-        organization=request.organization,
+        organization=organization,
+        agent=request.agent,
+        session=session,
         thread_id=payload.thread_id,
         checkpoint_ns=payload.checkpoint_ns,
         checkpoint_id=payload.checkpoint_id,

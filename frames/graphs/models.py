@@ -95,9 +95,15 @@ class GraphBlob(models.Model):
 
 
 class GraphWrite(models.Model):
-    """A pending write of a task against a checkpoint (``put_writes``)."""
+    """A pending write of a task against a checkpoint (``put_writes``).
 
-    checkpoint = models.ForeignKey(GraphCheckpoint, on_delete=models.CASCADE, related_name="writes")
+    Keyed by the checkpoint's id, not a foreign key: LangGraph sends a step's writes while
+    the checkpoint before them may still be on its way.
+    """
+
+    thread = models.ForeignKey(GraphThread, on_delete=models.CASCADE, related_name="writes")
+    checkpoint_ns = models.CharField(max_length=255, blank=True)
+    checkpoint_id = models.CharField(max_length=64)
     task_id = models.CharField(max_length=255)
     task_path = models.CharField(max_length=1000, blank=True)
     idx = models.IntegerField()
@@ -111,7 +117,8 @@ class GraphWrite(models.Model):
         ordering = ["task_id", "idx"]
         constraints = [
             models.UniqueConstraint(
-                fields=["checkpoint", "task_id", "idx"], name="graph_write_unique_idx"
+                fields=["thread", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
+                name="graph_write_unique_idx",
             ),
         ]
 

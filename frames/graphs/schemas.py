@@ -86,6 +86,9 @@ class GraphWritesIn(_In):
     task_id: str = Field(..., min_length=1, max_length=ID)
     task_path: str = Field("", max_length=1000)
     writes: list[GraphWriteIn] = Field(..., max_length=MAX_ITEMS)
+    session_id: UUID | None = Field(
+        None, description="The session a new thread belongs to (default: a new session)"
+    )
 
 
 class GraphWritesOut(Schema):

@@ -4,7 +4,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, Prefetch, QuerySet
+from django.db.models import Count, QuerySet
 from django.db.models.fields.json import KeyTransform
 
 from contextops.errors import NotFound
@@ -51,7 +51,8 @@ def thread_list(*, organization: Organization, session_id: Any = None) -> QueryS
     """The organization's threads, most recently written first, with their checkpoint counts."""
     threads = GraphThread.objects.filter(organization=organization)
     if session_id is not None:
-        threads = threads.filter(session_id=_uuid(session_id))
+        session_pk = _uuid(session_id)
+        threads = threads.filter(session_id=session_pk) if session_pk else threads.none()
     return threads.select_related("session").annotate(checkpoint_count=Count("checkpoints"))
 
 
@@ -88,9 +89,7 @@ def checkpoint_list(
         checkpoints = checkpoints.annotate(**{name: KeyTransform(key, "metadata")}).filter(
             **{name: value}
         )
-    checkpoints = checkpoints.select_related("thread").prefetch_related(
-        Prefetch("writes", queryset=GraphWrite.objects.order_by("task_path", "task_id", "idx"))
-    )
+    checkpoints = checkpoints.select_related("thread")
     checkpoints = checkpoints.order_by("-checkpoint_id", "-pk")
     page = list(checkpoints[:limit] if limit is not None else checkpoints)
     return _with_blobs(page)
@@ -115,6 +114,15 @@ def _with_blobs(page: list[GraphCheckpoint]) -> list[CheckpointTuple]:
             version__in=sorted(versions[(thread_pk, ns)]),
         ):
             found[(thread_pk, ns, blob.channel, blob.version)] = blob
+    ids: dict[tuple[Any, str], list[str]] = defaultdict(list)
+    for cp in page:
+        ids[(cp.thread_id, cp.checkpoint_ns)].append(cp.checkpoint_id)
+    pending: dict[tuple[Any, str, str], list[GraphWrite]] = defaultdict(list)
+    for (thread_pk, ns), checkpoint_ids in ids.items():
+        for write in GraphWrite.objects.filter(
+            thread_id=thread_pk, checkpoint_ns=ns, checkpoint_id__in=checkpoint_ids
+        ).order_by("task_path", "task_id", "idx"):
+            pending[(thread_pk, ns, write.checkpoint_id)].append(write)
     tuples = []
     for cp in page:
         blobs = [
@@ -122,5 +130,6 @@ def _with_blobs(page: list[GraphCheckpoint]) -> list[CheckpointTuple]:
             for channel, version in cp.channel_versions.items()
             if (key := (cp.thread_id, cp.checkpoint_ns, channel, str(version))) in found
         ]
-        tuples.append(CheckpointTuple(checkpoint=cp, blobs=blobs, writes=list(cp.writes.all())))
+        writes = pending.get((cp.thread_id, cp.checkpoint_ns, cp.checkpoint_id), [])
+        tuples.append(CheckpointTuple(checkpoint=cp, blobs=blobs, writes=writes))
     return tuples

@@ -233,45 +233,50 @@ def checkpoint_put(
 def writes_put(
     *,
     organization: Organization,
+    agent: Agent | None = None,
     thread_id: str,
     checkpoint_ns: str,
     checkpoint_id: str,
     task_id: str,
     task_path: str,
     writes: Sequence[PendingWrite],
+    session: Session | None = None,
     actor: str = "",
 ) -> int:
-    """Store a task's pending writes against a stored checkpoint; return how many changed.
+    """Store a task's pending writes against a checkpoint; return how many changed.
 
     LangGraph's rule: a write whose index is already stored for the task is kept (a
     retried task writes nothing twice), except the special channels (negative indexes:
-    errors, interrupts, ...), which replace what was there. NotFound for a checkpoint the
-    organization does not hold; Conflict ``session_ended`` once its session has ended.
+    errors, interrupts, ...), which replace what was there. The checkpoint need not be
+    stored yet (LangGraph sends writes while the checkpoint is on its way); the thread is
+    created as ``checkpoint_put`` would. Conflict ``session_ended`` once its session ended.
     """
+    thread_id_check(thread_id)
     raws = [_bytes(w.blob, ("writes", i, "data")) for i, w in enumerate(writes)]
 
     def write() -> int:
         with transaction.atomic():
-            thread = _thread_locked(organization=organization, thread_id=thread_id)
-            if thread is None:
-                raise NotFound(f"No thread {thread_id!r}.")
-            session_lock(thread.session_id)
-            checkpoint = GraphCheckpoint.objects.filter(
-                thread=thread, checkpoint_ns=checkpoint_ns, checkpoint_id=checkpoint_id
-            ).first()
-            if checkpoint is None:
-                raise NotFound(f"No checkpoint {checkpoint_id!r} in thread {thread_id!r}.")
+            thread = _thread_open(
+                organization=organization,
+                agent=agent,
+                thread_id=thread_id,
+                session=session,
+                actor=actor,
+            )
+            at: dict[str, Any] = {
+                "thread": thread,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint_id,
+            }
             stored = set(
-                GraphWrite.objects.filter(checkpoint=checkpoint, task_id=task_id).values_list(
-                    "idx", flat=True
-                )
+                GraphWrite.objects.filter(**at, task_id=task_id).values_list("idx", flat=True)
             )
             changed = []
             for w, raw in zip(writes, raws, strict=True):
                 if w.idx >= 0 and w.idx in stored:
                     continue
                 GraphWrite.objects.update_or_create(
-                    checkpoint=checkpoint,
+                    **at,
                     task_id=task_id,
                     idx=w.idx,
                     defaults={
@@ -319,8 +324,16 @@ def thread_delete(*, organization: Organization, thread_id: str, actor: str = ""
 
 def _checkpoints_delete(checkpoints) -> int:
     """Delete checkpoints with their writes; return how many checkpoints went."""
-    _, per_model = checkpoints.delete()
-    return per_model.get(GraphCheckpoint._meta.label, 0)
+    keys = list(checkpoints.values_list("thread_id", "checkpoint_ns", "checkpoint_id"))
+    by_place: dict[tuple[Any, str], list[str]] = {}
+    for thread_pk, ns, checkpoint_id in keys:
+        by_place.setdefault((thread_pk, ns), []).append(checkpoint_id)
+    for (thread_pk, ns), ids in by_place.items():
+        GraphWrite.objects.filter(
+            thread_id=thread_pk, checkpoint_ns=ns, checkpoint_id__in=ids
+        ).delete()
+    GraphCheckpoint.objects.filter(pk__in=checkpoints.values("pk")).delete()
+    return len(keys)
 
 
 def _sessions_locked(session_pks: set[Any]) -> None:
@@ -392,19 +405,20 @@ def thread_copy(
                 ignore_conflicts=True,
             )
             have = set(target.checkpoints.values_list("checkpoint_ns", "checkpoint_id"))
-            copies = {}
+            copies = []
             for cp in source.checkpoints.all():
                 if (cp.checkpoint_ns, cp.checkpoint_id) in have:
                     continue
-                original = cp.pk
                 cp.pk = None
                 cp.thread = target
-                cp.save(force_insert=True)
-                copies[original] = cp
+                copies.append(cp)
+            GraphCheckpoint.objects.bulk_create(copies)
             GraphWrite.objects.bulk_create(
                 [
                     GraphWrite(
-                        checkpoint=copies[w.checkpoint_id],
+                        thread=target,
+                        checkpoint_ns=w.checkpoint_ns,
+                        checkpoint_id=w.checkpoint_id,
                         task_id=w.task_id,
                         task_path=w.task_path,
                         idx=w.idx,
@@ -413,8 +427,9 @@ def thread_copy(
                         data=w.data,
                         preview=w.preview,
                     )
-                    for w in GraphWrite.objects.filter(checkpoint_id__in=list(copies))
-                ]
+                    for w in source.writes.all()
+                ],
+                ignore_conflicts=True,
             )
             target.updated_at = timezone.now()
             target.save(update_fields=["updated_at"])
@@ -488,6 +503,7 @@ def threads_prune(
             else:
                 count = _checkpoints_delete(checkpoints)
                 blobs.delete()
+                GraphWrite.objects.filter(thread=thread).delete()
             pruned += count
             event_append(
                 session=thread.session,

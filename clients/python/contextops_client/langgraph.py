@@ -1,0 +1,426 @@
+"""LangGraph on contextops: a checkpointer that keeps a graph's threads in contextops.
+
+    from contextops_client.langgraph import ContextopsSaver
+
+    saver = ContextopsSaver()  # CONTEXTOPS_URL and CONTEXTOPS_API_KEY from the environment
+    graph = builder.compile(checkpointer=saver)
+    graph.invoke(inputs, {"configurable": {"thread_id": "ticket-42"}})
+
+Every checkpoint, channel value and pending write goes through the API
+(``/api/v1/langgraph``, see docs/api.md) as LangGraph's serializer wrote it, so it comes
+back exactly; a JSON rendering of each value goes beside it for the dashboard's thread
+page. A thread belongs to a session: ``session=`` names the one new threads go to
+(otherwise each new thread starts a session of its own). Needs the ``langgraph`` extra
+(``pip install contextops-client[langgraph]``).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import math
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from ._core import _id, _seg
+from .aio import AsyncClient
+from .errors import NotFound
+from .sync import Client
+
+PAGE = 1000  # the most checkpoints one GET answers
+PREVIEW_TEXT = 2000
+PREVIEW_ITEMS = 100
+EMPTY = "empty"  # a channel that has a version but no value
+
+
+def preview(value: Any, depth: int = 0) -> Any:
+    """``value`` as JSON the dashboard can show: long texts cut, objects by their fields."""
+    if depth > 8:
+        return "…"
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, str):
+        return value if len(value) <= PREVIEW_TEXT else value[:PREVIEW_TEXT] + "…"
+    if isinstance(value, bytes | bytearray):
+        return f"<{len(value)} bytes>"
+    if isinstance(value, dict):
+        items = list(value.items())[:PREVIEW_ITEMS]
+        return {str(k): preview(v, depth + 1) for k, v in items}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [preview(v, depth + 1) for v in list(value)[:PREVIEW_ITEMS]]
+    if hasattr(value, "model_dump"):
+        try:
+            return preview(value.model_dump(), depth + 1)
+        except Exception:  # a model that cannot dump itself is still shown by its repr
+            pass
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return preview(
+            {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}, depth + 1
+        )
+    text = repr(value)
+    return text if len(text) <= PREVIEW_TEXT else text[:PREVIEW_TEXT] + "…"
+
+
+def _encode(typed: tuple[str, bytes | None]) -> dict[str, str]:
+    kind, data = typed
+    return {"type": kind, "data": base64.b64encode(data or b"").decode("ascii")}
+
+
+def _json_metadata(metadata: Any) -> dict[str, Any]:
+    """The metadata as JSON for the server's filters (the exact value travels as a blob)."""
+    return json.loads(json.dumps(metadata, default=lambda v: preview(v)))
+
+
+def _configurable(config: RunnableConfig) -> dict[str, Any]:
+    return dict(config.get("configurable") or {})
+
+
+class ContextopsSaver(BaseCheckpointSaver[int]):
+    """A LangGraph checkpointer over the contextops API, synchronous and asynchronous.
+
+    ``url`` and ``api_key`` default to ``$CONTEXTOPS_URL`` and ``$CONTEXTOPS_API_KEY``;
+    ``client`` / ``async_client`` reuse clients you already hold. ``session`` (a session
+    or its id) is where threads this saver starts belong.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        api_key: str | None = None,
+        *,
+        session: Any = None,
+        client: Client | None = None,
+        async_client: AsyncClient | None = None,
+        serde: SerializerProtocol | None = None,
+        **client_options: Any,
+    ) -> None:
+        super().__init__(serde=serde)
+        self._url, self._api_key, self._options = url, api_key, client_options
+        self._client = client
+        self._async_client = async_client
+        self.session_id = _id(session) if session is not None else None
+
+    # -- clients -----------------------------------------------------------------------
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            self._client = Client(self._url, self._api_key, **self._options)
+        return self._client
+
+    @property
+    def async_client(self) -> AsyncClient:
+        if self._async_client is None:
+            self._async_client = AsyncClient(self._url, self._api_key, **self._options)
+        return self._async_client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    async def aclose(self) -> None:
+        if self._async_client is not None:
+            await self._async_client.aclose()
+
+    # -- the wire format ---------------------------------------------------------------
+
+    def _put_body(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> tuple[dict[str, Any], RunnableConfig]:
+        conf = _configurable(config)
+        thread_id = str(conf["thread_id"])
+        checkpoint_ns = conf.get("checkpoint_ns") or ""
+        rest: dict[str, Any] = dict(checkpoint)
+        values: dict[str, Any] = rest.pop("channel_values", None) or {}
+        blobs = []
+        for channel, version in new_versions.items():
+            if channel in values:
+                typed = self.serde.dumps_typed(values[channel])
+                shown = preview(values[channel])
+            else:
+                typed, shown = (EMPTY, b""), None
+            blobs.append(
+                {"channel": channel, "version": str(version), **_encode(typed), "preview": shown}
+            )
+        full_metadata = get_serializable_checkpoint_metadata(config, metadata)
+        body: dict[str, Any] = {
+            "thread_id": thread_id,
+            "checkpoint_ns": checkpoint_ns,
+            "checkpoint_id": checkpoint["id"],
+            "parent_checkpoint_id": conf.get("checkpoint_id"),
+            "checkpoint": _encode(self.serde.dumps_typed(rest)),
+            "channel_versions": dict(checkpoint.get("channel_versions") or {}),
+            "blobs": blobs,
+            "metadata": _json_metadata(full_metadata),
+            "metadata_blob": _encode(self.serde.dumps_typed(full_metadata)),
+        }
+        if self.session_id is not None:
+            body["session_id"] = self.session_id
+        saved: RunnableConfig = {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+        return body, saved
+
+    def _writes_body(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> dict[str, Any]:
+        conf = _configurable(config)
+        body: dict[str, Any] = {
+            "thread_id": str(conf["thread_id"]),
+            "checkpoint_ns": conf.get("checkpoint_ns") or "",
+            "checkpoint_id": conf["checkpoint_id"],
+            "task_id": task_id,
+            "task_path": task_path,
+            "writes": [
+                {
+                    "idx": WRITES_IDX_MAP.get(channel, idx),
+                    "channel": channel,
+                    **_encode(self.serde.dumps_typed(value)),
+                    "preview": preview(value),
+                }
+                for idx, (channel, value) in enumerate(writes)
+            ],
+        }
+        if self.session_id is not None:
+            body["session_id"] = self.session_id
+        return body
+
+    def _loads(self, blob: dict[str, Any]) -> Any:
+        return self.serde.loads_typed((blob["type"], base64.b64decode(blob["data"])))
+
+    def _tuple(self, item: dict[str, Any]) -> CheckpointTuple:
+        checkpoint = self._loads(item["checkpoint"])
+        checkpoint["channel_values"] = {
+            value["channel"]: self._loads(value)
+            for value in item["channel_values"]
+            if value["type"] != EMPTY
+        }
+        metadata = (
+            self._loads(item["metadata_blob"]) if item.get("metadata_blob") else item["metadata"]
+        )
+        where = {"thread_id": item["thread_id"], "checkpoint_ns": item["checkpoint_ns"]}
+        parent = item.get("parent_checkpoint_id")
+        return CheckpointTuple(
+            config={"configurable": {**where, "checkpoint_id": item["checkpoint_id"]}},
+            checkpoint=checkpoint,
+            metadata=metadata,
+            parent_config={"configurable": {**where, "checkpoint_id": parent}} if parent else None,
+            pending_writes=[
+                (w["task_id"], w["channel"], self._loads(w)) for w in item["pending_writes"]
+            ],
+        )
+
+    @staticmethod
+    def _list_params(
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {}
+        if config is not None:
+            conf = _configurable(config)
+            if conf.get("thread_id") is not None:
+                params["thread_id"] = str(conf["thread_id"])
+            if conf.get("checkpoint_ns") is not None:
+                params["checkpoint_ns"] = conf["checkpoint_ns"]
+            if conf.get("checkpoint_id"):
+                params["checkpoint_id"] = conf["checkpoint_id"]
+        if filter:
+            params["metadata"] = json.dumps(filter)
+        if before is not None and get_checkpoint_id(before):
+            params["before"] = get_checkpoint_id(before)
+        return params
+
+    @staticmethod
+    def _get_params(config: RunnableConfig) -> dict[str, Any]:
+        conf = _configurable(config)
+        params = {
+            "thread_id": str(conf["thread_id"]),
+            "checkpoint_ns": conf.get("checkpoint_ns") or "",
+            "limit": 1,
+        }
+        if get_checkpoint_id(config):
+            params["checkpoint_id"] = get_checkpoint_id(config)
+        return params
+
+    # -- synchronous -------------------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        items = self.client.request(
+            "GET", "/langgraph/checkpoints", params=self._get_params(config)
+        )
+        return self._tuple(items["items"][0]) if items["items"] else None
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        params = self._list_params(config, filter, before)
+        left = limit
+        while left is None or left > 0:
+            page = min(PAGE, left) if left is not None else PAGE
+            items = self.client.request(
+                "GET", "/langgraph/checkpoints", params={**params, "limit": page}
+            )["items"]
+            for item in items:
+                yield self._tuple(item)
+            if len(items) < page:
+                return
+            left = left - len(items) if left is not None else None
+            params["before"] = items[-1]["checkpoint_id"]
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        body, saved = self._put_body(config, checkpoint, metadata, new_versions)
+        self.client.request("POST", "/langgraph/checkpoints", json=body)
+        return saved
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        body = self._writes_body(config, writes, task_id, task_path)
+        self.client.request("POST", "/langgraph/writes", json=body)
+
+    def delete_thread(self, thread_id: str) -> None:
+        try:
+            self.client.request("DELETE", f"/langgraph/threads/{_seg(thread_id)}")
+        except NotFound:
+            pass  # nothing stored for it: already as asked
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self.client.request("POST", "/langgraph/runs/delete", json={"run_ids": list(run_ids)})
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self.client.request(
+            "POST",
+            f"/langgraph/threads/{_seg(source_thread_id)}/copy",
+            json={"target_thread_id": str(target_thread_id)},
+        )
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self.client.request(
+            "POST",
+            "/langgraph/threads/prune",
+            json={"thread_ids": [str(t) for t in thread_ids], "strategy": strategy},
+        )
+
+    # -- asynchronous ------------------------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        items = await self.async_client.request(
+            "GET", "/langgraph/checkpoints", params=self._get_params(config)
+        )
+        return self._tuple(items["items"][0]) if items["items"] else None
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        params = self._list_params(config, filter, before)
+        left = limit
+        while left is None or left > 0:
+            page = min(PAGE, left) if left is not None else PAGE
+            answer = await self.async_client.request(
+                "GET", "/langgraph/checkpoints", params={**params, "limit": page}
+            )
+            items = answer["items"]
+            for item in items:
+                yield self._tuple(item)
+            if len(items) < page:
+                return
+            left = left - len(items) if left is not None else None
+            params["before"] = items[-1]["checkpoint_id"]
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        body, saved = self._put_body(config, checkpoint, metadata, new_versions)
+        await self.async_client.request("POST", "/langgraph/checkpoints", json=body)
+        return saved
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        body = self._writes_body(config, writes, task_id, task_path)
+        await self.async_client.request("POST", "/langgraph/writes", json=body)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        try:
+            await self.async_client.request("DELETE", f"/langgraph/threads/{_seg(thread_id)}")
+        except NotFound:
+            pass  # nothing stored for it: already as asked
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self.async_client.request(
+            "POST", "/langgraph/runs/delete", json={"run_ids": list(run_ids)}
+        )
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self.async_client.request(
+            "POST",
+            f"/langgraph/threads/{_seg(source_thread_id)}/copy",
+            json={"target_thread_id": str(target_thread_id)},
+        )
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await self.async_client.request(
+            "POST",
+            "/langgraph/threads/prune",
+            json={"thread_ids": [str(t) for t in thread_ids], "strategy": strategy},
+        )
+
+
+__all__ = ["ContextopsSaver", "preview"]
