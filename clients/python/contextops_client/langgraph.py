@@ -20,8 +20,11 @@ import base64
 import dataclasses
 import json
 import math
-from collections.abc import AsyncIterator, Iterator, Sequence
+import uuid
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote, unquote
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -35,6 +38,21 @@ from langgraph.checkpoint.base import (
     get_serializable_checkpoint_metadata,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+
+# LangGraph's own rules for namespace conditions and value filters, as its in-memory
+# store applies them: the same answers here as there.
+from langgraph.store.memory import _compare_values, _does_match
 
 from ._core import _id, _seg
 from .aio import AsyncClient
@@ -423,4 +441,203 @@ class ContextopsSaver(BaseCheckpointSaver[int]):
         )
 
 
-__all__ = ["ContextopsSaver", "preview"]
+# -- the store ---------------------------------------------------------------------------
+
+STORE_SCOPE = "task"
+STORE_SCOPE_ID = "langgraph-store"
+STORE_SOURCE = "langgraph"
+FACT_PAGE = 500
+
+
+def store_subject(namespace: tuple[str, ...], key: str) -> str:
+    """The fact subject of ``key`` in ``namespace``: ``lg:<label>.<label>:<key>``, each
+    part percent-encoded (so ``.``, ``:`` and ``/`` in them stay unambiguous)."""
+    labels = ".".join(quote(label, safe="") for label in namespace)
+    return f"lg:{labels}:{quote(key, safe='')}"
+
+
+def _store_place(subject: str) -> tuple[tuple[str, ...], str] | None:
+    if not subject.startswith("lg:"):
+        return None
+    labels, _, key = subject[3:].rpartition(":")
+    namespace = tuple(unquote(label) for label in labels.split(".")) if labels else ()
+    return namespace, unquote(key)
+
+
+def _when(text: str | None) -> datetime:
+    return datetime.fromisoformat(text) if text else datetime.now(UTC)
+
+
+class ContextopsStore(BaseStore):
+    """A LangGraph store over contextops facts (organization-wide, ``task`` scope
+    ``langgraph-store``).
+
+    A (namespace, key) is a fact subject (``store_subject``); each put writes a new
+    version of it that supersedes the one before, so the fact's lineage page shows the
+    item's history; a delete invalidates the current version. ``search`` filters by
+    namespace prefix and by value fields (``{"status": "open"}``, or operators
+    ``$eq $ne $gt $gte $lt $lte``); there is no vector index (``query`` is ignored).
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        api_key: str | None = None,
+        *,
+        client: Client | None = None,
+        async_client: AsyncClient | None = None,
+        **client_options: Any,
+    ) -> None:
+        self._url, self._api_key, self._options = url, api_key, client_options
+        self._client = client
+        self._async_client = async_client
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            self._client = Client(self._url, self._api_key, **self._options)
+        return self._client
+
+    @property
+    def async_client(self) -> AsyncClient:
+        if self._async_client is None:
+            self._async_client = AsyncClient(self._url, self._api_key, **self._options)
+        return self._async_client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    async def aclose(self) -> None:
+        if self._async_client is not None:
+            await self._async_client.aclose()
+
+    # The work, written once as generators of requests: each ``yield`` is one API call
+    # (method, path, params, json) and receives its answer, so the synchronous and the
+    # asynchronous store share every rule.
+
+    def _facts(self, subject: str | None = None, search: str | None = None):
+        offset = 0
+        found = []
+        while True:
+            params: dict[str, Any] = {
+                "scope": STORE_SCOPE,
+                "scope_id": STORE_SCOPE_ID,
+                "valid": "true",
+                "limit": FACT_PAGE,
+                "offset": offset,
+            }
+            if subject is not None:
+                params["subject"] = subject
+            if search:
+                params["search"] = search
+            answer = yield ("GET", "/facts", params, None)
+            found.extend(answer["items"])
+            if answer.get("next_offset") is None:
+                return found
+            offset = answer["next_offset"]
+
+    @staticmethod
+    def _item(fact: dict[str, Any], cls: type[Item] = Item) -> Item | None:
+        place = _store_place(fact.get("subject") or "")
+        if place is None or not isinstance(fact.get("value"), dict):
+            return None
+        when = _when(fact.get("created_at"))
+        return cls(
+            value=fact["value"], key=place[1], namespace=place[0], created_at=when, updated_at=when
+        )
+
+    def _get(self, op: GetOp):
+        facts = yield from self._facts(subject=store_subject(op.namespace, op.key))
+        return self._item(facts[0]) if facts else None
+
+    def _put(self, op: PutOp):
+        subject = store_subject(op.namespace, op.key)
+        current = yield from self._facts(subject=subject)
+        if op.value is None:
+            for fact in current:
+                yield ("POST", f"/facts/{_seg(fact['key'])}/invalidate", None, {})
+            return None
+        body: dict[str, Any] = {
+            "key": f"{subject}_v{uuid.uuid4().hex[:12]}",
+            "subject": subject,
+            "value": dict(op.value),
+            "source": STORE_SOURCE,
+            "scope": STORE_SCOPE,
+            "scope_id": STORE_SCOPE_ID,
+        }
+        if current:
+            body["supersedes"] = current[0]["key"]
+        yield ("POST", "/facts", None, body)
+        return None
+
+    def _search(self, op: SearchOp):
+        prefix = store_subject(op.namespace_prefix, "")[:-1] if op.namespace_prefix else "lg:"
+        facts = yield from self._facts(search=prefix.lower())
+        items = []
+        for fact in facts:
+            item = self._item(fact, SearchItem)
+            if item is None or item.namespace[: len(op.namespace_prefix)] != op.namespace_prefix:
+                continue
+            if op.filter and not all(
+                _compare_values(item.value.get(k), v) for k, v in op.filter.items()
+            ):
+                continue
+            items.append(item)
+        items.sort(key=lambda i: i.updated_at, reverse=True)
+        return items[op.offset : op.offset + op.limit]
+
+    def _namespaces(self, op: ListNamespacesOp):
+        facts = yield from self._facts(search="lg:")
+        found = set()
+        for fact in facts:
+            item = self._item(fact)
+            if item is None:
+                continue
+            namespace = item.namespace
+            if op.match_conditions and not all(
+                _does_match(c, namespace) for c in op.match_conditions
+            ):
+                continue
+            found.add(namespace[: op.max_depth] if op.max_depth is not None else namespace)
+        return sorted(found)[op.offset : op.offset + op.limit]
+
+    def _work(self, op: Op):
+        if isinstance(op, GetOp):
+            return self._get(op)
+        if isinstance(op, PutOp):
+            return self._put(op)
+        if isinstance(op, SearchOp):
+            return self._search(op)
+        if isinstance(op, ListNamespacesOp):
+            return self._namespaces(op)
+        raise TypeError(f"Unknown store operation {op!r}")
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        results: list[Result] = []
+        for op in ops:
+            work = self._work(op)
+            answer = None
+            try:
+                while True:
+                    method, path, params, body = work.send(answer)
+                    answer = self.client.request(method, path, params=params, json=body)
+            except StopIteration as done:
+                results.append(done.value)
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        results: list[Result] = []
+        for op in ops:
+            work = self._work(op)
+            answer = None
+            try:
+                while True:
+                    method, path, params, body = work.send(answer)
+                    answer = await self.async_client.request(method, path, params=params, json=body)
+            except StopIteration as done:
+                results.append(done.value)
+        return results
+
+
+__all__ = ["ContextopsSaver", "ContextopsStore", "preview", "store_subject"]
