@@ -3,6 +3,7 @@
 import pytest
 
 from frames import services
+from frames.graphs.models import GraphThread
 from frames.models import token_hash
 
 
@@ -124,6 +125,9 @@ def acme(api):
         )
     )
     ids["thread_id"] = "acme-secret-thread"
+    ids["graph_thread_pk"] = str(
+        GraphThread.objects.get(organization=api.organization, thread_id=ids["thread_id"]).pk
+    )
     ids["graph_checkpoint_id"] = "acme-secret-checkpoint"
     secrets |= {"acme-secret-thread", "acme-secret-checkpoint"}
     suspension = created(
