@@ -13,6 +13,7 @@ from .schemas import (
     GraphCheckpointIn,
     GraphCheckpointListOut,
     GraphCheckpointSavedOut,
+    GraphInterruptListOut,
     GraphPruneIn,
     GraphRemovedOut,
     GraphRunsDeleteIn,
@@ -23,6 +24,7 @@ from .schemas import (
     GraphWritesIn,
     GraphWritesOut,
     checkpoint_tuple_out,
+    interrupt_out,
     thread_out,
 )
 
@@ -136,6 +138,16 @@ def threads_prune(request: ApiRequest, payload: GraphPruneIn):
 def thread_get(request: ApiRequest, thread_id: str):
     thread = selectors.thread_get(organization=request.organization, thread_id=thread_id)
     return thread_out(thread, thread.checkpoints.count())
+
+
+@router.get(
+    "/threads/{thread_id}/interrupts",
+    response=GraphInterruptListOut,
+    summary="A thread's interrupts, newest first, with the inbox's decision on each",
+)
+def interrupt_list(request: ApiRequest, thread_id: str):
+    thread = selectors.thread_get(organization=request.organization, thread_id=thread_id)
+    return {"items": [interrupt_out(i) for i in selectors.interrupt_list(thread=thread)]}
 
 
 @router.delete(

@@ -13,7 +13,7 @@ from django.db import models
 from django.utils import timezone
 
 from contextops.models import Organization
-from frames.models import Session
+from frames.models import Frame, Session, Suspension
 
 
 class GraphThread(models.Model):
@@ -124,3 +124,30 @@ class GraphWrite(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_id}[{self.idx}] {self.channel}"
+
+
+class GraphInterrupt(models.Model):
+    """A task that called LangGraph's ``interrupt()``: a frame of the thread's session,
+    suspended until a person decides in the approval inbox."""
+
+    thread = models.ForeignKey(GraphThread, on_delete=models.CASCADE, related_name="interrupts")
+    checkpoint_ns = models.CharField(max_length=255, blank=True)
+    checkpoint_id = models.CharField(max_length=64)
+    task_id = models.CharField(max_length=255)
+    node = models.CharField(max_length=255, blank=True)
+    value = models.JSONField(null=True, blank=True)
+    frame = models.ForeignKey(Frame, on_delete=models.CASCADE, related_name="+")
+    suspension = models.ForeignKey(Suspension, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread", "checkpoint_ns", "checkpoint_id", "task_id"],
+                name="graph_interrupt_unique_task",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.thread} {self.node}"

@@ -9,7 +9,9 @@ from uuid import UUID
 from ninja import Schema
 from pydantic import ConfigDict, Field, field_validator
 
-from .models import GraphBlob, GraphThread, GraphWrite
+from frames.suspensions.selectors import suspension_status
+
+from .models import GraphBlob, GraphInterrupt, GraphThread, GraphWrite
 from .selectors import CheckpointTuple
 from .services import PRUNE_STRATEGIES, Blob, ChannelBlob, PendingWrite
 
@@ -246,3 +248,38 @@ class GraphRunsDeleteIn(_In):
 
 class GraphRemovedOut(Schema):
     removed: int
+
+
+class GraphInterruptOut(Schema):
+    checkpoint_ns: str
+    checkpoint_id: str
+    task_id: str
+    node: str
+    value: Any
+    frame_id: str
+    token: str
+    status: str
+    decided_by: str | None
+    decision_note: str
+    created_at: datetime
+
+
+class GraphInterruptListOut(Schema):
+    items: list[GraphInterruptOut]
+
+
+def interrupt_out(interrupt: GraphInterrupt) -> dict[str, Any]:
+    suspension = interrupt.suspension
+    return {
+        "checkpoint_ns": interrupt.checkpoint_ns,
+        "checkpoint_id": interrupt.checkpoint_id,
+        "task_id": interrupt.task_id,
+        "node": interrupt.node,
+        "value": interrupt.value,
+        "frame_id": str(interrupt.frame_id),
+        "token": suspension.token,
+        "status": suspension_status(suspension),
+        "decided_by": suspension.decided_by.get_username() if suspension.decided_by else None,
+        "decision_note": suspension.decision_note,
+        "created_at": interrupt.created_at,
+    }

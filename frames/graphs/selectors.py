@@ -11,7 +11,7 @@ from contextops.errors import NotFound
 from contextops.models import Organization
 from frames.selectors import _uuid
 
-from .models import GraphBlob, GraphCheckpoint, GraphThread, GraphWrite
+from .models import GraphBlob, GraphCheckpoint, GraphInterrupt, GraphThread, GraphWrite
 
 
 @dataclass(frozen=True)
@@ -133,3 +133,10 @@ def _with_blobs(page: list[GraphCheckpoint]) -> list[CheckpointTuple]:
         writes = pending.get((cp.thread_id, cp.checkpoint_ns, cp.checkpoint_id), [])
         tuples.append(CheckpointTuple(checkpoint=cp, blobs=blobs, writes=writes))
     return tuples
+
+
+def interrupt_list(*, thread: GraphThread) -> QuerySet[GraphInterrupt]:
+    """The thread's interrupts, newest first, with their suspensions and deciders."""
+    return GraphInterrupt.objects.filter(thread=thread).select_related(
+        "suspension", "suspension__decided_by"
+    )

@@ -6,6 +6,7 @@ then changes the thread's rows, and appends its event to that session's log.
 
 import base64
 import binascii
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,11 +20,31 @@ from contextops.models import Agent, Organization
 from frames.events import event_append
 from frames.locks import session_lock
 from frames.models import Session
-from frames.services import session_create
+from frames.services import frame_push, session_create
+from frames.suspensions.services import suspension_create
 
-from .models import GraphBlob, GraphCheckpoint, GraphThread, GraphWrite
+from .models import GraphBlob, GraphCheckpoint, GraphInterrupt, GraphThread, GraphWrite
 
 PRUNE_STRATEGIES = ("keep_latest", "delete")
+INTERRUPT = "__interrupt__"  # LangGraph's channel for a task's interrupt() values
+INTERRUPT_FRAME_BUDGET = 1_000
+REASON_CHARS = 500
+
+
+def task_node(task_path: str) -> str:
+    """The node a task ran, from LangGraph's task path (``('~__pregel_pull', 'plan')``)."""
+    return task_path.strip("()").split(",")[-1].strip(" '\"") if task_path else ""
+
+
+def interrupt_text(preview: Any) -> str:
+    """What an interrupt asks, as one line: the value of each ``Interrupt`` it carries."""
+    items = preview if isinstance(preview, list) else [preview]
+    parts = []
+    for item in items:
+        value = item.get("value", item) if isinstance(item, dict) else item
+        parts.append(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+    text = "; ".join(parts) or "(no value)"
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -289,6 +310,17 @@ def writes_put(
                 )
                 stored.add(w.idx)
                 changed.append(w.channel)
+            for w in writes:
+                if w.channel == INTERRUPT:
+                    _interrupt_suspend(
+                        thread=thread,
+                        checkpoint_ns=checkpoint_ns,
+                        checkpoint_id=checkpoint_id,
+                        task_id=task_id,
+                        task_path=task_path,
+                        value=w.preview,
+                        actor=actor,
+                    )
             if changed:
                 event_append(
                     session=thread.session,
@@ -305,6 +337,42 @@ def writes_put(
             return len(changed)
 
     return _retrying_once(write)
+
+
+def _interrupt_suspend(
+    *,
+    thread: GraphThread,
+    checkpoint_ns: str,
+    checkpoint_id: str,
+    task_id: str,
+    task_path: str,
+    value: Any,
+    actor: str,
+) -> GraphInterrupt | None:
+    """A frame of the thread's session for the interrupted task, suspended for approval,
+    so it shows in the inbox; once per task and checkpoint (a replaced write adds none)."""
+    at = {
+        "thread": thread,
+        "checkpoint_ns": checkpoint_ns,
+        "checkpoint_id": checkpoint_id,
+        "task_id": task_id,
+    }
+    if GraphInterrupt.objects.filter(**at).exists():
+        return None
+    node = task_node(task_path)
+    frame = frame_push(
+        session=thread.session,
+        goal=f"LangGraph {node or 'task'} in thread {thread.thread_id}"[:500],
+        inputs={"thread_id": thread.thread_id, "checkpoint_id": checkpoint_id, "node": node},
+        budget_total=INTERRUPT_FRAME_BUDGET,
+        actor=actor,
+    )
+    suspension = suspension_create(
+        frame=frame, reason=interrupt_text(value), requires_approval=True, actor=actor
+    )
+    return GraphInterrupt.objects.create(
+        **at, node=node[:255], value=value, frame=frame, suspension=suspension
+    )
 
 
 def thread_delete(*, organization: Organization, thread_id: str, actor: str = "") -> None:

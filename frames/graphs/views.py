@@ -10,7 +10,7 @@ from contextops.dashboard import organization_required, render_page
 from contextops.errors import NotFound
 from contextops.http import MemberRequest
 
-from . import selectors
+from . import selectors, services
 from .selectors import CheckpointTuple
 
 HISTORY_SHOWN = 500
@@ -20,9 +20,7 @@ def _shown(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def _node(task_path: str) -> str:
-    """The node a task ran, from its path (``('~__pregel_pull', 'plan')`` → ``plan``)."""
-    return task_path.strip("()").split(",")[-1].strip(" '\"") if task_path else ""
+_node = services.task_node
 
 
 def _values(item: CheckpointTuple) -> dict[str, str]:

@@ -317,3 +317,48 @@ def test_the_thread_list_names_sessions_and_counts(api, put):
     assert thread["session_id"] == saved["session_id"]
     assert thread["checkpoints"] == 2
     assert api.get("/langgraph/threads/t-1").json()["checkpoints"] == 2
+
+
+def interrupt_write(task_id="task-a", text="Approve the refund?"):
+    return {
+        "thread_id": "t-1",
+        "checkpoint_id": "0001",
+        "task_id": task_id,
+        "task_path": "('~__pregel_pull', 'approve')",
+        "writes": [
+            {
+                "idx": -3,
+                "channel": "__interrupt__",
+                **blob("x"),
+                "preview": [{"value": text, "id": "i-1"}],
+            }
+        ],
+    }
+
+
+def test_an_interrupt_suspends_a_frame_of_the_session_for_the_inbox(api, put, approver_client):
+    saved = put()
+    assert api.post("/langgraph/writes", interrupt_write()).status_code == 200
+    api.post("/langgraph/writes", interrupt_write())  # replaced by a retry: still one
+    [interrupt] = api.get("/langgraph/threads/t-1/interrupts").json()["items"]
+    assert interrupt["node"] == "approve"
+    assert interrupt["status"] == "pending"
+    assert interrupt["value"] == [{"value": "Approve the refund?", "id": "i-1"}]
+    frame = api.get(f"/frames/{interrupt['frame_id']}").json()
+    assert frame["session_id"] == saved["session_id"]
+    assert frame["status"] == "suspended"
+    assert frame["goal"] == "LangGraph approve in thread t-1"
+    suspension = api.get(f"/suspensions/{interrupt['token']}").json()
+    assert suspension["requires_approval"] is True
+    assert suspension["reason"] == "Approve the refund?"
+    inbox = approver_client.get("/inbox/").content.decode()
+    assert "Approve the refund?" in inbox
+    # Another task's interrupt is another frame.
+    api.post("/langgraph/writes", interrupt_write(task_id="task-b", text="And this?"))
+    assert len(api.get("/langgraph/threads/t-1/interrupts").json()["items"]) == 2
+
+
+def test_another_organization_sees_no_interrupts(api, other_api, put):
+    put()
+    api.post("/langgraph/writes", interrupt_write())
+    assert other_api.get("/langgraph/threads/t-1/interrupts").status_code == 404

@@ -50,6 +50,11 @@ from langgraph.store.base import (
     SearchOp,
 )
 
+try:  # LangGraph itself (not only its checkpoint package): what a graph resumes with
+    from langgraph.types import Command
+except ImportError:  # pragma: no cover - the saver and the store work without it
+    Command = None  # type: ignore[assignment,misc]
+
 # LangGraph's own rules for namespace conditions and value filters, as its in-memory
 # store applies them: the same answers here as there.
 from langgraph.store.memory import _compare_values, _does_match
@@ -107,6 +112,21 @@ def _json_metadata(metadata: Any) -> dict[str, Any]:
 
 def _configurable(config: RunnableConfig) -> dict[str, Any]:
     return dict(config.get("configurable") or {})
+
+
+def _decision_command(suspension: dict[str, Any]) -> Command:
+    """LangGraph's ``Command(resume=...)`` for a decided suspension."""
+    if Command is None:
+        raise RuntimeError("interrupt decisions need LangGraph itself: pip install langgraph")
+    status = suspension.get("status")
+    note = suspension.get("decision_note") or ("expired" if status == "expired" else "")
+    return Command(
+        resume={
+            "approved": status in ("approved", "resumed"),
+            "note": note,
+            "decided_by": suspension.get("decided_by"),
+        }
+    )
 
 
 class ContextopsSaver(BaseCheckpointSaver[int]):
@@ -362,6 +382,56 @@ class ContextopsSaver(BaseCheckpointSaver[int]):
             "/langgraph/threads/prune",
             json={"thread_ids": [str(t) for t in thread_ids], "strategy": strategy},
         )
+
+    # -- interrupts: a person decides in the approval inbox ----------------------------
+
+    def interrupts(self, config: RunnableConfig) -> list[dict[str, Any]]:
+        """The thread's interrupts, newest first (``GET .../interrupts``)."""
+        thread_id = _seg(_configurable(config)["thread_id"])
+        return self.client.request("GET", f"/langgraph/threads/{thread_id}/interrupts")["items"]
+
+    def interrupt_decision(self, config: RunnableConfig, *, timeout: float = 30.0) -> Any:
+        """Wait up to ``timeout`` seconds for a person to decide the thread's latest
+        interrupt in the approval inbox; return what the graph continues with:
+
+            Command(resume={"approved": True | False, "note": "...", "decided_by": "grace"})
+
+        (an expired interrupt is ``approved: False`` with note ``"expired"``), or None while
+        nobody has decided or when the thread has no interrupt. An approval resumes the
+        interrupt's frame and closes it as completed; a rejection has failed it already.
+        """
+        found = self.interrupts(config)
+        if not found:
+            return None
+        status = self.client.suspension_wait(found[0]["token"], timeout=timeout)
+        if status == "pending":
+            return None
+        seen = self.client.suspension_get(found[0]["token"])
+        if status == "approved":
+            frame = self.client.suspension_resume(seen)
+            self.client.frame_pop(frame, status="completed")
+        return _decision_command(seen.data)
+
+    async def ainterrupts(self, config: RunnableConfig) -> list[dict[str, Any]]:
+        thread_id = _seg(_configurable(config)["thread_id"])
+        answer = await self.async_client.request(
+            "GET", f"/langgraph/threads/{thread_id}/interrupts"
+        )
+        return answer["items"]
+
+    async def ainterrupt_decision(self, config: RunnableConfig, *, timeout: float = 30.0) -> Any:
+        """:meth:`interrupt_decision`, awaited."""
+        found = await self.ainterrupts(config)
+        if not found:
+            return None
+        status = await self.async_client.suspension_wait(found[0]["token"], timeout=timeout)
+        if status == "pending":
+            return None
+        seen = await self.async_client.suspension_get(found[0]["token"])
+        if status == "approved":
+            frame = await self.async_client.suspension_resume(seen)
+            await self.async_client.frame_pop(frame, status="completed")
+        return _decision_command(seen.data)
 
     # -- asynchronous ------------------------------------------------------------------
 
