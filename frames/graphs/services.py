@@ -18,7 +18,7 @@ from django.utils import timezone
 from contextops.errors import Conflict, Invalid, NotFound
 from contextops.models import Agent, Organization
 from frames.events import event_append
-from frames.locks import session_lock
+from frames.locks import session_lock, session_require_not_ended
 from frames.models import Session
 from frames.services import frame_push, session_create
 from frames.suspensions.services import suspension_create
@@ -95,10 +95,12 @@ def _thread_locked(*, organization: Organization, thread_id: str) -> GraphThread
     )
     if session_pk is None:
         return None
-    session_lock(session_pk, open_only=False)
-    return GraphThread.objects.select_for_update().get(
+    session = session_lock(session_pk, open_only=False)
+    thread = GraphThread.objects.select_for_update().get(
         organization=organization, thread_id=thread_id
     )
+    thread.session = session
+    return thread
 
 
 def _thread_open(
@@ -118,7 +120,7 @@ def _thread_open(
                 f"Thread {thread_id!r} belongs to another session.",
                 session_id=str(thread.session_id),
             )
-        session_lock(thread.session_id)  # an ended session takes no more checkpoints
+        session_require_not_ended(thread.session)  # an ended session takes no more work
         return thread
     if session is None:
         session = session_create(
