@@ -20,6 +20,7 @@ from facts.api import router as facts_router
 from frames.api import router as frames_router
 from frames.context.api import router as context_router
 from frames.conversation.api import router as conversation_router
+from frames.graphs.api import router as graphs_router
 from frames.rlm.api import router as rlm_router
 from frames.suspensions.api import router as suspension_router
 
@@ -247,6 +248,7 @@ api.add_router("", context_router)
 api.add_router("", facts_router)
 api.add_router("", conversation_router)
 api.add_router("/rlm", rlm_router)
+api.add_router("/langgraph", graphs_router)
 __all__ = ["api"]
 
 
@@ -261,6 +263,7 @@ LINK_PRODUCERS = {
     ("post", "/api/v1/rlm/states"): ("state_id", "state_id"),
     ("post", "/api/v1/frames/{frame_id}/suspend"): ("token", "token"),
     ("post", "/api/v1/sessions/{session_id}/compactions"): ("compaction_id", "id"),
+    ("post", "/api/v1/langgraph/checkpoints"): ("thread_id", "thread_id"),
 }
 
 

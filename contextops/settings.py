@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "frames",
     "frames.conversation",
     "frames.rlm",
+    "frames.graphs",
     "facts",
 ]
 

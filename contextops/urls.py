@@ -18,4 +18,5 @@ urlpatterns = [
     path("", include("facts.urls")),
     path("", include("frames.conversation.urls")),
     path("", include("frames.rlm.urls")),
+    path("", include("frames.graphs.urls")),
 ]

@@ -3,6 +3,7 @@
 import pytest
 
 from frames import services
+from frames.graphs.models import GraphThread
 from frames.models import token_hash
 
 
@@ -109,6 +110,26 @@ def acme(api):
     )
     ids["name"] = "acme_var"
     secrets |= {ids["state_id"], ids["checkpoint_id"]}
+    created(
+        api.post(
+            "/langgraph/checkpoints",
+            {
+                "thread_id": "acme-secret-thread",
+                "checkpoint_id": "acme-secret-checkpoint",
+                "checkpoint": {"type": "json", "data": "ImFjbWUtc2VjcmV0Ig=="},
+                "channel_versions": {"messages": 1},
+                "blobs": [{"channel": "messages", "version": "1", "type": "json", "data": "IiI="}],
+                "metadata": {"source": "input", "step": -1, "run_id": "acme-secret-run"},
+                "session_id": str(session.pk),
+            },
+        )
+    )
+    ids["thread_id"] = "acme-secret-thread"
+    ids["graph_thread_pk"] = str(
+        GraphThread.objects.get(organization=api.organization, thread_id=ids["thread_id"]).pk
+    )
+    ids["graph_checkpoint_id"] = "acme-secret-checkpoint"
+    secrets |= {"acme-secret-thread", "acme-secret-checkpoint"}
     suspension = created(
         api.post(
             f"/frames/{waiting.pk}/suspend",

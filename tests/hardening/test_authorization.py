@@ -316,6 +316,7 @@ def _dashboard_urls(ids: dict) -> dict[str, bool]:
         f"/sessions/{ids['session_id']}/turns/compactions/": True,
         f"/facts/{ids['key']}/lineage/": True,
         f"/rlm/{ids['state_id']}/": True,
+        f"/langgraph/{ids['graph_thread_pk']}/": True,
     }
     return urls
 

@@ -45,6 +45,10 @@ WRITES = {
     ("DELETE", "/rlm/states/{state_id}/variables/{name}"): Write(),
     ("DELETE", "/sessions/{session_id}/working-set/{key}"): Write(own=204),
     ("POST", "/compactions/{compaction_id}/revert"): Write(own=409),  # still queued
+    ("DELETE", "/langgraph/threads/{thread_id}"): Write(own=204),
+    ("POST", "/langgraph/threads/{thread_id}/copy"): Write(
+        {"target_thread_id": "intruder-copy"}, own=201
+    ),
     ("POST", "/facts/{key}/discard"): Write(own=200, guest=403, ids={"key": "acme_draft_fact"}),
     ("POST", "/facts/{key}/invalidate"): Write(own=200, guest=403),
     # No global fact holds the draft's subject, so any authority may promote it (docs/api.md).
@@ -125,7 +129,34 @@ INTRUDER_TRANSCRIPT = (
     '{"type":"user","sessionId":"intruder-session","timestamp":"2026-01-02T03:04:05Z",'
     '"message":{"role":"user","content":"intruder asks"}}\n'
 )
+# A LangGraph value as the saver sends it: a serializer type and base64 bytes ("intruder").
+GRAPH_BLOB = {"type": "json", "data": "ImludHJ1ZGVyIg=="}
 CREATES = {
+    ("POST", "/langgraph/checkpoints"): Write(
+        {
+            "thread_id": "{thread_id}",
+            "checkpoint_id": "intruder-checkpoint",
+            "checkpoint": GRAPH_BLOB,
+            "channel_versions": {"messages": 9},
+            "blobs": [{"channel": "messages", "version": "9", **GRAPH_BLOB}],
+            "metadata": {"source": "intruder", "step": 9},
+        },
+        own=201,
+        other=201,  # a thread of the same name in its own organization
+    ),
+    ("POST", "/langgraph/writes"): Write(
+        {
+            "thread_id": "{thread_id}",
+            "checkpoint_id": "{graph_checkpoint_id}",
+            "task_id": "intruder-task",
+            "writes": [{"idx": 0, "channel": "messages", **GRAPH_BLOB}],
+        },
+        other=200,  # a thread of the same name in its own organization
+    ),
+    ("POST", "/langgraph/threads/prune"): Write(
+        {"thread_ids": ["{thread_id}"], "strategy": "delete"}, other=200
+    ),
+    ("POST", "/langgraph/runs/delete"): Write({"run_ids": ["acme-secret-run"]}, other=200),
     ("POST", "/imports"): Write(
         {"file_name": "intruder.jsonl", "content": INTRUDER_TRANSCRIPT}, own=202, other=202
     ),

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class GraphsConfig(AppConfig):
+    name = "frames.graphs"
+    label = "graphs"
+    verbose_name = "LangGraph threads"
