@@ -7,8 +7,9 @@ from typing import Any
 from uuid import UUID
 
 from ninja import Schema
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
+from contextops.bodies import BodyIn
 from frames.suspensions.selectors import suspension_status
 
 from .models import GraphBlob, GraphInterrupt, GraphThread, GraphWrite
@@ -19,11 +20,7 @@ ID = 255
 MAX_ITEMS = 10_000
 
 
-class _In(Schema):
-    model_config = ConfigDict(extra="forbid")
-
-
-class GraphBlobIn(_In):
+class GraphBlobIn(BodyIn):
     """A value as LangGraph's serializer wrote it: its type and its bytes in base64."""
 
     type: str = Field(..., min_length=1, max_length=40)
@@ -44,7 +41,7 @@ class GraphChannelBlobIn(GraphBlobIn):
         )
 
 
-class GraphCheckpointIn(_In):
+class GraphCheckpointIn(BodyIn):
     thread_id: str = Field(..., min_length=1, max_length=ID)
     checkpoint_ns: str = Field("", max_length=ID)
     checkpoint_id: str = Field(..., min_length=1, max_length=64)
@@ -81,7 +78,7 @@ class GraphWriteIn(GraphBlobIn):
         )
 
 
-class GraphWritesIn(_In):
+class GraphWritesIn(BodyIn):
     thread_id: str = Field(..., min_length=1, max_length=ID)
     checkpoint_ns: str = Field("", max_length=ID)
     checkpoint_id: str = Field(..., min_length=1, max_length=64)
@@ -233,16 +230,16 @@ def thread_out(thread: GraphThread, checkpoints: int) -> dict[str, Any]:
     }
 
 
-class GraphThreadCopyIn(_In):
+class GraphThreadCopyIn(BodyIn):
     target_thread_id: str = Field(..., min_length=1, max_length=ID)
 
 
-class GraphPruneIn(_In):
+class GraphPruneIn(BodyIn):
     thread_ids: list[str] = Field(..., max_length=1000)
     strategy: str = Field("keep_latest", max_length=40, description=" | ".join(PRUNE_STRATEGIES))
 
 
-class GraphRunsDeleteIn(_In):
+class GraphRunsDeleteIn(BodyIn):
     run_ids: list[str] = Field(..., max_length=1000)
 
 
