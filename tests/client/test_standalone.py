@@ -14,8 +14,10 @@ PYPROJECT = tomllib.loads((CLIENT.parent / "pyproject.toml").read_text())["proje
 
 
 def _names(requirements: list[str]) -> set[str]:
-    """Import names of requirement strings: ``langgraph-checkpoint>=2`` → ``langgraph``."""
-    return {re.split(r"[\[<>=!~ ;]", r, maxsplit=1)[0].split("-")[0] for r in requirements}
+    """Import names of requirement strings: ``langchain-core`` → ``langchain_core``, and a
+    namespace's first part (``langgraph-checkpoint>=2`` → ``langgraph``)."""
+    names = {re.split(r"[\[<>=!~ ;]", r, maxsplit=1)[0] for r in requirements}
+    return {n.replace("-", "_") for n in names} | {n.split("-")[0] for n in names}
 
 
 REQUIRED = _names(PYPROJECT["dependencies"])
