@@ -1,4 +1,8 @@
-"""Rebuild frames and budgets from the event log, or check that the tables match it."""
+"""Rebuild frames and budgets from the event log, or check that the tables match it.
+
+The log of a session past retention is read back from its archive files in the default
+storage (``frames.archive``), then whatever is still in the event table.
+"""
 
 from django.core.management.base import BaseCommand, CommandError
 
