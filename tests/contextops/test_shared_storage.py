@@ -94,7 +94,7 @@ def bucket_storage(settings, s3_bucket, tmp_path):
 
 def test_a_50_kb_rlm_value_goes_to_the_bucket_and_reads_back(api, bucket_storage, tmp_path):
     sid = api.post("/rlm/states", {"prompt": "Summarize the logs"}).json()["state_id"]
-    big = {"lines": ["log line %05d " % i + "x" * 40 for i in range(1000)]}
+    big = {"lines": [f"log line {i:05d} " + "x" * 40 for i in range(1000)]}
     written = api.put(f"/rlm/states/{sid}/variables/logs", {"value": big})
     assert written.status_code == 200, written.content
     assert written.json()["in_file"] is True and written.json()["size_bytes"] > 50_000

@@ -68,9 +68,7 @@ def test_the_task_archives_an_ended_sessions_events_and_verify_still_finds_no_di
     assert EventArchive.objects.filter(session=session).count() == 1
 
 
-def test_a_tampered_row_of_an_archived_session_is_found_and_rebuilt_from_the_archive(
-    api, capsys
-):
+def test_a_tampered_row_of_an_archived_session_is_found_and_rebuilt_from_the_archive(api, capsys):
     session, root = _ended_long_ago(api)
     expected = Frame.objects.get(pk=root.pk).budget_used
     assert session_archive(session) is not None
