@@ -135,6 +135,7 @@ def test_bench_connection_reuse(api, tmp_path):
     path = f"/sessions/{session.pk}"
     database = "postgresql" if IS_POSTGRES else "sqlite"
     rows = []
+    load = os.getloadavg()[0]
     for label, age in (("none (`CONN_MAX_AGE=0`)", 0), ("kept (`CONN_MAX_AGE=60`)", 60)):
         figures = _measure(age, path, api.key, tmp_path)
         print(f"\nconnection reuse {label}: {figures}")
@@ -151,7 +152,9 @@ def test_bench_connection_reuse(api, tmp_path):
         f"requests one at a time over a kept-alive HTTP connection (p50 / p95, requests per "
         f"second), then {ROUNDS} from {CONCURRENT} clients at once. *Connections opened* is "
         "how many PostgreSQL sessions the sequential requests started "
-        "(`pg_stat_database.sessions`).\n\n"
+        "(`pg_stat_database.sessions`). The machine's load average when it started: "
+        f"{load:.1f} on {os.cpu_count()} cores (other work shares them: compare the rows, "
+        "not the absolute times).\n\n"
         "| database connections | p50 ms | p95 ms | sequential req/s | "
         f"{CONCURRENT} clients req/s | connections opened per {ROUNDS} requests |\n"
         "| --- | ---: | ---: | ---: | ---: | ---: |\n" + "\n".join(rows) + "\n"

@@ -24,10 +24,12 @@ def test_it_measures_rows_per_table_and_bytes_per_agent_day(api, capsys):
         assert event["bytes"] > 0 and event["bytes_per_row"] == round(
             event["bytes"] / event["rows"]
         )
-        assert event["bytes_per_agent_day"] == 100 * event["bytes_per_row"]
+        assert 28 < event["row_bytes"] < event["bytes_per_row"]  # heap only, no empty pages
+        assert event["bytes_per_agent_day"] == 100 * event["row_bytes"] * 2
         assert report["agent_day_bytes"] >= event["bytes_per_agent_day"]
     else:
         assert tables["frames_event"]["bytes"] is None  # SQLite does not say
+        assert tables["frames_event"]["row_bytes"] is None
 
 
 def test_it_prints_a_table_for_people(api, capsys):

@@ -137,6 +137,7 @@ def main() -> int:
         cpu_before = {"web": tree_cpu(web.pid), "worker": tree_cpu(worker.pid)}
         load_before = process_cpu(os.getpid())
         backends.start()
+        load_average = os.getloadavg()[0]
         result = asyncio.run(run_load(base_url=base_url, keys=keys, seconds=args.seconds))
         cpu = {
             "web": tree_cpu(web.pid) - cpu_before["web"],
@@ -168,7 +169,11 @@ def main() -> int:
         f"budget audit found {problems} problem(s) over {Session.objects.count()} sessions."
         "\n\nCPU during the run (tests/load/cpu.py: /proc of the web and worker process trees, "
         "PostgreSQL's backends for the load's database), per request served:\n\n"
-        "| part | CPU s | CPU ms per request |\n| --- | ---: | ---: |\n" + cpu_rows
+        "| part | CPU s | CPU ms per request |\n| --- | ---: | ---: |\n"
+        + cpu_rows
+        + f"\n\nThe machine's load average when the agents started: {load_average:.1f} on "
+        f"{os.cpu_count()} cores (the throughput above is what was left by other work; the CPU "
+        "per request is the steadier figure)."
     )
     print(summary)
     for line in result.unexpected[:20]:

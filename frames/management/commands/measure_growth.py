@@ -33,12 +33,35 @@ PER_DAY = {
 }
 
 
+# A heap tuple's header and its line pointer, on top of the data pg_column_size measures.
+TUPLE_OVERHEAD = 28
+# What indexes add to a row's heap bytes in the agent-day estimate (see docs/operating.md).
+INDEX_FACTOR = 2
+# Rows sampled to measure a table's average row.
+SAMPLE = 5000
+
+
 def _table_bytes(table: str) -> int | None:
     if connection.vendor != "postgresql":
         return None
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_total_relation_size(%s)", [table])
         return int(cursor.fetchone()[0])
+
+
+def _row_bytes(table: str) -> int | None:
+    """The average stored row (data, tuple header, line pointer; TOASTed values as stored),
+    over up to SAMPLE rows: what one more row adds to the heap, whatever the table's size."""
+    if connection.vendor != "postgresql":
+        return None
+    quoted = connection.ops.quote_name(table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT avg(pg_column_size(t.*)) FROM (SELECT * FROM {quoted} LIMIT %s) t",  # noqa: S608 - a model's table name
+            [SAMPLE],
+        )
+        average = cursor.fetchone()[0]
+    return None if average is None else round(float(average)) + TUPLE_OVERHEAD
 
 
 class Command(BaseCommand):
@@ -75,6 +98,7 @@ class Command(BaseCommand):
                     "rows": count,
                     "bytes": size,
                     "bytes_per_row": round(size / count) if size is not None and count else None,
+                    "row_bytes": _row_bytes(table) if count else None,
                     "rows_per_session": round(count / sessions, 1) if sessions else None,
                 }
             )
@@ -82,7 +106,10 @@ class Command(BaseCommand):
         total = 0.0
         for row in rows:
             quantity = profile.get(PER_DAY.get(row["table"], ""), 0.0)
-            per_day = quantity * row["bytes_per_row"] if row["bytes_per_row"] else None
+            # Heap bytes of a row, doubled for its indexes: a table's measured bytes per row
+            # (heap, indexes, TOAST) is that ratio only once it is large; small tables are
+            # mostly empty pages.
+            per_day = quantity * row["row_bytes"] * INDEX_FACTOR if row["row_bytes"] else None
             row["bytes_per_agent_day"] = round(per_day) if per_day is not None else None
             total += per_day or 0
         if as_json:
@@ -92,13 +119,14 @@ class Command(BaseCommand):
             return
         self.stdout.write(f"{sessions} session(s) on {connection.vendor}")
         self.stdout.write(
-            f"{'table':36} {'rows':>10} {'bytes':>14} {'bytes/row':>10} {'rows/session':>13}"
-            + (f" {'bytes/agent-day':>16}" if profile else "")
+            f"{'table':36} {'rows':>10} {'bytes':>14} {'bytes/row':>10} {'row bytes':>10} "
+            f"{'rows/session':>13}" + (f" {'bytes/agent-day':>16}" if profile else "")
         )
         for row in rows:
             line = (
                 f"{row['table']:36} {row['rows']:>10,} {_n(row['bytes']):>14} "
-                f"{_n(row['bytes_per_row']):>10} {_n(row['rows_per_session']):>13}"
+                f"{_n(row['bytes_per_row']):>10} {_n(row['row_bytes']):>10} "
+                f"{_n(row['rows_per_session']):>13}"
             )
             if profile:
                 line += f" {_n(row['bytes_per_agent_day']):>16}"
