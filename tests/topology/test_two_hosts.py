@@ -28,7 +28,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from contextops.celery import app
-from contextops.tenancy import api_key_create
+from contextops.tenancy import api_key_create, user_create
 from frames.models import EventArchive, Frame, Session, Usage
 from frames.projections import budget_audit, projection_diff
 from tests.conftest import IS_REDIS, postgres_only
@@ -48,9 +48,14 @@ pytestmark = [
 
 
 class Installation:
-    def __init__(self, network: Network, webs: list[Host], workers: list[Host], bucket) -> None:
+    def __init__(
+        self, network: Network, webs: list[Host], workers: list[Host], bucket, queue: str
+    ) -> None:
         self.network, self.webs, self.workers, self.bucket = network, webs, workers, bucket
         self.urls = [f"http://{host.address}:8000" for host in webs]
+        # The worker hosts consume a queue of this run's own: other tests' workers on the
+        # same Redis never take these jobs, and these workers never take theirs.
+        self.queue = queue
 
 
 def _host_env(host: Host, bucket, s3_port: int, allowed_hosts: str, secret: str) -> dict:
@@ -115,7 +120,7 @@ def installation(transactional_db, s3_bucket, settings, tmp_path):
                 ],
                 _host_env(host, s3_bucket, ports[2], allowed, secret),
             )
-        app.control.purge()
+        queue = f"topology-{secrets.token_hex(4)}"
         for host in workers:
             network.start(
                 host,
@@ -128,6 +133,8 @@ def installation(transactional_db, s3_bucket, settings, tmp_path):
                     "worker",
                     "--include",
                     "tests.topology.jobs",
+                    "-Q",
+                    queue,
                     "-n",
                     f"{host.name}@topology",
                     "--concurrency",
@@ -155,7 +162,7 @@ def installation(transactional_db, s3_bucket, settings, tmp_path):
             if {name for reply in replies for name in reply} == names:
                 break
             assert time.monotonic() < deadline, "\n".join(network.log(h) for h in workers)
-        yield Installation(network, webs, workers, s3_bucket)
+        yield Installation(network, webs, workers, s3_bucket, queue)
     finally:
         network.close()
 
@@ -206,7 +213,7 @@ def _wait_for(predicate, seconds: float, what: str):
 
 
 def test_two_web_hosts_and_two_workers_share_only_the_database_redis_and_the_bucket(
-    installation, capsys
+    installation, settings, capsys
 ):
     a, b = 0, 1
     writer = Agent(installation, "writer")
@@ -238,7 +245,9 @@ def test_two_web_hosts_and_two_workers_share_only_the_database_redis_and_the_buc
     results = [f"topology/{secrets.token_hex(4)}.json" for _ in range(6)]
     for name in results:
         app.send_task(
-            "topology.rlm_state_read", args=[organization_id, state_id, name], queue="celery"
+            "topology.rlm_state_read",
+            args=[organization_id, state_id, name],
+            queue=installation.queue,
         )
     done = _wait_for(
         lambda: set(results) <= set(installation.bucket.keys("topology/")), 90, "worker jobs"
@@ -249,7 +258,29 @@ def test_two_web_hosts_and_two_workers_share_only_the_database_redis_and_the_buc
         document = json.loads(installation.bucket.read(name))
         assert document["export"]["variables"]["logs"]["value"] == big
         hosts_seen.add(document["host"])
-    assert hosts_seen <= {"worker-1", "worker-2"} and hosts_seen
+    assert hosts_seen == {"worker-1", "worker-2"}
+
+    # A person logged in through web host A is logged in on web host B. (The hosts check
+    # passwords with production's hashers, not the suite's fast one.)
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    user_create(org_name="Topology", username="ada", password="pw-for-topology-1")
+    browser = httpx.Client(timeout=15)
+    login_page = browser.get(installation.urls[a] + "/accounts/login/")
+    assert login_page.status_code == 200
+    logged_in = browser.post(
+        installation.urls[a] + "/accounts/login/",
+        data={
+            "username": "ada",
+            "password": "pw-for-topology-1",
+            "csrfmiddlewaretoken": browser.cookies["csrftoken"],
+        },
+    )
+    assert logged_in.status_code == 302, logged_in.text
+    # Behind one load balancer name the browser sends the same cookie to either host.
+    dashboard = httpx.get(
+        installation.urls[b] + "/", cookies={"sessionid": browser.cookies["sessionid"]}
+    )
+    assert dashboard.status_code == 200 and "ada" in dashboard.text
 
     # One rate limit for the installation: writes alternate hosts, the count is shared.
     limited = Agent(installation, "limited")
@@ -332,7 +363,7 @@ def test_two_web_hosts_and_two_workers_share_only_the_database_redis_and_the_buc
     ended = writer.call("POST", f"/sessions/{session_id}/end", host=b)
     assert ended.status_code == 200, ended.text
     events_before = writer.call("GET", f"/sessions/{session_id}/events", host=b).json()
-    app.send_task("frames.events_archive", kwargs={"days": 0}, queue="celery")
+    app.send_task("frames.events_archive", kwargs={"days": 0}, queue=installation.queue)
     archive = _wait_for(
         lambda: EventArchive.objects.filter(session_id=session_id).first(), 60, "the archive"
     )
