@@ -119,3 +119,15 @@ def test_beat_runs_the_retention_job_on_a_real_worker(api, celery_worker, settin
     assert not Event.objects.filter(session=session).exists()
     assert EventArchive.objects.filter(session=session).count() == 1
     assert projection_diff(session) == []
+
+
+def test_the_pages_of_an_archived_session_still_show_its_events(api, member_client):
+    session, root = _ended_long_ago(api)
+    assert session_archive(session) is not None
+
+    page = member_client.get(f"/sessions/{session.pk}/")
+    assert page.status_code == 200
+    assert "session.ended" in page.content.decode() and "No events." not in page.content.decode()
+    frame_page = member_client.get(f"/frames/{root.pk}/")
+    assert frame_page.status_code == 200
+    assert "frame.pushed" in frame_page.content.decode()
