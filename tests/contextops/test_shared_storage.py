@@ -37,7 +37,8 @@ def _probe(tmp_path, **env) -> dict:
     environ = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith("AWS_") and k not in {"DJANGO_ALLOW_ASYNC_UNSAFE", "CONN_MAX_AGE"}
+        if not k.startswith("AWS_")
+        and k not in {"DJANGO_ALLOW_ASYNC_UNSAFE", "CONN_MAX_AGE", "DATABASE_URL"}
     }
     result = subprocess.run(
         [sys.executable, "manage.py", "shell", "-c", PROBE],
