@@ -2,7 +2,8 @@
 
 import json
 
-from django.core.management import call_command
+import pytest
+from django.core.management import CommandError, call_command
 
 from frames.models import Event, Frame
 from tests.conftest import IS_POSTGRES
@@ -37,3 +38,12 @@ def test_it_prints_a_table_for_people(api, capsys):
     call_command("measure_growth", "--agent-day", "events=10")
     out = capsys.readouterr().out
     assert "frames_event" in out and "bytes/agent-day" in out and "total per agent-day" in out
+
+
+@pytest.mark.parametrize(
+    ("profile", "message"),
+    [("frames=ten", "frames needs a number"), ("widgets=3", "unknown quantity 'widgets'")],
+)
+def test_a_bad_profile_is_refused_with_what_is_wrong(db, profile, message):
+    with pytest.raises(CommandError, match=message):
+        call_command("measure_growth", "--agent-day", profile)

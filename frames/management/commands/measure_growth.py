@@ -7,9 +7,10 @@ day of the given profile (docs/operating.md, "How the tables grow").
 """
 
 import json
+from typing import Any
 
 from django.apps import apps
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
 from frames.models import Session
@@ -80,12 +81,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, as_json: bool = False, agent_day: str = "", **options):
-        profile = {
-            name.strip(): float(value)
-            for name, value in (item.split("=") for item in agent_day.split(",") if item.strip())
-        }
+        profile = _profile(agent_day)
         sessions = Session.objects.count()
-        rows = []
+        rows: list[dict[str, Any]] = []
         for model in apps.get_models():
             if model._meta.app_label not in APPS or model._meta.proxy:
                 continue
@@ -133,6 +131,26 @@ class Command(BaseCommand):
             self.stdout.write(line)
         if profile:
             self.stdout.write(f"total per agent-day: {total / 1024 / 1024:.2f} MiB")
+
+
+def _profile(text: str) -> dict[str, float]:
+    """``name=number,...`` as a dict; CommandError naming what is wrong otherwise."""
+    known = set(PER_DAY.values())
+    profile = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, _, value = item.partition("=")
+        name = name.strip()
+        if name not in known:
+            raise CommandError(
+                f"--agent-day: unknown quantity {name!r}; known: {', '.join(sorted(known))}."
+            )
+        try:
+            profile[name] = float(value)
+        except ValueError:
+            raise CommandError(f"--agent-day: {name} needs a number, got {value!r}.") from None
+    return profile
 
 
 def _n(value) -> str:
