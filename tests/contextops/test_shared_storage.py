@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 from django.conf import settings as django_settings
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from frames.context import lifecycle
@@ -132,3 +132,8 @@ def test_archived_events_go_to_the_bucket_and_rebuild_projections_reads_them(
     assert api.get(f"/sessions/{session.pk}/events").json() == before
     call_command("rebuild_projections", "--verify", "--session", str(session.pk))
     assert "match the event log" in capsys.readouterr().out
+    # An archive the bucket lost fails the check, naming the session; nothing is rebuilt.
+    bucket_storage.server.client().delete_object(Bucket=bucket_storage.name, Key=archive.file_name)
+    with pytest.raises(CommandError, match="1 difference"):
+        call_command("rebuild_projections", "--verify", "--session", str(session.pk))
+    assert f"session {session.pk}: its archived events cannot be read" in capsys.readouterr().out

@@ -131,3 +131,18 @@ def test_the_pages_of_an_archived_session_still_show_its_events(api, member_clie
     frame_page = member_client.get(f"/frames/{root.pk}/")
     assert frame_page.status_code == 200
     assert "frame.pushed" in frame_page.content.decode()
+
+
+def test_a_missing_archive_file_fails_the_check_and_rebuilds_nothing(api, capsys):
+    session, root = _ended_long_ago(api)
+    archived = session_archive(session)
+    assert archived is not None
+    default_storage.delete(archived.file_name)
+    Frame.objects.filter(pk=root.pk).update(budget_used=12345)
+
+    with pytest.raises(CommandError, match="1 difference"):
+        call_command("rebuild_projections", "--verify", "--session", str(session.pk))
+    assert "its archived events cannot be read" in capsys.readouterr().out
+    with pytest.raises(CommandError, match="cannot be read were left as they are"):
+        call_command("rebuild_projections", "--session", str(session.pk))
+    assert Frame.objects.get(pk=root.pk).budget_used == 12345  # not rebuilt from half a log
