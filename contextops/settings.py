@@ -9,6 +9,7 @@ a separate Celery worker process still receives the jobs. Production sets DATABA
 import os
 import secrets
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -134,13 +135,19 @@ SQLITE_OPTIONS = {
     "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
 }
 
+# --- Scale: database connection reuse (issue 21) --------------------------------------
+# A database server keeps each web thread's and worker's connection for CONN_MAX_AGE
+# seconds (default 60), health-checked before reuse (CONN_HEALTH_CHECKS), instead of
+# opening one per request; SQLite opens a file, so it keeps the per-request default of 0.
+_DATABASE_URL = os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'contextops.sqlite3'}"
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'contextops.sqlite3'}",
-        conn_max_age=env_int("CONN_MAX_AGE", 0),
-        conn_health_checks=True,
+        _DATABASE_URL,
+        conn_max_age=env_int("CONN_MAX_AGE", 0 if _DATABASE_URL.startswith("sqlite") else 60),
+        conn_health_checks=env_bool("CONN_HEALTH_CHECKS", True),
     )
 }
+# --- end scale: database connection reuse ----------------------------------------------
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = dict(SQLITE_OPTIONS)
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
@@ -163,10 +170,40 @@ STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", VAR_DIR / "staticfiles"))
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "media"))
-STORAGES = {
+STORAGES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+# --- Scale: shared storage for large values and archives (issue 21) ------------------
+# RLM values above the inline limit and archived event logs go to the default storage.
+# The embedded default is MEDIA_ROOT on this machine; with several hosts it must be a
+# bucket every web process and worker reaches: AWS_STORAGE_BUCKET_NAME selects an
+# S3-compatible one (django-storages), AWS_S3_ENDPOINT_URL names a server other than
+# AWS (MinIO, Ceph...), and the keys come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY
+# (or boto3's usual chain: an instance role, ~/.aws).
+AWS_STORAGE_BUCKET_NAME = os.environ.get("AWS_STORAGE_BUCKET_NAME", "")
+if AWS_STORAGE_BUCKET_NAME:
+    _s3_endpoint = os.environ.get("AWS_S3_ENDPOINT_URL", "") or None
+    STORAGES["default"] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": AWS_STORAGE_BUCKET_NAME,
+            "endpoint_url": _s3_endpoint,
+            "region_name": os.environ.get("AWS_S3_REGION_NAME", "")
+            or os.environ.get("AWS_DEFAULT_REGION", "")
+            or None,
+            "access_key": os.environ.get("AWS_ACCESS_KEY_ID", "") or None,
+            "secret_key": os.environ.get("AWS_SECRET_ACCESS_KEY", "") or None,
+            # Servers other than AWS rarely resolve bucket.host names: address by path there.
+            "addressing_style": os.environ.get("AWS_S3_ADDRESSING_STYLE", "")
+            or ("path" if _s3_endpoint else None),
+            # Private objects, read through the API only; never one file over another.
+            "default_acl": None,
+            "file_overwrite": False,
+            "location": os.environ.get("AWS_LOCATION", ""),
+        },
+    }
+# --- end scale: shared storage ---------------------------------------------------------
 
 # Requests: bodies above this are refused with 413 before they are read.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("CONTEXTOPS_MAX_BODY_BYTES", 2 * 1024 * 1024)
@@ -229,6 +266,15 @@ CELERY_BEAT_SCHEDULE = {
     "requeue-imports": {"task": "conversation.imports_requeue", "schedule": 60.0},
     "purge-rlm-temporaries": {"task": "rlm.temporaries_purge", "schedule": 300.0},
 }
+# --- Scale: event retention (issue 21) -------------------------------------------------
+# The events of a session ended more than this many days ago move to the default storage
+# as JSON Lines (frames, budgets and totals stay in their tables); 0 keeps them forever.
+CONTEXTOPS_EVENT_RETENTION_DAYS = env_int("CONTEXTOPS_EVENT_RETENTION_DAYS", 90)
+CELERY_BEAT_SCHEDULE["archive-ended-session-events"] = {
+    "task": "frames.events_archive",
+    "schedule": 3600.0,
+}
+# --- end scale: event retention --------------------------------------------------------
 
 CACHES = {
     "default": (

@@ -30,6 +30,10 @@ CELERY_BEAT_SCHEDULE = {}
 # Test databases are named per run (xdist's run id, shared by its workers, or this
 # process's id), so two runs on one machine never open or drop each other's.
 _run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")[:12] or str(os.getpid())
+# Connections close after each request and job unless a run asks for reuse: threads of
+# the live server and the in-process worker must not hold the test database open when it
+# is dropped. Server processes that tests start get the production default.
+DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ.get("CONN_MAX_AGE", "0"))
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not the in-memory default: the live server, the in-process worker and the
     # test thread then share one database through SQLite's normal locking, which waits

@@ -1,7 +1,8 @@
 """Frames and budgets rebuilt from the event log alone (seed 000 §4.3).
 
 The frame table and the session's usage totals are projections of the events. Replaying
-a session's events in order gives what the tables should hold; ``projection_diff`` lists
+a session's events in order (those archived by the retention policy first, read back from
+the storage by ``frames.archive.session_events``) gives what the tables should hold; ``projection_diff`` lists
 every field where they do not, and ``projections_rebuild`` writes the replayed values.
 """
 
@@ -11,8 +12,9 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Sum
 
+from .archive import session_events
 from .budget import Budget
-from .models import Event, Frame, Session, Usage
+from .models import Frame, Session, Usage
 
 FRAME_FIELDS = (
     "parent_id",
@@ -136,7 +138,7 @@ def _normalize(name: str, value: Any) -> Any:
 
 def projection_diff(session: Session) -> list[Difference]:
     """Every field where the tables disagree with a replay of ``session``'s events."""
-    state = replay(Event.objects.filter(session=session).order_by("seq").iterator(chunk_size=2000))
+    state = replay(session_events(session))
     differences: list[Difference] = []
     tables = {
         str(f["id"]): f for f in Frame.objects.filter(session=session).values("id", *FRAME_FIELDS)
@@ -172,7 +174,7 @@ def projection_diff(session: Session) -> list[Difference]:
 
 def projections_rebuild(session: Session) -> int:
     """Overwrite the session's frames and totals with the replayed values; return rows changed."""
-    state = replay(Event.objects.filter(session=session).order_by("seq").iterator(chunk_size=2000))
+    state = replay(session_events(session))
     changed = 0
     with transaction.atomic():
         Session.objects.select_for_update().filter(pk=session.pk).update(**state.session)

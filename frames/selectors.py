@@ -14,7 +14,16 @@ from django.db.models import OuterRef, Q, QuerySet, Subquery
 
 from contextops.errors import NotFound
 
-from .models import ContextHandle, ContextPackRecord, Event, Frame, Session, Usage
+from .archive import session_events
+from .models import (
+    ContextHandle,
+    ContextPackRecord,
+    Event,
+    EventArchive,
+    Frame,
+    Session,
+    Usage,
+)
 from .pressure import LEVELS, LOW, Pressure, level_next, utilization_of
 
 
@@ -174,6 +183,16 @@ def session_resume_state(session: Session) -> ResumeState:
 def event_list(
     *, session: Session, after: int = 0, limit: int = 500, frame: Frame | None = None
 ) -> list[Event]:
+    archived = EventArchive.objects.filter(session=session, last_seq__gt=after).exists()
+    if archived:
+        # An ended session past retention: its log is read back from the archive files.
+        found = []
+        for event in session_events(session, after=after):
+            if frame is None or str(event.frame_id or "") == str(frame.pk):
+                found.append(event)
+                if len(found) == limit:
+                    break
+        return found
     events = Event.objects.filter(session=session, seq__gt=after)
     if frame is not None:
         events = events.filter(frame_id=frame.pk)

@@ -205,3 +205,7 @@ def queued_jobs():
             ).message_count
 
     return count
+
+
+# An S3-compatible bucket (moto's standalone server in a subprocess) for the storage tests.
+from tests.s3 import s3_bucket, s3_server  # noqa: E402,F401

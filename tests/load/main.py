@@ -130,8 +130,21 @@ def main() -> int:
             except httpx.HTTPError:
                 time.sleep(0.2)
         from tests.load.agents import run_load
+        from tests.load.cpu import BackendSampler, process_cpu, tree_cpu
 
+        database = args.database_url.rsplit("/", 1)[1]
+        backends = BackendSampler(args.database_url.rsplit("/", 1)[0] + "/postgres", database)
+        cpu_before = {"web": tree_cpu(web.pid), "worker": tree_cpu(worker.pid)}
+        load_before = process_cpu(os.getpid())
+        backends.start()
+        load_average = os.getloadavg()[0]
         result = asyncio.run(run_load(base_url=base_url, keys=keys, seconds=args.seconds))
+        cpu = {
+            "web": tree_cpu(web.pid) - cpu_before["web"],
+            "worker": tree_cpu(worker.pid) - cpu_before["worker"],
+            "postgresql": backends.total(),
+            "load generator": process_cpu(os.getpid()) - load_before,
+        }
     finally:
         for process in (web, worker):
             process.terminate()
@@ -146,9 +159,21 @@ def main() -> int:
 
     differences = sum(len(projection_diff(s)) for s in Session.objects.all())
     problems = sum(len(budget_audit(s)) for s in Session.objects.all())
+    served = max(result.requests, 1)
+    cpu_rows = "\n".join(
+        f"| {part} | {seconds:.1f} | {seconds * 1000 / served:.2f} |"
+        for part, seconds in cpu.items()
+    )
     summary = result.table() + (
         f"\n\nAfterwards: `rebuild_projections --verify` found {differences} difference(s); "
         f"budget audit found {problems} problem(s) over {Session.objects.count()} sessions."
+        "\n\nCPU during the run (tests/load/cpu.py: /proc of the web and worker process trees, "
+        "PostgreSQL's backends for the load's database), per request served:\n\n"
+        "| part | CPU s | CPU ms per request |\n| --- | ---: | ---: |\n"
+        + cpu_rows
+        + f"\n\nThe machine's load average when the agents started: {load_average:.1f} on "
+        f"{os.cpu_count()} cores (the throughput above is what was left by other work; the CPU "
+        "per request is the steadier figure)."
     )
     print(summary)
     for line in result.unexpected[:20]:
