@@ -23,7 +23,7 @@ session into them). Figures are estimates, and the rules behind them are these:
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
 from . import selection as sel
@@ -220,6 +220,14 @@ class Counterfactual:
     policies: list[PolicyRun]
     curve: list[tuple[int, int]]  # (turn, occupancy) of every call, as it really was
     uncompacted_curve: list[tuple[int, int]]
+    unit: str = "call"  # "call": one turn per model call; "turn": conversation turns
+
+    def as_dict(self) -> dict:
+        """The API's answer: every dataclass as a dict, the curves as {turn, occupancy}."""
+        answer = asdict(self)
+        for name in ("curve", "uncompacted_curve"):
+            answer[name] = [{"turn": t, "occupancy": o} for t, o in answer[name]]
+        return answer
 
 
 def ranges(indices: Sequence[int]) -> list[list[int]]:
@@ -365,6 +373,7 @@ def counterfactual(
     window_tokens: int,
     threshold: float,
     strategies: Sequence[str],
+    unit: str = "call",
 ) -> Counterfactual:
     """The counterfactual of a session's main conversation: ``turns`` and ``calls``
     oldest first, ``real`` compactions in the order they happened."""
@@ -447,4 +456,5 @@ def counterfactual(
         uncompacted_curve=[
             (c.turn, u + c.output_tokens) for c, u in zip(calls, uncompacted, strict=True)
         ],
+        unit=unit,
     )

@@ -170,6 +170,7 @@ def counterfactual_get(*, session: Session, threshold: float | None = None) -> c
         window_tokens=session.context_window_tokens,
         threshold=threshold,
         strategies=sel.strategies(),
+        unit="call" if records else "turn",
     )
 
 
