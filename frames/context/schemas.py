@@ -1,6 +1,7 @@
 """Schemas of the context-pack, pressure and paging endpoints, and the answers built
 for them (``context_pack_out``, ``pressure_out``)."""
 
+from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
@@ -236,3 +237,45 @@ def pressure_out(report: PressureReport, *, eviction_policy: str) -> dict[str, A
             for c in report.candidates
         ],
     }
+
+
+class PackFiguresOut(Schema):
+    id: UUID
+    frame_id: UUID | None
+    budget: int
+    used: int
+    remaining: int
+    level: str
+    format: str | None
+    breakdown: dict[str, int]
+    created_at: datetime
+
+
+class PackItemShownOut(Schema):
+    form: str = ""
+    tokens: int
+    level: str
+
+
+class PackItemChangeOut(Schema):
+    section: str
+    id: str
+    reason: str = Field(
+        description="over_budget, superseded, paged_out, excluded_by_hint, pressure_format, "
+        "scope or content"
+    )
+    before: PackItemShownOut | None
+    after: dict[str, Any] | None = Field(
+        description="How the later pack shows it, or its drop {reason, level, tokens}."
+    )
+    detail: str
+    superseded_by: str | None
+    priority: str | None
+
+
+class PackDiffOut(Schema):
+    a: PackFiguresOut
+    b: PackFiguresOut
+    added: list[PackItemChangeOut]
+    dropped: list[PackItemChangeOut]
+    changed: list[PackItemChangeOut]
