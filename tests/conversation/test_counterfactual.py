@@ -207,3 +207,34 @@ def test_it_answers_404_for_another_organizations_session(api, other_api, sessio
     assert other_api.get(f"/sessions/{session.pk}/counterfactual").status_code == 404
     assert api.get("/sessions/not-a-session/counterfactual").status_code == 404
     assert api.get(f"/sessions/{session.pk}/counterfactual").status_code == 200
+
+
+def test_the_page_shows_the_curve_the_points_and_a_table_per_compaction(imported, member_client):
+    response = member_client.get(f"/sessions/{imported.pk}/turns/counterfactual/?threshold=0.8")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'class="conv-occupancy"' in html and 'class="cf-uncompacted"' in html
+    assert "Compaction before turn 71" in html and "167,731" in html
+    for name in strategies():
+        assert f'<th scope="row">{name}</th>' in html
+        assert f"{name} compacts after turn" in html
+    assert "the agent (actual)" in html
+    assert "Counterfactual" in member_client.get(f"/sessions/{imported.pk}/turns/").content.decode()
+
+
+def test_the_page_answers_htmx_with_the_report_only_and_explains_a_bad_threshold(
+    imported, member_client
+):
+    url = f"/sessions/{imported.pk}/turns/counterfactual/"
+    fragment = member_client.get(url, {"threshold": "0.5"}, HTTP_HX_REQUEST="true")
+    assert fragment.status_code == 200
+    html = fragment.content.decode()
+    assert html.lstrip().startswith('<div id="cf-report">') and "<nav" not in html
+    bad = member_client.get(url, {"threshold": "2"})
+    assert bad.status_code == 422
+    assert "The threshold must be a number above 0 and at most 1." in bad.content.decode()
+
+
+def test_the_page_is_another_organizations_404(make_session, other_api, member_client):
+    elsewhere = make_session(organization=other_api.organization)
+    assert member_client.get(f"/sessions/{elsewhere.pk}/turns/counterfactual/").status_code == 404
