@@ -79,6 +79,7 @@ def context_pack_create(request: ApiRequest, session_id: UUID, payload: ContextP
         min_compaction=payload.min_compaction,
         reader_authority=request.agent.authority,
         actor=request_actor(request),
+        as_of_seq=payload.as_of_seq,
     )
     return context_pack_out(pack)
 

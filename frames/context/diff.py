@@ -56,6 +56,7 @@ class PackSide:
     dropped: list[dict]
     format: str | None = None
     created_at: Any = None
+    as_of_seq: int | None = None
 
     def figures(self) -> dict:
         return {
@@ -68,6 +69,7 @@ class PackSide:
             "format": self.format,
             "breakdown": self.breakdown,
             "created_at": self.created_at,
+            "as_of_seq": self.as_of_seq,
         }
 
 

@@ -22,6 +22,12 @@ class ContextPackIn(Schema):
     include_handles: list[UUID] = Field(default_factory=list, max_length=1000)
     exclude_handles: list[UUID] = Field(default_factory=list, max_length=1000)
     min_compaction: CompactionLevel = "none"
+    as_of_seq: int | None = Field(
+        None,
+        ge=1,
+        le=2**62,
+        description="Replay: the pack as it would have been right after this event of the session.",
+    )
 
 
 class TokenSummaryOut(Schema):
@@ -81,6 +87,7 @@ class ContextPackOut(Schema):
     id: str
     session_id: str
     frame_id: str | None
+    as_of_seq: int | None = None
     query: str
     brief_context: str
     breadcrumbs: list[BreadcrumbOut]
@@ -102,6 +109,7 @@ class ContextPackRecordOut(Schema):
     included: list[dict]
     dropped: list[DroppedOut]
     query: str
+    as_of_seq: int | None = None
     created_at: object
 
 
@@ -169,6 +177,7 @@ def context_pack_out(pack: ContextPack) -> dict[str, Any]:
         "id": str(pack.record.pk),
         "session_id": str(pack.record.session_id),
         "frame_id": str(pack.frame.pk) if pack.frame else None,
+        "as_of_seq": pack.record.as_of_seq,
         "query": pack.query,
         "brief_context": result.brief_context,
         "breadcrumbs": [
@@ -249,6 +258,7 @@ class PackFiguresOut(Schema):
     format: str | None
     breakdown: dict[str, int]
     created_at: datetime
+    as_of_seq: int | None
 
 
 class PackItemShownOut(Schema):

@@ -38,6 +38,7 @@ def _side(record: ContextPackRecord) -> diff.PackSide:
         dropped=record.dropped,
         format=getattr(record, "format", None),
         created_at=record.created_at,
+        as_of_seq=record.as_of_seq,
     )
 
 
