@@ -5,7 +5,7 @@ from typing import Any
 
 from contextops.errors import Invalid, NotFound
 from facts.models import Fact
-from frames.models import ContextHandle, ContextPackRecord
+from frames.models import ContextHandle, ContextPackRecord, Session
 
 from . import diff
 
@@ -42,11 +42,16 @@ def _side(record: ContextPackRecord) -> diff.PackSide:
     )
 
 
-def context_pack_diff(*, organization: Any, a_id: Any, b_id: Any) -> diff.PackDiff:
+def context_pack_diff(
+    *, organization: Any, a_id: Any, b_id: Any, session: Session | None = None
+) -> diff.PackDiff:
     """Why pack ``b`` differs from pack ``a``: both the organization's, of one session
-    (422 naming ``b`` otherwise)."""
+    (422 ``packs_of_other_sessions`` otherwise) and, with ``session``, of that one
+    (NotFound otherwise)."""
     a = context_pack_get(organization=organization, pack_id=a_id)
     b = context_pack_get(organization=organization, pack_id=b_id)
+    if session is not None and session.pk not in (a.session_id, b.session_id):
+        raise NotFound("No such context pack in this session.")
     if a.session_id != b.session_id:
         raise Invalid(
             "Both packs must belong to one session.", field="b", code="packs_of_other_sessions"

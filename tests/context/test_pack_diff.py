@@ -135,3 +135,31 @@ def test_a_pack_against_itself_changes_nothing(api, session, frame, make_handle)
     a = _pack(api, session)
     body = _diff(api, a, a)
     assert (body["added"], body["dropped"], body["changed"]) == ([], [], [])
+
+
+def test_the_session_page_compares_any_two_packs(api, session, frame, member_client):
+    old = _fact(api, key="order_v1", subject="order", value="approved")
+    a = _pack(api, session)
+    _fact(api, key="order_v2", subject="order", value="cancelled", supersedes="order_v1")
+    b = _pack(api, session)
+    packs = member_client.get(f"/sessions/{session.id}/context-packs/").content.decode()
+    assert "Why did it change?" in packs and f'value="{a}"' in packs
+    url = f"/sessions/{session.id}/context-packs/diff/"
+    page = member_client.get(url, {"a": a, "b": b})
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "Why the pack changed" in html and "<strong>superseded</strong>" in html
+    assert str(old["id"]) in html
+    fragment = member_client.get(url, {"a": a, "b": b}, HTTP_HX_REQUEST="true")
+    assert fragment.content.decode().lstrip().startswith('<div class="pack-diff">')
+    assert member_client.get(url, {"a": a, "b": "nope"}).status_code == 404
+
+
+def test_the_diff_page_is_another_organizations_404(
+    other_api, make_session, make_frame, member_client
+):
+    elsewhere = make_session(organization=other_api.organization)
+    make_frame(elsewhere)
+    a = _pack(other_api, elsewhere)
+    url = f"/sessions/{elsewhere.id}/context-packs/diff/"
+    assert member_client.get(url, {"a": a, "b": a}).status_code == 404
