@@ -141,7 +141,7 @@ def _working_set(
 def _segments(
     frame: Frame, include: set[str], exclude: set[str], as_of: AsOf | None = None
 ) -> tuple[list[packing.Segment], list[tuple[str, str]]]:
-    handles = (
+    handles = list(
         ContextHandle.objects.filter(frame_id=frame.pk)
         .only(*HANDLE_FIELDS)
         .order_by("created_at", "id")
