@@ -6,6 +6,7 @@ what, transitively, is one recursive query (``dependents_closure``, ``dependenci
 """
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db import connection
@@ -312,8 +313,12 @@ def facts_for_context(
     query: str = "",
     limit: int = 50,
     reader_authority: str | None = None,
+    as_of: datetime | None = None,
 ) -> list[Fact]:
     """Valid facts a context for ``session`` may hold, best first: three queries.
+
+    ``as_of``: the facts valid at that time instead: written by then, and current then
+    (superseded or withdrawn only later).
 
     Only current facts (never superseded, proposed, outdated, hypothetical or draft),
     global ones plus those of ``scope_ids``, whose ``read_permission`` (if any) the session's
@@ -330,10 +335,18 @@ def facts_for_context(
     if reader_authority is not None:
         readers.append(reader_authority)
     lowest = max(readers, key=organization.authority_rank)
+    if as_of is None:
+        valid = Q(is_valid=True)
+    else:
+        valid = Q(created_at__lte=as_of) & (
+            Q(is_valid=True)
+            | Q(status=Fact.Status.SUPERSEDED, superseded_by__created_at__gt=as_of)
+            | Q(status=Fact.Status.INVALIDATED, updated_at__gt=as_of)
+        )
     base = (
         Fact.objects.filter(
+            valid,
             organization=organization,
-            is_valid=True,
             read_authority__in=readable_levels(organization, lowest),
         )
         .filter(Q(read_permission="") | Q(read_permission__in=permissions))

@@ -28,12 +28,14 @@ from .schemas import (
     ContextPackRecordOut,
     HandleOut,
     HandleStateIn,
+    PackDiffOut,
     PageInOut,
     PageOutOut,
     PressureOut,
     context_pack_out,
     pressure_out,
 )
+from .selectors import context_pack_diff
 
 router = Router(tags=["context"])
 
@@ -77,6 +79,7 @@ def context_pack_create(request: ApiRequest, session_id: UUID, payload: ContextP
         min_compaction=payload.min_compaction,
         reader_authority=request.agent.authority,
         actor=request_actor(request),
+        as_of_seq=payload.as_of_seq,
     )
     return context_pack_out(pack)
 
@@ -93,6 +96,18 @@ class PackListFilters(Schema):
 def context_pack_list(request: ApiRequest, session_id: UUID, filters: Query[PackListFilters]):
     session = session_get(organization=request.organization, session_id=session_id)
     return list(context_packs_newest_first(session)[: filters.limit])
+
+
+@router.get(
+    "/context-packs/{a}/diff/{b}",
+    response=PackDiffOut,
+    summary="Why a pack changed: items added, dropped and changed, each with its reason",
+)
+def context_pack_diff_get(request: ApiRequest, a: str, b: str):
+    """Two recorded packs of one session (422 ``packs_of_other_sessions`` otherwise): the
+    items ``b`` added, dropped and shows differently from ``a``, each with its reason,
+    and the budget figures of both."""
+    return context_pack_diff(organization=request.organization, a_id=a, b_id=b).as_dict()
 
 
 @router.get(

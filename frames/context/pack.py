@@ -26,6 +26,7 @@ from frames.selectors import frame_ancestry, top_frame
 from frames.services import session_bootstrapped
 
 from . import packing
+from .as_of import AsOf, as_of_read
 from .resources import COLD, INDEXED, OFFLINE
 
 FACTS_LIMIT_MAX = 400
@@ -82,7 +83,12 @@ def brief_context_text(session: Session, now: datetime | None = None) -> str:
 
 
 def _facts(
-    session: Session, frames: list[Frame], query: str, budget: int, reader_authority: str | None
+    session: Session,
+    frames: list[Frame],
+    query: str,
+    budget: int,
+    reader_authority: str | None,
+    as_of: AsOf | None = None,
 ) -> list[packing.FactItem]:
     limit = max(20, min(FACTS_LIMIT_MAX, budget // 20))
     scope_ids = [str(session.pk), *(str(f.pk) for f in frames)]
@@ -93,6 +99,7 @@ def _facts(
         query=query,
         limit=limit,
         reader_authority=reader_authority,
+        as_of=as_of.moment if as_of is not None else None,
     )
     items = []
     for fact in rows:
@@ -116,9 +123,13 @@ def _facts(
     return items
 
 
-def _working_set(session: Session, query: str) -> list[packing.WorkingItem]:
+def _working_set(
+    session: Session, query: str, as_of: AsOf | None = None
+) -> list[packing.WorkingItem]:
     items = []
     for entry in working_set_for_context(session=session, query=query):
+        if as_of is not None and entry.updated_at > as_of.moment:
+            continue
         value = value_text(entry.value)
         tokens = int(getattr(entry, "tokens", 0) or 0) or packing.estimate_tokens(value)
         items.append(
@@ -128,16 +139,22 @@ def _working_set(session: Session, query: str) -> list[packing.WorkingItem]:
 
 
 def _segments(
-    frame: Frame, include: set[str], exclude: set[str]
+    frame: Frame, include: set[str], exclude: set[str], as_of: AsOf | None = None
 ) -> tuple[list[packing.Segment], list[tuple[str, str]]]:
-    handles = (
+    handles = list(
         ContextHandle.objects.filter(frame_id=frame.pk)
         .only(*HANDLE_FIELDS)
         .order_by("created_at", "id")
     )
     segments, skipped = [], []
+    if as_of is not None:
+        handles = [h for h in handles if as_of.handle_visible(str(h.pk), h.created_at)]
     for order, handle in enumerate(handles):
         hid = str(handle.pk)
+        if as_of is not None:
+            handle.state = as_of.handle_states.get(hid, handle.state)
+            if hid in as_of.summaries_after:
+                handle.summary, handle.summary_tokens = "", 0
         forced = hid in include
         if hid in exclude:
             skipped.append((hid, "excluded"))
@@ -185,6 +202,7 @@ def context_pack_assemble(
     reader_authority: str | None = None,
     store: bool = True,
     actor: str = "",
+    as_of_seq: int | None = None,
 ) -> ContextPack:
     """Assemble, store and return the context pack of ``session`` (at ``frame`` or its top).
 
@@ -197,6 +215,12 @@ def context_pack_assemble(
     Raises Invalid(code="budget_too_small") under 500 tokens and NotFound when
     ``frame`` is not one of the session's frames. Without any frame the pack holds the
     brief, facts and working set only.
+
+    ``as_of_seq``: a replay, the pack as it would have been assembled right after that
+    event of the session (``as_of``): stored with ``as_of_seq`` so it can be compared
+    with the recorded ones, in an ended session too, and moving no lifecycle.
+    Invalid(field="as_of_seq") for an event the session has not; Invalid(field="frame_id")
+    for a frame pushed after it.
     """
     if budget_tokens < packing.MIN_BUDGET:
         raise Invalid(
@@ -210,25 +234,39 @@ def context_pack_assemble(
             f"min_compaction must be one of {', '.join(packing.LEVELS)}.",
             field="min_compaction",
         )
-    if store:  # an agent's pack is work in the session; a person's preview only looks
+    as_of = as_of_read(session=session, seq=as_of_seq) if as_of_seq is not None else None
+    if (
+        store and as_of is None
+    ):  # an agent's pack is work in the session; a person's preview only looks
         session_require_not_ended(session)
-    if frame is None:
-        frame = top_frame(session)
-    elif frame.session_id != session.pk:
+    if frame is not None and frame.session_id != session.pk:
         raise NotFound("No such frame in this session.")
+    if as_of is None:
+        frame = frame or top_frame(session)
+    elif frame is None:
+        frame = as_of.top_frame(list(Frame.objects.filter(session=session)))
+    elif not as_of.frame_existed(frame):
+        raise Invalid("The frame was pushed after that event.", field="frame_id")
     ancestry = frame_ancestry(frame) if frame is not None else []
     segments, skipped = (
-        _segments(frame, {str(h) for h in include_handles}, {str(h) for h in exclude_handles})
+        _segments(
+            frame, {str(h) for h in include_handles}, {str(h) for h in exclude_handles}, as_of
+        )
         if frame
         else ([], [])
     )
     data = packing.PackInput(
         budget=budget_tokens,
-        brief_context=brief_context_text(session),
-        breadcrumbs=[packing.Breadcrumb(str(f.pk), f.goal, f.status, f.depth) for f in ancestry],
+        brief_context=brief_context_text(session, as_of.moment if as_of else None),
+        breadcrumbs=[
+            packing.Breadcrumb(
+                str(f.pk), f.goal, as_of.status_of(f) if as_of else f.status, f.depth
+            )
+            for f in ancestry
+        ],
         segments=segments,
-        facts=_facts(session, ancestry, query, budget_tokens, reader_authority),
-        working_set=_working_set(session, query),
+        facts=_facts(session, ancestry, query, budget_tokens, reader_authority, as_of),
+        working_set=_working_set(session, query, as_of),
         min_compaction=min_compaction,
         skipped=skipped,
     )
@@ -256,10 +294,12 @@ def context_pack_assemble(
             for d in result.dropped
         ],
         query=query[:2000],
+        as_of_seq=as_of_seq,
     )
     if store:
         with transaction.atomic():
             record.save(force_insert=True)
-            # An agent reading its context back is what moves a loading session on.
-            session_bootstrapped(session=session, actor=actor)
+            if as_of is None:
+                # An agent reading its context back is what moves a loading session on.
+                session_bootstrapped(session=session, actor=actor)
     return ContextPack(record=record, result=result, frame=frame, query=query)

@@ -1,6 +1,7 @@
 """Schemas of the context-pack, pressure and paging endpoints, and the answers built
 for them (``context_pack_out``, ``pressure_out``)."""
 
+from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
@@ -23,6 +24,12 @@ class ContextPackIn(BodyIn):
     include_handles: list[UUID] = Field(default_factory=list, max_length=1000)
     exclude_handles: list[UUID] = Field(default_factory=list, max_length=1000)
     min_compaction: CompactionLevel = "none"
+    as_of_seq: int | None = Field(
+        None,
+        ge=1,
+        le=2**62,
+        description="Replay: the pack as it would have been right after this event of the session.",
+    )
 
 
 class TokenSummaryOut(Schema):
@@ -82,6 +89,7 @@ class ContextPackOut(Schema):
     id: str
     session_id: str
     frame_id: str | None
+    as_of_seq: int | None = None
     query: str
     brief_context: str
     breadcrumbs: list[BreadcrumbOut]
@@ -103,6 +111,7 @@ class ContextPackRecordOut(Schema):
     included: list[dict]
     dropped: list[DroppedOut]
     query: str
+    as_of_seq: int | None = None
     created_at: object
 
 
@@ -170,6 +179,7 @@ def context_pack_out(pack: ContextPack) -> dict[str, Any]:
         "id": str(pack.record.pk),
         "session_id": str(pack.record.session_id),
         "frame_id": str(pack.frame.pk) if pack.frame else None,
+        "as_of_seq": pack.record.as_of_seq,
         "query": pack.query,
         "brief_context": result.brief_context,
         "breadcrumbs": [
@@ -238,3 +248,46 @@ def pressure_out(report: PressureReport, *, eviction_policy: str) -> dict[str, A
             for c in report.candidates
         ],
     }
+
+
+class PackFiguresOut(Schema):
+    id: UUID
+    frame_id: UUID | None
+    budget: int
+    used: int
+    remaining: int
+    level: str
+    format: str | None
+    breakdown: dict[str, int]
+    created_at: datetime
+    as_of_seq: int | None
+
+
+class PackItemShownOut(Schema):
+    form: str = ""
+    tokens: int
+    level: str
+
+
+class PackItemChangeOut(Schema):
+    section: str
+    id: str
+    reason: str = Field(
+        description="over_budget, superseded, paged_out, excluded_by_hint, pressure_format, "
+        "scope or content"
+    )
+    before: PackItemShownOut | None
+    after: dict[str, Any] | None = Field(
+        description="How the later pack shows it, or its drop {reason, level, tokens}."
+    )
+    detail: str
+    superseded_by: str | None
+    priority: str | None
+
+
+class PackDiffOut(Schema):
+    a: PackFiguresOut
+    b: PackFiguresOut
+    added: list[PackItemChangeOut]
+    dropped: list[PackItemChangeOut]
+    changed: list[PackItemChangeOut]

@@ -11,6 +11,11 @@ urlpatterns = [
         name="packs",
     ),
     path(
+        "sessions/<uuid:session_id>/context-packs/diff/",
+        context_views.context_pack_diff_page,
+        name="packs_diff",
+    ),
+    path(
         "sessions/<uuid:session_id>/context-preview/",
         context_views.context_preview_fragment,
         name="preview",

@@ -14,7 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from contextops.actors import user_actor
-from contextops.dashboard import organization_required
+from contextops.dashboard import organization_required, render_page
 from contextops.errors import DomainError
 from contextops.http import MemberRequest
 from frames.models import ContextHandle, ContextPackRecord, Frame, Session
@@ -26,6 +26,7 @@ from .handles import HandlesAnswer, frame_handles, handle_page_in_answered, hand
 from .pack import context_pack_assemble
 from .pressure_report import pressure_report
 from .resources import ACTIVE_STATES, COLD, INDEXED
+from .selectors import context_pack_diff
 
 DEFAULT_PREVIEW_BUDGET = 4000
 HANDLES_SHOWN = 200
@@ -117,6 +118,26 @@ def _pack_summary(record: ContextPackRecord) -> dict[str, Any]:
         ),
         "dropped_by_level": record.dropped_by_level,
     }
+
+
+@require_GET
+@organization_required
+def context_pack_diff_page(request: MemberRequest, session_id: UUID) -> HttpResponse:
+    """Why pack ``b`` differs from pack ``a`` (both of this session): the page, or for
+    htmx only the diff, swapped in under the pack list."""
+    session = _session(request, session_id)
+    context: dict[str, Any] = {"session": session, "error": "", "diff": None}
+    status = 200
+    try:
+        context["diff"] = context_pack_diff(
+            organization=request.organization,
+            a_id=request.GET.get("a", ""),
+            b_id=request.GET.get("b", ""),
+            session=session,
+        )
+    except DomainError as exc:
+        context["error"], status = exc.detail, exc.status
+    return render_page(request, "context/pack_diff.html", context, partial="diff", status=status)
 
 
 @require_GET

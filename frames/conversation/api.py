@@ -12,6 +12,8 @@ from .schemas import (
     CompactionIn,
     CompactionOut,
     CompactionQueuedOut,
+    CounterfactualOut,
+    CounterfactualQuery,
     ImportIn,
     ImportOut,
     ImportQueuedOut,
@@ -105,6 +107,22 @@ def compaction_get(request: ApiRequest, compaction_id: str):
 def compaction_revert(request: ApiRequest, compaction_id: str):
     run = selectors.compaction_get(organization=request.organization, compaction_id=compaction_id)
     return compaction.compaction_revert(run=run, actor=request_actor(request))
+
+
+@router.get(
+    "/sessions/{session_id}/counterfactual",
+    response=CounterfactualOut,
+    summary="What each strategy would have done where the agent compacted",
+)
+def counterfactual_get(request: ApiRequest, session_id: str, filters: Query[CounterfactualQuery]):
+    """Per real compaction (an imported transcript's, or one of ours): what the agent's
+    own compaction reported and, per strategy, the turns it would have kept, summarized
+    or removed, the tokens after and the anchor it cut at; where our trigger would have
+    fired at ``threshold``; and per policy the compactions and tokens sent over the whole
+    session. No summary is written: its size is estimated (see docs/compaction.md)."""
+    session = session_get(organization=request.organization, session_id=session_id)
+    answer = selectors.counterfactual_get(session=session, threshold=filters.threshold)
+    return {"session_id": session.pk, **answer.as_dict()}
 
 
 @router.post(

@@ -39,6 +39,7 @@ from frames.locks import session_lock
 from frames.models import Event, Frame, Session, Usage
 from frames.services import frame_pop, frame_push, session_create
 
+from .counterfactual import COMPACTED_EVENT
 from .ingest import (
     IngestPass,
     UsageFigures,
@@ -249,6 +250,8 @@ class _Writer:
                 except TranscriptInvalid as exc:
                     self.skipped.append((exc.line, exc.reason))
                 seq = state.next_seq
+            elif entry.kind == "compaction":
+                self.compaction(entry, frame, state)
             else:
                 figures = UsageFigures(**(entry.usage or {}))
                 usage = usage_record_for(
@@ -267,6 +270,28 @@ class _Writer:
         for usage, moment in usages:
             usage.created_at = moment
         Usage.objects.bulk_update([u for u, _ in usages], ["created_at"], batch_size=500)
+
+    def compaction(self, entry: Entry, frame: Frame, state: IngestPass) -> None:
+        """Record the agent's own compaction in the log: where it fell (before the branch's
+        next turn), when, and the window it measured before it (``pre_tokens``)."""
+        figures = entry.usage or {}
+        event = event_append(
+            session=self.session,
+            type=COMPACTED_EVENT,
+            frame=frame,
+            actor=self.actor,
+            payload={
+                "origin": "transcript",
+                "branch": entry.branch,
+                "before_turn": state.next_index,
+                "pre_tokens": int(figures.get("pre_tokens") or 0),
+                "trigger": str(figures.get("trigger") or ""),
+                "line": entry.line,
+                "at": entry.timestamp.isoformat() if entry.timestamp else None,
+            },
+        )
+        if entry.timestamp is not None:
+            self.times[("event", event.pk)] = entry.timestamp
 
     def finish(self, *, last_times: dict[str, datetime]) -> None:
         """The transcript is complete: its frames close as completed (subagents first, each
@@ -326,6 +351,8 @@ def _events_dated(session: Session, *, after: int, times: dict[Any, datetime], s
             key = event.payload.get("usage_id")
         elif event.type == "frame.pushed":
             key = event.frame_id
+        elif event.type == COMPACTED_EVENT:
+            key = ("event", event.pk)
         current = times.get(key, current) if key is not None else current
         if current is not None:
             event.created_at = current

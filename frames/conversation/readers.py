@@ -111,7 +111,7 @@ class Entry:
     """One message to group, or one model call's usage, for ``branch`` ("" is the main
     conversation), with the transcript's own time for it when the format has one."""
 
-    kind: str  # "message" | "usage"
+    kind: str  # "message" | "usage" | "compaction" (the agent's own, as the transcript says)
     branch: str = ""
     role: str = ""
     content: Any = None
@@ -384,6 +384,18 @@ def _usage_of(message: dict) -> dict | None:
     return figures
 
 
+def _compaction_of(event: dict) -> dict:
+    """What a ``compact_boundary`` line says of the compaction: ``pre_tokens`` (the window
+    Claude Code measured before it; 0 when not given) and its ``trigger`` (auto, manual)."""
+    metadata = event.get("compactMetadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    pre = metadata.get("preTokens")
+    return {
+        "pre_tokens": int(pre) if isinstance(pre, (int, float)) and pre >= 0 else 0,
+        "trigger": str(metadata.get("trigger") or "")[:20],
+    }
+
+
 def _claude_code_events(
     name: str, text: str, transcript: Transcript, forced_branch: str | None, *, growing: bool
 ) -> FileEntries:
@@ -411,6 +423,15 @@ def _claude_code_events(
             continue
         if kind == "system" and event.get("subtype") == "compact_boundary":
             transcript.compactions += 1
+            entries.append(
+                Entry(
+                    "compaction",
+                    branch=forced_branch or "",
+                    usage=_compaction_of(event),
+                    line=number,
+                    timestamp=moment,
+                )
+            )
             continue
         if kind not in ("user", "assistant"):
             continue

@@ -1,5 +1,6 @@
 """The conversation API's pydantic schemas: messages and usage in, turns and compaction runs out."""
 
+from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
@@ -273,3 +274,80 @@ def import_out(job: Import) -> dict[str, Any]:
         "started_at": job.started_at,
         "finished_at": job.finished_at,
     }
+
+
+# -- the counterfactual -----------------------------------------------------------------
+
+
+class CounterfactualAnchorOut(Schema):
+    turn: int
+    type: str
+
+
+class CounterfactualStrategyOut(Schema):
+    strategy: str
+    kept: list[list[int]] = Field(description="Inclusive [first, last] turn ranges it keeps.")
+    summarized: list[list[int]]
+    removed: list[list[int]] = Field(description="Turns it drops without a summary (truncate_at).")
+    tokens_after: int = Field(description="The window after it, summary estimate included.")
+    summary_tokens: int = Field(description="The estimated size of its summary (none is written).")
+    anchor: CounterfactualAnchorOut | None
+    cut_at: int | None = Field(description="The first turn it keeps after what it took out.")
+
+
+class CounterfactualActualOut(Schema):
+    pre_tokens: int = Field(description="The window before it, as the agent measured it.")
+    tokens_after: int | None = Field(description="The full input of the next model call.")
+    summary_tokens: int | None
+    trigger: str
+
+
+class CounterfactualCompactionOut(Schema):
+    turn: int = Field(description="It came before this turn (one turn per model call).")
+    conversation_turn: int
+    at: datetime | None
+    origin: Literal["transcript", "contextops"]
+    id: str
+    turns_in_window: list[list[int]]
+    actual: CounterfactualActualOut
+    strategies: list[CounterfactualStrategyOut]
+
+
+class CounterfactualFireOut(Schema):
+    turn: int
+    occupancy: int
+    at: datetime | None
+
+
+class CounterfactualPolicyOut(Schema):
+    policy: str = Field(description="'actual', or a strategy under our trigger.")
+    compactions: int
+    tokens_sent: int = Field(description="The full input of every model call, added up.")
+    fires: list[CounterfactualFireOut]
+
+
+class CounterfactualPointOut(Schema):
+    turn: int
+    occupancy: int
+
+
+class CounterfactualOut(Schema):
+    session_id: UUID
+    threshold: float
+    window_tokens: int
+    threshold_tokens: int
+    unit: Literal["call", "turn"]
+    summary_ratio: float
+    summary_ratio_source: Literal["session", "default"]
+    fixed_tokens: int
+    compactions: list[CounterfactualCompactionOut]
+    trigger: CounterfactualFireOut | None
+    policies: list[CounterfactualPolicyOut]
+    curve: list[CounterfactualPointOut]
+    uncompacted_curve: list[CounterfactualPointOut]
+
+
+class CounterfactualQuery(Schema):
+    threshold: float | None = Field(
+        None, gt=0, le=1, description="The trigger's share of the window; the session's by default."
+    )

@@ -28,6 +28,15 @@ TRUNCATE_AT = "truncate_at"
 STRATEGIES = (ANCHOR_POINT, PRIORITY_BASED, SUMMARIZE_OLDEST, TRUNCATE_AT)
 
 
+def strategies() -> tuple[str, ...]:
+    """The strategies a compaction may name, in the order pages list them.
+
+    Read them through here, never from ``STRATEGIES`` directly, so that strategies
+    registered beside the built-in ones are offered everywhere at once.
+    """
+    return STRATEGIES
+
+
 @dataclass(frozen=True)
 class Selection:
     keep: list[int]
@@ -186,3 +195,35 @@ def quality_warning(ratio: float) -> str:
         f"Compression ratio {ratio:.0%} is below {QUALITY_RATIO:.0%}: the window is still large; "
         "consider starting a fresh conversation."
     )
+
+
+def select(
+    strategy: str,
+    turns: Sequence["TurnFacts"],
+    *,
+    target_tokens: int | None = None,
+    keep_turns: int | None = None,
+) -> Selection:
+    """The selection ``strategy`` makes over ``turns`` (oldest first), as a compaction run
+    with these ``target_tokens`` and ``keep_turns`` would; truncate-at without
+    ``keep_turns`` keeps summarize-oldest's default. ValueError for an unknown strategy."""
+    if strategy == ANCHOR_POINT:
+        anchors = [i for i, t in enumerate(turns) if t.anchor]
+        return select_anchor_point(
+            len(turns), anchors, keep_recent=keep_turns or ALWAYS_KEEP_RECENT
+        )
+    if strategy == PRIORITY_BASED:
+        return select_priority_based(
+            turns,
+            target_tokens=target_tokens,
+            keep_recent=ALWAYS_KEEP_RECENT if keep_turns is None else keep_turns,
+        )
+    if strategy == SUMMARIZE_OLDEST:
+        return select_summarize_oldest(
+            [t.tokens for t in turns], keep_recent=keep_turns, target_tokens=target_tokens
+        )
+    if strategy == TRUNCATE_AT:
+        return select_truncate_at(
+            len(turns), SUMMARIZE_OLDEST_KEEP if keep_turns is None else keep_turns
+        )
+    raise ValueError(f"unknown strategy {strategy!r}")

@@ -1,14 +1,19 @@
 """Reads of the conversation, scoped to one organization (another's objects are NotFound)."""
 
+import bisect
 import uuid
 from typing import Any
 
 from django.db.models import QuerySet
 
-from contextops.errors import NotFound
-from frames.models import Session
+from contextops.errors import Invalid, NotFound
+from contextops.tokens import count_tokens
+from frames.models import Event, Session, Usage
 
-from .models import MAIN_BRANCH, CompactionRun, Import, Summary, Turn
+from . import counterfactual as cf
+from . import selection as sel
+from .anchors import AnchorPatterns
+from .models import MAIN_BRANCH, CompactionRun, Import, Message, Summary, Turn
 
 
 def turns_list(
@@ -83,3 +88,162 @@ def import_get(*, organization, import_id: Any) -> Import:
     if job is None:
         raise NotFound("No such import.")
     return job
+
+
+def counterfactual_get(*, session: Session, threshold: float | None = None) -> cf.Counterfactual:
+    """The counterfactual of ``session``'s main conversation at ``threshold`` (the share of
+    the context window at which our trigger fires; the session's own when None).
+
+    Raises Invalid(field="threshold") outside (0, 1]. The units are the main
+    conversation's model calls (``counterfactual.steps``), or its turns when it reported
+    none; the real compactions are the ones its transcript recorded and the session's
+    own finished, unreverted runs.
+    """
+    if threshold is None:
+        threshold = float(session.compaction_threshold)
+    if not 0 < threshold <= 1:
+        raise Invalid("threshold must be above 0 and at most 1.", field="threshold")
+    turns = list(
+        Turn.objects.filter(session=session, branch=MAIN_BRANCH)
+        .order_by("index")
+        .only(
+            "index",
+            "tokens",
+            "anchor_type",
+            "has_error",
+            "occupancy_tokens",
+            "created_at",
+            "frame_id",
+            "compaction_run_id",
+        )
+    )
+    frame_ids = {t.frame_id for t in turns if t.frame_id is not None}
+    usage = Usage.objects.filter(session=session).order_by("created_at", "id")
+    if frame_ids:
+        usage = usage.filter(frame_id__in=frame_ids)
+    records = list(
+        usage.only(
+            "input_tokens",
+            "output_tokens",
+            "cache_creation_input_tokens",
+            "cache_read_input_tokens",
+            "created_at",
+        )
+    )
+    call_times = [r.created_at for r in records]
+    if records:
+        messages = [
+            cf.MessagePoint(turn_index, role, content, tokens, at)
+            for turn_index, role, content, tokens, at in Message.objects.filter(
+                session=session, turn__branch=MAIN_BRANCH
+            )
+            .order_by("seq")
+            .values_list("turn__index", "role", "content", "tokens", "created_at")
+        ]
+        units = cf.steps(messages, call_times, AnchorPatterns.from_settings())
+    else:
+        units = [
+            cf.TurnPoint(
+                t.index,
+                t.tokens,
+                t.anchor_type,
+                t.has_error,
+                t.occupancy_tokens,
+                t.created_at,
+                t.index,
+            )
+            for t in turns
+        ]
+    calls = [
+        cf.Call(
+            turn=i,
+            input_tokens=r.input_tokens + r.cache_creation_input_tokens + r.cache_read_input_tokens,
+            output_tokens=r.output_tokens,
+            at=r.created_at,
+        )
+        for i, r in enumerate(records)
+    ]
+    return cf.counterfactual(
+        turns=units,
+        calls=calls,
+        real=_real_compactions(session, units, call_times),
+        window_tokens=session.context_window_tokens,
+        threshold=threshold,
+        strategies=sel.strategies(),
+        unit="call" if records else "turn",
+    )
+
+
+def _real_compactions(
+    session: Session, units: list[cf.TurnPoint], call_times: list
+) -> list[cf.RealCompaction]:
+    """The transcript's compactions (``conversation.compacted`` events of the main branch)
+    and the session's finished, unreverted runs, each placed before the first unit that
+    began after it, with the units it took out of the window."""
+
+    def unit_at(moment) -> int:
+        if call_times:
+            return bisect.bisect_left(call_times, moment)
+        return sum(1 for u in units if u.at is not None and u.at <= moment)
+
+    real = []
+    earlier = 0
+    events = Event.objects.filter(session=session, type=cf.COMPACTED_EVENT).order_by("seq")
+    for event in events:
+        payload = event.payload
+        if payload.get("branch", MAIN_BRANCH) != MAIN_BRANCH:
+            continue
+        before = unit_at(event.created_at)
+        summary_text = (
+            Turn.objects.filter(
+                session=session, branch=MAIN_BRANCH, index=int(payload.get("before_turn") or 0)
+            )
+            .values_list("user_message", flat=True)
+            .first()
+        )
+        summary = count_tokens(summary_text) if summary_text else None
+        real.append(
+            cf.RealCompaction(
+                before_turn=before,
+                pre_tokens=int(payload.get("pre_tokens") or 0),
+                taken=frozenset(u.index for u in units if earlier <= u.index < before),
+                at=event.created_at,
+                origin="transcript",
+                trigger=str(payload.get("trigger") or ""),
+                id=str(event.seq),
+                summary_tokens=summary,
+                summary_turn=before if summary else None,
+                conversation_turn=int(payload.get("before_turn") or 0),
+            )
+        )
+        earlier = before
+    runs = (
+        CompactionRun.objects.filter(
+            session=session,
+            status__in=[CompactionRun.Status.COMPLETED, CompactionRun.Status.FAILED],
+            finished_at__isnull=False,
+        )
+        .select_related("summary")
+        .order_by("created_at")
+    )
+    for run in runs:
+        turns_taken = set(
+            Turn.objects.filter(compaction_run=run, branch=MAIN_BRANCH).values_list(
+                "index", flat=True
+            )
+        )
+        before = unit_at(run.created_at)
+        real.append(
+            cf.RealCompaction(
+                before_turn=before,
+                pre_tokens=run.occupancy_tokens or run.original_tokens or 0,
+                taken=frozenset(u.index for u in units if u.turn in turns_taken),
+                at=run.finished_at,
+                origin="contextops",
+                trigger=run.trigger,
+                id=str(run.pk),
+                summary_tokens=run.summary.tokens if run.summary else None,
+                conversation_turn=max(turns_taken, default=-1) + 1,
+            )
+        )
+    return real

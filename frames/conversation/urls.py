@@ -8,6 +8,11 @@ app_name = "conversation"
 urlpatterns = [
     path("sessions/<uuid:session_id>/turns/", views.conversation_page, name="turns"),
     path(
+        "sessions/<uuid:session_id>/turns/counterfactual/",
+        views.counterfactual_page,
+        name="counterfactual",
+    ),
+    path(
         "sessions/<uuid:session_id>/turns/compactions/",
         views.compactions_fragment,
         name="compactions",

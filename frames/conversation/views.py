@@ -11,6 +11,7 @@ from contextops.http import MemberRequest
 from frames.models import Session
 from frames.selectors import session_get
 
+from . import counterfactual as cf
 from . import selection, selectors
 from .compaction import compaction_request_listed
 from .models import CompactionRun
@@ -18,6 +19,9 @@ from .models import CompactionRun
 TURNS_SHOWN = 500
 RUNS_SHOWN = 20
 TEMPLATE = "conversation/session_turns.html"
+COUNTERFACTUAL_TEMPLATE = "conversation/counterfactual.html"
+# Marker colours of the policies on the counterfactual chart, in strategy order.
+POLICY_COLOURS = ("#2e7d32", "#6a1b9a", "#ef6c00", "#00838f", "#5d4037", "#c2185b")
 
 
 def _session(request: MemberRequest, session_id) -> Session:
@@ -141,3 +145,125 @@ def compaction_start(request: MemberRequest, session_id) -> HttpResponse:
         return redirect("conversation:turns", session_id=session.pk)
     context = {**_runs_context(session, runs), "branch": "", "error": error}
     return render_page(request, TEMPLATE, context, partial="runs", status=422 if error else 200)
+
+
+def _counterfactual_chart(answer: cf.Counterfactual) -> dict:
+    """The occupancy curve as it was and with the real compactions undone, the threshold,
+    the real compaction points, and one lane of would-be points per policy."""
+    width, height, lane = 800, 200, 18
+    last = max([1] + [t for t, _ in answer.uncompacted_curve])
+    top = max([answer.window_tokens] + [o for _, o in answer.uncompacted_curve])
+
+    def x(turn: int) -> float:
+        return round(turn / last * width, 1)
+
+    def y(tokens: int) -> float:
+        return round(height - tokens / top * height, 1)
+
+    lanes = []
+    for i, policy in enumerate(answer.policies):
+        colour = (
+            "#d32f2f" if policy.policy == cf.ACTUAL else POLICY_COLOURS[i % len(POLICY_COLOURS)]
+        )
+        lanes.append(
+            {
+                "policy": policy.policy,
+                "colour": colour,
+                "y": height + 12 + i * lane,
+                "text_y": height + 16 + i * lane,
+                "points": [
+                    {
+                        "x": x(f.turn),
+                        "curve_y": y(f.occupancy),
+                        "turn": f.turn,
+                        "occupancy": f.occupancy,
+                    }
+                    for f in policy.fires
+                ],
+            }
+        )
+    return {
+        "width": width,
+        "height": height,
+        "full_height": height + 16 + len(lanes) * lane,
+        "points": " ".join(f"{x(t)},{y(o)}" for t, o in answer.curve),
+        "uncompacted": " ".join(f"{x(t)},{y(o)}" for t, o in answer.uncompacted_curve),
+        "threshold_y": y(answer.threshold_tokens),
+        "window_y": y(answer.window_tokens),
+        "lanes": lanes,
+    }
+
+
+def _runs_text(runs: list[list[int]]) -> str:
+    """[[0, 60], [62, 62]] as "0–60, 62"; "—" for none."""
+    return ", ".join(f"{a}–{b}" if a != b else str(a) for a, b in runs) or "—"
+
+
+def _compaction_tables(answer: cf.Counterfactual) -> list[dict]:
+    """One table per real compaction: the agent's own row, then a row per strategy."""
+    tables = []
+    for point in answer.compactions:
+        rows = [
+            {
+                "name": "the agent (actual)",
+                "actual": True,
+                "kept": "the summary only",
+                "summarized": _runs_text(point.turns_in_window),
+                "removed": "—",
+                "tokens_after": point.actual.tokens_after,
+                "summary_tokens": point.actual.summary_tokens,
+                "anchor": "",
+                "cut_at": None,
+            }
+        ]
+        for outcome in point.strategies:
+            rows.append(
+                {
+                    "name": outcome.strategy,
+                    "actual": False,
+                    "kept": _runs_text(outcome.kept),
+                    "summarized": _runs_text(outcome.summarized),
+                    "removed": _runs_text(outcome.removed),
+                    "tokens_after": outcome.tokens_after,
+                    "summary_tokens": outcome.summary_tokens,
+                    "anchor": (
+                        f"turn {outcome.anchor['turn']} ({outcome.anchor['type']})"
+                        if outcome.anchor
+                        else ""
+                    ),
+                    "cut_at": outcome.cut_at,
+                }
+            )
+        tables.append({"point": point, "rows": rows})
+    return tables
+
+
+@require_GET
+@organization_required
+def counterfactual_page(request: MemberRequest, session_id) -> HttpResponse:
+    """Counterfactual compaction side by side: the curve, each policy's compaction points,
+    and a table per real compaction. ``?threshold=`` (0 to 1) moves our trigger."""
+    session = _session(request, session_id)
+    raw = request.GET.get("threshold", "").strip()
+    error = ""
+    threshold = None
+    if raw:
+        try:
+            threshold = float(raw)
+            if not 0 < threshold <= 1:
+                raise ValueError
+        except ValueError:
+            threshold, error = None, "The threshold must be a number above 0 and at most 1."
+    answer = selectors.counterfactual_get(session=session, threshold=threshold)
+    context = {
+        "session": session,
+        "answer": answer,
+        "chart": _counterfactual_chart(answer) if answer.curve else None,
+        "tables": _compaction_tables(answer),
+        "threshold_percent": round(answer.threshold * 100),
+        "error": error,
+        "raw_threshold": raw,
+    }
+    return render_page(
+        request, COUNTERFACTUAL_TEMPLATE, context, partial="report", status=422 if error else 200
+    )

@@ -28,6 +28,11 @@ class ContextPackRecord(models.Model):
     included = models.JSONField(default=list)
     dropped = models.JSONField(default=list)
     query = models.CharField(max_length=2000, blank=True)
+    as_of_seq = models.PositiveBigIntegerField(
+        null=True,
+        blank=True,
+        help_text="A replay: assembled as the session stood after this event.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

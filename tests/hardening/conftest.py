@@ -151,4 +151,15 @@ def acme(api):
     )
     ids["import_id"] = upload["id"]
     secrets.add(upload["id"])
+    # A recorded pack for the pack diff (a replay: it moves no lifecycle).
+    session.refresh_from_db()
+    pack = created(
+        api.post(
+            f"/sessions/{session.pk}/context-pack",
+            {"budget_tokens": 2000, "as_of_seq": session.last_event_seq},
+        ),
+        200,
+    )
+    ids["a"] = ids["b"] = pack["id"]
+    secrets.add(pack["id"])
     return {"ids": ids, "secrets": secrets, "session": session, "frame": frame}

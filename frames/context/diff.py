@@ -1,0 +1,241 @@
+"""Why a context pack changed: the items two recorded packs of one session differ by, each
+with its reason. Pure rules over the records' ``included`` and ``dropped`` lists; the
+facts' and handles' states come in as plain dicts (``pack_diff`` reads them).
+
+An item is keyed by its section and id (a fact version, a handle, a working-set key, a
+frame's breadcrumb). Reasons, for an item the later pack lacks or shows differently:
+
+- ``over_budget``: the later pack dropped it to fit its budget, at its priority (the
+  level that dropped it says how far it had to go);
+- ``superseded``: a fact whose newer version replaced it (``superseded_by``);
+- ``paged_out``: a handle paged out (offline, cold, or indexed without a summary), or now
+  shown by its page-out summary;
+- ``excluded_by_hint``: the request's ``exclude_handles`` left it out;
+- ``pressure_format``: the same item in a shorter form because the later pack was
+  assembled at another compaction level or format;
+- ``scope``: not a candidate of the later pack at all: a fact of another scope or one
+  withdrawn, a handle or breadcrumb of another frame, a working-set item gone.
+"""
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+OVER_BUDGET = "over_budget"
+SUPERSEDED = "superseded"
+PAGED_OUT = "paged_out"
+EXCLUDED_BY_HINT = "excluded_by_hint"
+PRESSURE_FORMAT = "pressure_format"
+SCOPE = "scope"
+CONTENT = "content"
+REASONS = (OVER_BUDGET, SUPERSEDED, PAGED_OUT, EXCLUDED_BY_HINT, PRESSURE_FORMAT, SCOPE, CONTENT)
+
+# The packer's own drop reasons, as the diff names them.
+DROP_REASONS = {
+    "over_budget": OVER_BUDGET,
+    "low_priority": OVER_BUDGET,
+    "not_critical": OVER_BUDGET,
+    "not_essential": OVER_BUDGET,
+    "excluded": EXCLUDED_BY_HINT,
+    "offline": PAGED_OUT,
+    "cold": PAGED_OUT,
+    "indexed_without_summary": PAGED_OUT,
+}
+
+
+@dataclass(frozen=True)
+class PackSide:
+    """One recorded pack as the diff reads it."""
+
+    id: str
+    frame_id: str | None
+    budget: int
+    used: int
+    level: str
+    breakdown: dict
+    included: list[dict]
+    dropped: list[dict]
+    format: str | None = None
+    created_at: Any = None
+    as_of_seq: int | None = None
+
+    def figures(self) -> dict:
+        return {
+            "id": self.id,
+            "frame_id": self.frame_id,
+            "budget": self.budget,
+            "used": self.used,
+            "remaining": self.budget - self.used,
+            "level": self.level,
+            "format": self.format,
+            "breakdown": self.breakdown,
+            "created_at": self.created_at,
+            "as_of_seq": self.as_of_seq,
+        }
+
+
+@dataclass(frozen=True)
+class ItemChange:
+    section: str
+    id: str
+    reason: str
+    before: dict | None  # {form, tokens, level} in the earlier pack, None when added
+    after: dict | None  # the same in the later pack, or the drop's {reason, level, tokens}
+    detail: str = ""
+    superseded_by: str | None = None
+    priority: str | None = None
+
+
+@dataclass
+class PackDiff:
+    a: dict
+    b: dict
+    added: list[ItemChange] = field(default_factory=list)
+    dropped: list[ItemChange] = field(default_factory=list)
+    changed: list[ItemChange] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _key(item: dict) -> tuple[str, str]:
+    return (str(item.get("section", "")), str(item.get("id", "")))
+
+
+def diff(
+    a: PackSide,
+    b: PackSide,
+    *,
+    facts: dict[str, dict] | None = None,
+    handles: dict[str, dict] | None = None,
+) -> PackDiff:
+    """What changed from pack ``a`` to pack ``b``.
+
+    ``facts``: fact id -> ``{status, superseded_by, scope}`` for the facts either pack
+    names; ``handles``: handle id -> ``{priority, state, frame_id}``. Items missing from
+    both are read as gone (``scope``).
+    """
+    facts = facts or {}
+    handles = handles or {}
+    before = {_key(i): i for i in a.included}
+    after = {_key(i): i for i in b.included}
+    b_dropped = {_key(d): d for d in b.dropped}
+    answer = PackDiff(a=a.figures(), b=b.figures())
+    for key, item in after.items():
+        if key not in before:
+            answer.added.append(
+                ItemChange(
+                    key[0],
+                    key[1],
+                    _added_reason(key, a),
+                    None,
+                    _shown(item, b.level),
+                    priority=handles.get(key[1], {}).get("priority"),
+                )
+            )
+    for key, item in before.items():
+        if key in after:
+            change = _changed(key, item, after[key], a, b, handles)
+            if change is not None:
+                answer.changed.append(change)
+            continue
+        answer.dropped.append(_dropped(key, item, a, b, b_dropped.get(key), facts, handles))
+    return answer
+
+
+def _shown(item: dict, level: str) -> dict:
+    return {"form": item.get("form", ""), "tokens": int(item.get("tokens", 0)), "level": level}
+
+
+def _added_reason(key: tuple[str, str], a: PackSide) -> str:
+    """Why an item the earlier pack lacked is in: it was dropped there (and why), or new."""
+    dropped = next((d for d in a.dropped if _key(d) == key), None)
+    if dropped is not None:
+        return DROP_REASONS.get(str(dropped.get("reason", "")), OVER_BUDGET)
+    return SCOPE
+
+
+def _dropped(
+    key: tuple[str, str],
+    item: dict,
+    a: PackSide,
+    b: PackSide,
+    drop: dict | None,
+    facts: dict[str, dict],
+    handles: dict[str, dict],
+) -> ItemChange:
+    section, item_id = key
+    handle = handles.get(item_id, {}) if section == "segments" else {}
+    fact = facts.get(item_id, {}) if section == "facts" else {}
+    shown = _shown(item, a.level)
+    if fact.get("superseded_by"):
+        return ItemChange(
+            section,
+            item_id,
+            SUPERSEDED,
+            shown,
+            None,
+            detail="A newer version of the fact replaced it.",
+            superseded_by=str(fact["superseded_by"]),
+        )
+    if drop is not None:
+        reason = DROP_REASONS.get(str(drop.get("reason", "")), OVER_BUDGET)
+        detail = {
+            OVER_BUDGET: f"Dropped to fit the budget at level {drop.get('level', b.level)}.",
+            EXCLUDED_BY_HINT: "The request's exclude_handles left it out.",
+            PAGED_OUT: f"Paged out ({drop.get('reason')}).",
+        }.get(reason, "")
+        return ItemChange(
+            section,
+            item_id,
+            reason,
+            shown,
+            {
+                "reason": str(drop.get("reason", "")),
+                "level": str(drop.get("level", "")),
+                "tokens": int(drop.get("tokens", 0)),
+            },
+            detail=detail,
+            priority=handle.get("priority"),
+        )
+    if section == "facts" and fact.get("status") not in (None, "active"):
+        detail = f"The fact is {fact['status']}."
+    elif section in ("segments", "breadcrumbs") and a.frame_id != b.frame_id:
+        detail = "The later pack was assembled for another frame."
+    elif section == "segments" and not handle:
+        detail = "The handle is gone."
+    else:
+        detail = "Not among the later pack's candidates (scope, query or expiry)."
+    return ItemChange(section, item_id, SCOPE, shown, None, detail=detail)
+
+
+def _changed(
+    key: tuple[str, str],
+    old: dict,
+    new: dict,
+    a: PackSide,
+    b: PackSide,
+    handles: dict[str, dict],
+) -> ItemChange | None:
+    """The same item in another form or size, or None when it is shown alike."""
+    if old.get("form") == new.get("form") and old.get("tokens") == new.get("tokens"):
+        return None
+    handle = handles.get(key[1], {}) if key[0] == "segments" else {}
+    if (a.level, a.format) != (b.level, b.format):
+        reason, detail = (
+            PRESSURE_FORMAT,
+            f"Assembled at {b.level}{f' / {b.format}' if b.format else ''} instead of "
+            f"{a.level}{f' / {a.format}' if a.format else ''}.",
+        )
+    elif new.get("form") == "summary" and handle.get("state") in ("indexed", "offline"):
+        reason, detail = PAGED_OUT, "Shown by its page-out summary."
+    else:
+        reason, detail = CONTENT, "Its content changed."
+    return ItemChange(
+        key[0],
+        key[1],
+        reason,
+        _shown(old, a.level),
+        _shown(new, b.level),
+        detail=detail,
+        priority=handle.get("priority"),
+    )

@@ -1,0 +1,165 @@
+"""GET /context-packs/{a}/diff/{b}: why a pack changed, one test per reason."""
+
+from frames.models import ContextPackRecord
+
+
+def _pack(api, session, **body):
+    body.setdefault("budget_tokens", 4000)
+    response = api.post(f"/sessions/{session.id}/context-pack", body)
+    assert response.status_code == 200, response.content
+    return response.json()["id"]
+
+
+def _fact(api, **body):
+    response = api.post("/facts", {"source": "user", **body})
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+def _diff(api, a, b):
+    response = api.get(f"/context-packs/{a}/diff/{b}")
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def _by_id(changes):
+    return {c["id"]: c for c in changes}
+
+
+def test_it_names_a_superseded_fact(api, session, frame):
+    old = _fact(api, key="order_v1", subject="order", value="approved")
+    a = _pack(api, session)
+    new = _fact(api, key="order_v2", subject="order", value="cancelled", supersedes="order_v1")
+    b = _pack(api, session)
+    body = _diff(api, a, b)
+    dropped = _by_id(body["dropped"])[str(old["id"])]
+    assert (dropped["section"], dropped["reason"]) == ("facts", "superseded")
+    assert dropped["superseded_by"] == str(new["id"])
+    assert _by_id(body["added"])[str(new["id"])]["section"] == "facts"
+
+
+def test_it_names_what_did_not_fit_the_budget(api, session, frame, make_handle):
+    make_handle(frame, "Keep this.", tokens=10, priority="critical")
+    low = make_handle(frame, "Background reading. " * 200, tokens=1_500, priority="low")
+    a = _pack(api, session, budget_tokens=4000)
+    b = _pack(api, session, budget_tokens=1000)
+    body = _diff(api, a, b)
+    dropped = _by_id(body["dropped"])[str(low.id)]
+    assert dropped["reason"] == "over_budget" and dropped["priority"] == "low"
+    assert dropped["after"]["level"] in ("aggressive", "critical")
+    assert (body["a"]["budget"], body["b"]["budget"]) == (4000, 1000)
+    assert body["b"]["used"] <= 1000 and body["a"]["level"] == "none"
+
+
+def test_it_names_a_paged_out_handle(api, session, frame, make_handle):
+    doc = make_handle(frame, "The contract says 30 days.", tokens=8)
+    a = _pack(api, session)
+    response = api.post(f"/handles/{doc.id}/state", {"to": "offline"})
+    assert response.status_code == 200, response.content
+    b = _pack(api, session)
+    dropped = _by_id(_diff(api, a, b)["dropped"])[str(doc.id)]
+    assert dropped["reason"] == "paged_out" and dropped["after"]["reason"] == "offline"
+
+
+def test_it_names_a_handle_excluded_by_a_hint(api, session, frame, make_handle):
+    doc = make_handle(frame, "Not needed now.", tokens=8)
+    a = _pack(api, session)
+    b = _pack(api, session, exclude_handles=[str(doc.id)])
+    dropped = _by_id(_diff(api, a, b)["dropped"])[str(doc.id)]
+    assert dropped["reason"] == "excluded_by_hint"
+    # Back the other way the same handle is added, and the diff says why it was missing.
+    added = _by_id(_diff(api, b, a)["added"])[str(doc.id)]
+    assert added["reason"] == "excluded_by_hint"
+
+
+def test_it_names_a_shorter_form_under_pressure(api, session, frame, make_handle):
+    long = make_handle(frame, "word   " * 1_000 + "\n\n\n" + "end", tokens=1_600)
+    a = _pack(api, session, budget_tokens=4000)
+    b = _pack(api, session, budget_tokens=4000, min_compaction="light")
+    changed = _by_id(_diff(api, a, b)["changed"])[str(long.id)]
+    assert changed["reason"] == "pressure_format"
+    assert changed["before"] == {"form": "full", "tokens": 1_600, "level": "none"}
+    assert changed["after"]["form"] == "trimmed" and changed["after"]["tokens"] < 1_600
+
+
+def test_it_names_items_out_of_the_later_packs_scope(api, session, frame, make_frame, make_handle):
+    child = make_frame(session, parent=frame, goal="Read the contract")
+    note = make_handle(child, "Only the child sees this.", tokens=8)
+    task_fact = _fact(
+        api,
+        key="child_note",
+        subject="contract",
+        value="30 days",
+        scope="task",
+        scope_id=str(child.id),
+    )
+    a = _pack(api, session, frame_id=str(child.id))
+    b = _pack(api, session, frame_id=str(frame.id))
+    body = _diff(api, a, b)
+    dropped = _by_id(body["dropped"])
+    assert dropped[str(note.id)]["reason"] == "scope"
+    assert dropped[str(child.id)]["section"] == "breadcrumbs"
+    assert dropped[str(child.id)]["reason"] == "scope"
+    assert dropped[str(task_fact["id"])]["reason"] == "scope"
+    assert (body["a"]["frame_id"], body["b"]["frame_id"]) == (str(child.id), str(frame.id))
+
+
+def test_every_dropped_item_has_a_reason(api, session, frame, make_handle):
+    for i in range(6):
+        make_handle(frame, f"Document {i}. " * 300, tokens=900, priority="low")
+    _fact(api, key="k", subject="s", value="v")
+    a = _pack(api, session, budget_tokens=8000)
+    b = _pack(api, session, budget_tokens=1200)
+    body = _diff(api, a, b)
+    assert body["dropped"]
+    assert all(d["reason"] and d["before"] for d in body["dropped"])
+
+
+def test_it_refuses_packs_of_two_sessions_and_other_organizations(
+    api, other_api, session, frame, make_session, make_frame
+):
+    a = _pack(api, session)
+    elsewhere = make_session()
+    make_frame(elsewhere)
+    b = _pack(api, elsewhere)
+    response = api.get(f"/context-packs/{a}/diff/{b}")
+    assert response.status_code == 422
+    assert response.json()["error"] == "packs_of_other_sessions"
+    assert other_api.get(f"/context-packs/{a}/diff/{a}").status_code == 404
+    assert api.get(f"/context-packs/{a}/diff/not-a-pack").status_code == 404
+    assert ContextPackRecord.objects.count() == 2
+
+
+def test_a_pack_against_itself_changes_nothing(api, session, frame, make_handle):
+    make_handle(frame, "Stable.", tokens=8)
+    a = _pack(api, session)
+    body = _diff(api, a, a)
+    assert (body["added"], body["dropped"], body["changed"]) == ([], [], [])
+
+
+def test_the_session_page_compares_any_two_packs(api, session, frame, member_client):
+    old = _fact(api, key="order_v1", subject="order", value="approved")
+    a = _pack(api, session)
+    _fact(api, key="order_v2", subject="order", value="cancelled", supersedes="order_v1")
+    b = _pack(api, session)
+    packs = member_client.get(f"/sessions/{session.id}/context-packs/").content.decode()
+    assert "Why did it change?" in packs and f'value="{a}"' in packs
+    url = f"/sessions/{session.id}/context-packs/diff/"
+    page = member_client.get(url, {"a": a, "b": b})
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "Why the pack changed" in html and "<strong>superseded</strong>" in html
+    assert str(old["id"]) in html
+    fragment = member_client.get(url, {"a": a, "b": b}, HTTP_HX_REQUEST="true")
+    assert fragment.content.decode().lstrip().startswith('<div class="pack-diff">')
+    assert member_client.get(url, {"a": a, "b": "nope"}).status_code == 404
+
+
+def test_the_diff_page_is_another_organizations_404(
+    other_api, make_session, make_frame, member_client
+):
+    elsewhere = make_session(organization=other_api.organization)
+    make_frame(elsewhere)
+    a = _pack(other_api, elsewhere)
+    url = f"/sessions/{elsewhere.id}/context-packs/diff/"
+    assert member_client.get(url, {"a": a, "b": a}).status_code == 404

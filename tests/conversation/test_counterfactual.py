@@ -1,0 +1,240 @@
+"""Counterfactual compaction on the 2.x Claude Code fixture with its real automatic
+compaction (tests/fixtures/transcripts/PROVENANCE.md), and on a live session of ours.
+
+The figures the answers are checked against are read from the file here, independently
+of the importer: the compactMetadata, the responses before the boundary (one turn per
+model call) and the first call after it.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from contextops.llm import ExtractiveSummarizer
+from frames.conversation import counterfactual as cf
+from frames.conversation.compaction import compaction_execute, compaction_request
+from frames.conversation.importing import transcript_import
+from frames.conversation.readers import read_transcript
+from frames.conversation.selection import strategies
+
+from .conftest import assistant, text, tool_result, tool_use
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "transcripts"
+SPOTTER = FIXTURES / "claude-code" / "spotter" / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
+
+
+def file_figures(path: Path) -> dict:
+    """What the file itself says: preTokens, the responses (message ids) of the main
+    conversation before the boundary, and the full input of the first one after it."""
+    ids_before: list[str] = []
+    boundary = None
+    after = None
+    for line in path.read_text().splitlines():
+        event = json.loads(line)
+        if event.get("isSidechain"):
+            continue
+        if event.get("subtype") == "compact_boundary":
+            boundary = event["compactMetadata"]
+            continue
+        message = event.get("message")
+        if event.get("type") != "assistant" or message.get("model") == "<synthetic>":
+            continue
+        if boundary is None:
+            if message["id"] not in ids_before:
+                ids_before.append(message["id"])
+        elif after is None:
+            usage = message["usage"]
+            after = (
+                usage["input_tokens"]
+                + usage["cache_creation_input_tokens"]
+                + usage["cache_read_input_tokens"]
+            )
+    assert boundary is not None
+    return {"pre_tokens": boundary["preTokens"], "calls_before": len(ids_before), "after": after}
+
+
+@pytest.fixture
+def imported(api):
+    report = transcript_import(organization=api.organization, transcript=read_transcript(SPOTTER))
+    return report.session
+
+
+def covered(runs: list[list[int]]) -> list[int]:
+    return [i for first, last in runs for i in range(first, last + 1)]
+
+
+def test_it_reports_the_agents_own_compaction(api, imported):
+    figures = file_figures(SPOTTER)
+    response = api.get(f"/sessions/{imported.pk}/counterfactual", {"threshold": 0.9})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["unit"] == "call" and body["threshold"] == 0.9
+    (point,) = body["compactions"]
+    assert point["origin"] == "transcript"
+    assert point["actual"]["pre_tokens"] == figures["pre_tokens"] == 167_731
+    assert point["actual"]["trigger"] == "auto"
+    assert point["actual"]["tokens_after"] == figures["after"]
+    # It fell after the file's 71st response: turns 0-70 were in the window.
+    n = figures["calls_before"]
+    assert point["turn"] == n
+    assert point["turns_in_window"] == [[0, n - 1]]
+    by_name = {s["strategy"]: s for s in point["strategies"]}
+    assert list(by_name) == list(strategies())
+    for outcome in by_name.values():
+        assert outcome["tokens_after"] < figures["pre_tokens"], outcome["strategy"]
+        taken = covered(outcome["summarized"]) + covered(outcome["removed"])
+        assert sorted(covered(outcome["kept"]) + taken) == list(range(n))
+    # Summarize-oldest keeps the newest ten calls and summarizes the rest; truncate-at
+    # keeps the same ten and drops the rest with no summary.
+    assert by_name["summarize_oldest"]["kept"] == [[n - 10, n - 1]]
+    assert by_name["summarize_oldest"]["summarized"] == [[0, n - 11]]
+    assert by_name["summarize_oldest"]["cut_at"] == n - 10
+    assert by_name["truncate_at"]["removed"] == [[0, n - 11]]
+    assert by_name["truncate_at"]["summary_tokens"] == 0
+    assert by_name["truncate_at"]["tokens_after"] < by_name["summarize_oldest"]["tokens_after"]
+    # Anchor-point keeps the last three always, and everything from its anchor on.
+    anchor_point = by_name["anchor_point"]
+    assert set(range(n - 3, n)) <= set(covered(anchor_point["kept"]))
+    if anchor_point["anchor"] is not None:
+        cut = anchor_point["anchor"]["turn"]
+        assert anchor_point["summarized"] == [[0, cut - 1]]
+        assert anchor_point["kept"] == [[cut, n - 1]]
+
+
+def test_it_estimates_summaries_from_the_sessions_own_ratio(api, imported):
+    body = api.get(f"/sessions/{imported.pk}/counterfactual").json()
+    assert body["summary_ratio_source"] == "session"
+    (point,) = body["compactions"]
+    ratio = point["actual"]["summary_tokens"] / point["actual"]["pre_tokens"]
+    assert body["summary_ratio"] == pytest.approx(ratio, abs=1e-4)
+    for outcome in point["strategies"]:
+        if outcome["summarized"]:
+            assert 0 < outcome["summary_tokens"] < point["actual"]["pre_tokens"] * ratio
+
+
+def test_it_says_where_our_trigger_fires_and_what_each_policy_costs(api, imported):
+    window = imported.context_window_tokens
+    low = api.get(f"/sessions/{imported.pk}/counterfactual", {"threshold": 0.5}).json()
+    high = api.get(f"/sessions/{imported.pk}/counterfactual", {"threshold": 0.8}).json()
+    for body in (low, high):
+        fire = body["trigger"]
+        assert fire["occupancy"] > body["threshold"] * window
+        # The curve with the real compaction undone: the first call past the threshold.
+        first = next(
+            p for p in body["uncompacted_curve"] if p["occupancy"] > body["threshold_tokens"]
+        )
+        assert (fire["turn"], fire["occupancy"]) == (first["turn"], first["occupancy"])
+        policies = {p["policy"]: p for p in body["policies"]}
+        assert policies["actual"]["compactions"] == 1
+        assert policies["actual"]["tokens_sent"] == full_inputs(imported)
+        for name in strategies():
+            assert policies[name]["compactions"] >= 1
+            assert len(policies[name]["fires"]) == policies[name]["compactions"]
+    assert low["trigger"]["turn"] < high["trigger"]["turn"]
+    for name in strategies():
+        low_runs = {p["policy"]: p for p in low["policies"]}[name]
+        high_runs = {p["policy"]: p for p in high["policies"]}[name]
+        assert low_runs["compactions"] >= high_runs["compactions"]
+        # Compacting earlier sends less over the session.
+        assert low_runs["tokens_sent"] < high_runs["tokens_sent"]
+
+
+def full_inputs(session) -> int:
+    """Every main-conversation call's full input (input, cache writes, cache reads)."""
+    root = session.frames.get(parent__isnull=True)
+    return sum(
+        u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens
+        for u in session.usage_records.filter(frame=root)
+    )
+
+
+def test_it_counts_one_of_our_runs_as_a_real_compaction(api, session):
+    for i in range(6):
+        messages = [
+            {"role": "user", "content": f"Task {i}: change part {i}. " + "Details. " * 40},
+            assistant(text("Working."), tool_use(f"e{i}", "Edit", file_path=f"p{i}.py")),
+            tool_result(f"e{i}", "edited"),
+            assistant(text(f"Done with part {i}. " + "Explanation. " * 30)),
+        ]
+        usage = {"input_tokens": 1_000 * (i + 1), "output_tokens": 200, "message_id": f"m{i}"}
+        response = api.post(
+            f"/sessions/{session.pk}/messages", {"messages": messages, "usage": usage}
+        )
+        assert response.status_code == 200, response.content
+    run = compaction_request(session=session, strategy="summarize_oldest", keep_turns=2)
+    compaction_execute(run_id=run.pk, summarizer=ExtractiveSummarizer())
+    body = api.get(f"/sessions/{session.pk}/counterfactual", {"threshold": 0.01}).json()
+    (point,) = body["compactions"]
+    assert point["origin"] == "contextops" and point["id"] == str(run.pk)
+    assert point["turn"] == 6 and point["turns_in_window"] == [[0, 5]]
+    run.refresh_from_db()
+    assert point["actual"]["summary_tokens"] == run.summary.tokens
+    assert body["summary_ratio_source"] == "session"
+    assert {p["policy"] for p in body["policies"]} == {"actual", *strategies()}
+
+
+def test_it_uses_the_documented_ratio_without_a_real_summary():
+    turns = [cf.TurnPoint(i, 1_000) for i in range(20)]
+    calls = [cf.Call(turn=i, input_tokens=5_000 + 1_000 * i, output_tokens=100) for i in range(20)]
+    answer = cf.counterfactual(
+        turns=turns,
+        calls=calls,
+        real=[],
+        window_tokens=30_000,
+        threshold=0.5,
+        strategies=strategies(),
+    )
+    assert (answer.summary_ratio, answer.summary_ratio_source) == (
+        cf.DEFAULT_SUMMARY_RATIO,
+        "default",
+    )
+    assert answer.compactions == []
+    assert answer.trigger is not None and answer.trigger.turn == 10  # 15,000 + 100 > 15,000
+    summarize_oldest = next(p for p in answer.policies if p.policy == "summarize_oldest")
+    assert summarize_oldest.fires[0].turn == 10
+    assert summarize_oldest.tokens_sent < sum(c.input_tokens for c in calls)
+
+
+@pytest.mark.parametrize("threshold", ["0", "1.5", "-1", "lots"])
+def test_it_refuses_a_threshold_outside_the_window(api, session, threshold):
+    response = api.get(f"/sessions/{session.pk}/counterfactual", {"threshold": threshold})
+    assert response.status_code == 422
+    assert response.json()["error"] == "validation_error"
+
+
+def test_it_answers_404_for_another_organizations_session(api, other_api, session):
+    assert other_api.get(f"/sessions/{session.pk}/counterfactual").status_code == 404
+    assert api.get("/sessions/not-a-session/counterfactual").status_code == 404
+    assert api.get(f"/sessions/{session.pk}/counterfactual").status_code == 200
+
+
+def test_the_page_shows_the_curve_the_points_and_a_table_per_compaction(imported, member_client):
+    response = member_client.get(f"/sessions/{imported.pk}/turns/counterfactual/?threshold=0.8")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'class="conv-occupancy"' in html and 'class="cf-uncompacted"' in html
+    assert "Compaction before turn 71" in html and "167,731" in html
+    for name in strategies():
+        assert f'<th scope="row">{name}</th>' in html
+        assert f"{name} compacts after turn" in html
+    assert "the agent (actual)" in html
+    assert "Counterfactual" in member_client.get(f"/sessions/{imported.pk}/turns/").content.decode()
+
+
+def test_the_page_answers_htmx_with_the_report_only_and_explains_a_bad_threshold(
+    imported, member_client
+):
+    url = f"/sessions/{imported.pk}/turns/counterfactual/"
+    fragment = member_client.get(url, {"threshold": "0.5"}, HTTP_HX_REQUEST="true")
+    assert fragment.status_code == 200
+    html = fragment.content.decode()
+    assert html.lstrip().startswith('<div id="cf-report">') and "<nav" not in html
+    bad = member_client.get(url, {"threshold": "2"})
+    assert bad.status_code == 422
+    assert "The threshold must be a number above 0 and at most 1." in bad.content.decode()
+
+
+def test_the_page_is_another_organizations_404(make_session, other_api, member_client):
+    elsewhere = make_session(organization=other_api.organization)
+    assert member_client.get(f"/sessions/{elsewhere.pk}/turns/counterfactual/").status_code == 404
