@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('frames', '0004_session_started_at_source'),
+        ('frames', '0005_event_archive'),
     ]
 
     operations = [
