@@ -194,6 +194,15 @@ def test_a_person_rejects_from_the_terminal_with_a_note(agent, ops):
     assert Frame.objects.get(pk=frame_id).status == "failed"
 
 
+def test_a_token_that_begins_with_a_dash_is_a_token_not_an_option(agent, ops):
+    """Tokens are URL-safe base64, so one in 64 begins with "-"."""
+    key = personal_key()
+    for command in (("approve", "-Pno-such-token"), ("reject", "-Pno-such-token", "--note", "x")):
+        result = cli(agent, *command, key=key)
+        assert result.exit_code == 1, result.output
+        assert "not_found" in result.output and "No such option" not in result.output
+
+
 def test_an_agents_key_cannot_approve_from_the_terminal(agent, ops):
     token, frame_id = _suspended(ops)
     for args in (("approve", token), ("reject", token, "--note", "no")):

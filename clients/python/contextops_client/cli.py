@@ -37,6 +37,8 @@ TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".yaml", ".yml")
 CLAUDE_PROJECTS = "~/.claude/projects"
 FINISHED = frozenset({"completed", "failed"})
 EVENT_PAGE = 500
+# A suspension token is URL-safe base64 and may begin with "-": taken as the token, not an option.
+TOKEN_COMMAND = {"ignore_unknown_options": True}
 
 
 class ApiFailure(click.ClickException):
@@ -388,7 +390,7 @@ def _decided(suspension: Any, as_json: bool) -> None:
         )
 
 
-@main.command()
+@main.command(context_settings=TOKEN_COMMAND)
 @click.argument("token")
 @click.option("--note", default="", help="Why (shown with the decision).")
 @click.option("--json", "as_json", is_flag=True, help="Print the suspension's JSON.")
@@ -400,7 +402,7 @@ def approve(settings: Settings, token: str, note: str, as_json: bool) -> None:
         _decided(ops.suspension_approve(token, note=note), as_json)
 
 
-@main.command()
+@main.command(context_settings=TOKEN_COMMAND)
 @click.argument("token")
 @click.option("--note", required=True, help="Why (required, as in the inbox).")
 @click.option("--json", "as_json", is_flag=True, help="Print the suspension's JSON.")
