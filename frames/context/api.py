@@ -14,8 +14,9 @@ from contextops.http import ApiRequest
 from frames.api import session_body_with_top
 from frames.models import ContextHandle, Frame
 from frames.schemas import SessionOut
-from frames.selectors import context_packs_newest_first, session_get
+from frames.selectors import context_packs_newest_first, frame_get, session_get
 
+from .compaction import frame_compact
 from .lifecycle import session_end as session_end_service
 from .pack import context_pack_assemble
 from .paging import handle_attention_set, handle_page_in, handle_page_out_request, handle_state_set
@@ -26,6 +27,8 @@ from .schemas import (
     ContextPackIn,
     ContextPackOut,
     ContextPackRecordOut,
+    FrameCompactIn,
+    FrameCompactOut,
     HandleOut,
     HandleStateIn,
     PageInOut,
@@ -160,3 +163,18 @@ def handle_state_create(request: ApiRequest, handle_id: UUID, payload: HandleSta
     if payload.to == INDEXED and handle.state != INDEXED:
         return Status(202, {"status": "queued", "handle": handle})
     return Status(200, handle)
+
+
+@router.post(
+    "/frames/{frame_id}/compact",
+    response=FrameCompactOut,
+    summary="Compact the frame's handles toward a token target",
+)
+def frame_compact_create(request: ApiRequest, frame_id: UUID, payload: FrameCompactIn):
+    return frame_compact(
+        frame=frame_get(organization=request.organization, frame_id=frame_id),
+        target_tokens=payload.target_tokens,
+        strategy=payload.strategy,
+        message_count=payload.message_count,
+        actor=request_actor(request),
+    )

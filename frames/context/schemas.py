@@ -5,8 +5,11 @@ from typing import Any, Literal
 from uuid import UUID
 
 from ninja import Schema
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
+from frames.strategies import MAX_NAME_LENGTH
+
+from .compaction import MAX_MESSAGE_COUNT, MAX_TARGET_TOKENS
 from .pack import ContextPack
 from .pressure_report import PressureReport
 
@@ -159,6 +162,27 @@ class AttentionIn(Schema):
 
 class HandleStateIn(Schema):
     to: HandleState
+
+
+class FrameCompactIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    target_tokens: int = Field(..., ge=0, le=MAX_TARGET_TOKENS)
+    # Checked by the service against the built-in and registered strategies (422 lists them).
+    strategy: str = Field(..., min_length=1, max_length=MAX_NAME_LENGTH)
+    message_count: int | None = Field(None, ge=0, le=MAX_MESSAGE_COUNT)
+
+
+class FrameCompactOut(Schema):
+    frame_id: UUID
+    strategy: str
+    original_tokens: int
+    final_tokens: int
+    compaction_level: CompactionLevel
+    items_removed: int
+    items_summarized: int
+    removed: list[str]
+    summarized: list[str]
 
 
 def context_pack_out(pack: ContextPack) -> dict[str, Any]:

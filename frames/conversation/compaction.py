@@ -25,6 +25,14 @@ from frames.locks import session_lock
 from frames.models import Frame, Session
 from frames.selectors import session_top_frame
 from frames.services import handle_add
+from frames.strategies import (
+    CONVERSATION,
+    Ask,
+    Item,
+    selection_checked,
+    strategy_custom,
+    strategy_require,
+)
 
 from . import selection as sel
 from . import selectors
@@ -128,8 +136,7 @@ def compaction_request(
     actor: str = "",
 ) -> CompactionRun:
     """Queue a compaction of ``session``; 409 ``compaction_in_progress`` while one is open."""
-    if strategy not in sel.STRATEGIES:
-        raise Invalid(f"strategy must be one of {', '.join(sel.STRATEGIES)}.", field="strategy")
+    strategy_require(strategy, CONVERSATION)
     if strategy == sel.TRUNCATE_AT and keep_turns is None:
         raise Invalid(
             "truncate_at needs keep_turns: how many recent turns stay.", field="keep_turns"
@@ -251,6 +258,30 @@ def compaction_execute(
 
 
 def _select(run: CompactionRun, turns: list[Turn]) -> sel.Selection:
+    if run.strategy not in sel.STRATEGIES:
+        custom = strategy_custom(run.strategy)
+        if custom is None:
+            raise LookupError(f"the strategy {run.strategy!r} is no longer registered")
+        recent_from = len(turns) - min(sel.ALWAYS_KEEP_RECENT, len(turns))
+        items = [
+            Item(
+                position=i,
+                id=str(t.index),
+                tokens=t.tokens,
+                priority=sel.turn_priority(
+                    sel.TurnFacts(t.tokens, anchor=bool(t.anchor_type), error=t.has_error),
+                    recent=i >= recent_from,
+                ),
+                kind="turn",
+                anchor=bool(t.anchor_type),
+                error=t.has_error,
+            )
+            for i, t in enumerate(turns)
+        ]
+        ask = Ask(
+            target_tokens=run.target_tokens, message_count=run.keep_turns, operation=CONVERSATION
+        )
+        return selection_checked(custom(items, ask), items)
     if run.strategy == sel.PRIORITY_BASED:
         return sel.select_priority_based(
             [sel.TurnFacts(t.tokens, anchor=bool(t.anchor_type), error=t.has_error) for t in turns],

@@ -5,6 +5,8 @@ from uuid import UUID
 
 from ninja import Field, Schema
 
+from frames.strategies import MAX_NAME_LENGTH
+
 from .importing import Received, source_of
 from .models import Import
 from .selection import MAX_KEEP_TURNS, MAX_TARGET_TOKENS
@@ -81,9 +83,8 @@ class MessagesOut(Schema):
 
 
 class CompactionIn(Schema):
-    strategy: Literal["anchor_point", "priority_based", "summarize_oldest", "truncate_at"] = (
-        "anchor_point"
-    )
+    # Checked by the service against the built-in and registered strategies (422 lists them).
+    strategy: str = Field("anchor_point", min_length=1, max_length=MAX_NAME_LENGTH)
     target_tokens: int | None = Field(None, ge=1, le=MAX_TARGET_TOKENS)
     keep_turns: int | None = Field(None, ge=0, le=MAX_KEEP_TURNS)
 

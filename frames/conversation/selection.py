@@ -10,7 +10,32 @@ over the turns given, oldest first.
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from frames.strategies import (
+    ANCHOR_POINT,
+    BUILTIN,
+    COMPACTION_LEVELS,
+    CONVERSATION,
+    PRIORITY_BASED,
+    PRIORITY_SCORES,
+    SUMMARIZE_OLDEST,
+    TRUNCATE_AT,
+    Selection,
+    compaction_level,
+)
+
+__all__ = [
+    "ANCHOR_POINT",
+    "COMPACTION_LEVELS",
+    "PRIORITY_BASED",
+    "PRIORITY_SCORES",
+    "STRATEGIES",
+    "SUMMARIZE_OLDEST",
+    "TRUNCATE_AT",
+    "Selection",
+    "compaction_level",
+]
 
 # What a compaction request may ask for (the API schema, the dashboard form and the
 # service check the same bounds).
@@ -21,25 +46,8 @@ ALWAYS_KEEP_RECENT = 3
 SUMMARIZE_OLDEST_KEEP = 10
 QUALITY_RATIO = 0.6
 
-ANCHOR_POINT = "anchor_point"
-PRIORITY_BASED = "priority_based"
-SUMMARIZE_OLDEST = "summarize_oldest"
-TRUNCATE_AT = "truncate_at"
-STRATEGIES = (ANCHOR_POINT, PRIORITY_BASED, SUMMARIZE_OLDEST, TRUNCATE_AT)
-
-
-@dataclass(frozen=True)
-class Selection:
-    keep: list[int]
-    summarize: list[int]
-    remove: list[int] = field(default_factory=list)
-    preserved_anchor: int | None = None
-
-    @property
-    def compression_estimate(self) -> float:
-        """Share of the turns that leave the window (summarized or removed); 0 for no turns."""
-        total = len(self.keep) + len(self.summarize) + len(self.remove)
-        return (len(self.summarize) + len(self.remove)) / total if total else 0.0
+# The built-in strategies; ``frames.strategies`` adds the ones registered in settings.
+STRATEGIES = BUILTIN[CONVERSATION]
 
 
 def select_anchor_point(
@@ -58,11 +66,6 @@ def select_anchor_point(
             preserved_anchor=anchor,
         )
     return Selection(keep=recent, summarize=list(range(older_count)))
-
-
-# Seed 000 §2's ContextPriority scores. Turns get the first four; "background" is the
-# level of handles the context pack may drop, and no turn is that disposable.
-PRIORITY_SCORES = {"critical": 100, "high": 75, "medium": 50, "low": 25, "background": 10}
 
 
 @dataclass(frozen=True)
@@ -148,27 +151,6 @@ def select_truncate_at(total_turns: int, keep_recent: int) -> Selection:
     """Keep the newest ``keep_recent`` turns; the older ones leave the window unsummarized."""
     cut = max(0, total_turns - max(0, keep_recent))
     return Selection(keep=list(range(cut, total_turns)), summarize=[], remove=list(range(cut)))
-
-
-COMPACTION_LEVELS = ("none", "light", "moderate", "aggressive", "critical")
-
-
-def compaction_level(original_tokens: int, final_tokens: int) -> str:
-    """Seed 000 §2's level named by how much was taken out of the window.
-
-    none: nothing; light: under 25 %; moderate: under 60 %; aggressive: under 90 %;
-    critical: 90 % or more.
-    """
-    if original_tokens <= 0 or final_tokens >= original_tokens:
-        return "none"
-    reduction = 1 - final_tokens / original_tokens
-    if reduction < 0.25:
-        return "light"
-    if reduction < 0.6:
-        return "moderate"
-    if reduction < 0.9:
-        return "aggressive"
-    return "critical"
 
 
 def compression_ratio(original_tokens: int, final_tokens: int) -> float:
