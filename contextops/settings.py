@@ -295,6 +295,9 @@ CONTEXTOPS_COMPACTION_STALE_SECONDS = env_int("CONTEXTOPS_COMPACTION_STALE_SECON
 # seconds, doubled each time, before the run records the continuation message.
 CONTEXTOPS_COMPACTION_MAX_RETRIES = env_int("CONTEXTOPS_COMPACTION_MAX_RETRIES", 3)
 CONTEXTOPS_COMPACTION_RETRY_COUNTDOWN = env_int("CONTEXTOPS_COMPACTION_RETRY_COUNTDOWN", 30)
+# Custom compaction strategies, by name: {"name": "dotted.path.to.function"} (see
+# docs/compaction.md, "Custom strategies"); used by frame and conversation compaction.
+CONTEXTOPS_COMPACTION_STRATEGIES: dict[str, str] = {}
 # --- end conversation and compaction --------------------------------------------------
 
 # Messages live in the server-side session, never in a cookie a client can read.
