@@ -16,6 +16,7 @@ from frames.models import ContextHandle, Frame
 from frames.schemas import SessionOut
 from frames.selectors import context_packs_newest_first, frame_get, session_get
 
+from .annotations import handle_annotate
 from .compaction import frame_compact
 from .lifecycle import session_end as session_end_service
 from .pack import context_pack_assemble
@@ -23,6 +24,7 @@ from .paging import handle_attention_set, handle_page_in, handle_page_out_reques
 from .pressure_report import pressure_report
 from .resources import INDEXED
 from .schemas import (
+    AnnotationIn,
     AttentionIn,
     ContextPackIn,
     ContextPackOut,
@@ -178,3 +180,15 @@ def frame_compact_create(request: ApiRequest, frame_id: UUID, payload: FrameComp
         message_count=payload.message_count,
         actor=request_actor(request),
     )
+
+
+@router.post(
+    "/handles/{handle_id}/annotations",
+    response={201: HandleOut},
+    summary="Leave a note on a handle",
+)
+def handle_annotation_create(request: ApiRequest, handle_id: UUID, payload: AnnotationIn):
+    handle = handle_annotate(
+        handle=_handle(request, handle_id), note=payload.note, actor=request_actor(request)
+    )
+    return Status(201, handle)

@@ -1,6 +1,7 @@
 """Schemas of the context-pack, pressure and paging endpoints, and the answers built
 for them (``context_pack_out``, ``pressure_out``)."""
 
+from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
@@ -9,6 +10,7 @@ from pydantic import ConfigDict, Field
 
 from frames.strategies import MAX_NAME_LENGTH
 
+from .annotations import NOTE_MAX_CHARS
 from .compaction import MAX_MESSAGE_COUNT, MAX_TARGET_TOKENS
 from .pack import ContextPack
 from .pressure_report import PressureReport
@@ -71,6 +73,12 @@ class SegmentOut(Schema):
     tokens: int
 
 
+class ResourceOut(Schema):
+    handle_id: str
+    name: str
+    tokens: int
+
+
 class DroppedOut(Schema):
     section: str
     id: str
@@ -89,8 +97,10 @@ class ContextPackOut(Schema):
     facts: list[PackFactOut]
     working_set: list[PackWorkingOut]
     segments: list[SegmentOut]
+    resources: list[ResourceOut]
     dropped: list[DroppedOut]
     token_summary: TokenSummaryOut
+    format: Literal["verbose", "dense", "ultra_dense"]
 
 
 class ContextPackRecordOut(Schema):
@@ -129,6 +139,12 @@ class PressureOut(Schema):
     eviction_candidates: list[EvictionCandidateOut]
 
 
+class NoteOut(Schema):
+    note: str
+    actor: str
+    created_at: datetime
+
+
 class HandleOut(Schema):
     id: UUID
     frame_id: UUID
@@ -142,6 +158,19 @@ class HandleOut(Schema):
     summary: str
     summary_tokens: int
     last_access_at: object
+    notes: list[NoteOut]
+
+    @staticmethod
+    def resolve_notes(obj) -> list:
+        """The notes read with the write that answers, else the handle's notes now."""
+        notes = getattr(obj, "notes", None)
+        return notes if notes is not None else list(obj.annotations.all())
+
+
+class AnnotationIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    note: str = Field(..., min_length=1, max_length=NOTE_MAX_CHARS)
 
 
 class PageOutOut(Schema):
@@ -224,6 +253,10 @@ def context_pack_out(pack: ContextPack) -> dict[str, Any]:
             }
             for i in result.segments
         ],
+        "resources": [
+            {"handle_id": i.id, "name": i.text, "tokens": i.tokens} for i in result.resources
+        ],
+        "format": pack.format,
         "dropped": pack.record.dropped,
         "token_summary": {
             "budget": result.budget,

@@ -2,4 +2,4 @@ from .core import ContextHandle, Event, Frame, Session, Usage
 from .suspension import Suspension, token_hash
 
 __all__ = ["ContextHandle", "Event", "Frame", "Session", "Suspension", "Usage", "token_hash"]
-from .context import ContextPackRecord  # noqa: E402,F401
+from .context import ContextPackRecord, HandleAnnotation, ResourceMap  # noqa: E402,F401
