@@ -145,3 +145,19 @@ def test_the_format_follows_pressure_and_tightens_the_pack(api, session_id, fram
     assert high["token_summary"]["compaction_level"] == "moderate"
     assert high["resources"][0]["name"] == "○ notes/ideas.md"
     assert high["segments"][0]["handle_id"] == handle["id"]
+
+
+def test_the_dashboard_preview_shows_the_format_and_the_cold_resources(
+    member_client, make_session, make_frame, make_handle
+):
+    session = make_session(pressure_level="high")
+    frame = make_frame(session)
+    make_handle(frame, "Loaded text.", tokens=3)
+    make_handle(frame, "", tokens=900, state="cold", ref="specs/api.yaml")
+    response = member_client.get(
+        f"/sessions/{session.id}/context-preview/", {"budget": 2000}, HTTP_HX_REQUEST="true"
+    )
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "badge format-ultra_dense" in html and ">ultra_dense</span>" in html
+    assert "Resources (cold, by name)" in html
