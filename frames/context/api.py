@@ -18,6 +18,7 @@ from frames.selectors import context_packs_newest_first, frame_get, session_get
 
 from .annotations import handle_annotate
 from .compaction import frame_compact
+from .lifecycle import resource_map_offered, session_persist
 from .lifecycle import session_end as session_end_service
 from .pack import context_pack_assemble
 from .paging import handle_attention_set, handle_page_in, handle_page_out_request, handle_state_set
@@ -26,6 +27,7 @@ from .resources import INDEXED
 from .schemas import (
     AnnotationIn,
     AttentionIn,
+    BootstrapOut,
     ContextPackIn,
     ContextPackOut,
     ContextPackRecordOut,
@@ -36,6 +38,7 @@ from .schemas import (
     PageInOut,
     PageOutOut,
     PressureOut,
+    ResourceMapOut,
     context_pack_out,
     pressure_out,
 )
@@ -58,6 +61,31 @@ def session_end(request: ApiRequest, session_id: str):
     ended = session_end_service(session=session, actor=request_actor(request))
     # An ended session has no open frame, so no top of its stack to read after the commit.
     return session_body_with_top(ended, None)
+
+
+@router.post(
+    "/sessions/{session_id}/persist",
+    response=ResourceMapOut,
+    summary="Save the map of the session's resources for the agent's next session",
+)
+def session_persist_create(request: ApiRequest, session_id: str):
+    session = session_get(organization=request.organization, session_id=session_id)
+    return session_persist(session=session, actor=request_actor(request))
+
+
+@router.get(
+    "/sessions/{session_id}/bootstrap",
+    response=BootstrapOut,
+    summary="The resource map an earlier session of this agent left",
+)
+def session_bootstrap_get(request: ApiRequest, session_id: str):
+    session = session_get(organization=request.organization, session_id=session_id)
+    offer = resource_map_offered(session=session, actor=request_actor(request))
+    return {
+        "session_id": offer.session.pk,
+        "lifecycle_state": offer.session.lifecycle_state,
+        "resource_map": offer.resource_map,
+    }
 
 
 @router.post(

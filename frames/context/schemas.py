@@ -173,6 +173,24 @@ class AnnotationIn(Schema):
     note: str = Field(..., min_length=1, max_length=NOTE_MAX_CHARS)
 
 
+class ResourceMapOut(Schema):
+    id: UUID
+    from_session_id: UUID
+    created_at: datetime
+    resources: list[dict]
+    text: str
+
+    @staticmethod
+    def resolve_from_session_id(obj) -> UUID:
+        return obj.session_id
+
+
+class BootstrapOut(Schema):
+    session_id: UUID
+    lifecycle_state: str
+    resource_map: ResourceMapOut | None
+
+
 class PageOutOut(Schema):
     status: Literal["queued"]
     handle: HandleOut
