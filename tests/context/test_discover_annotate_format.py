@@ -161,3 +161,12 @@ def test_the_dashboard_preview_shows_the_format_and_the_cold_resources(
     assert response.status_code == 200
     assert "badge format-ultra_dense" in html and ">ultra_dense</span>" in html
     assert "Resources (cold, by name)" in html
+
+
+def test_the_dashboard_shows_notes_under_their_handle(api, member_client, frame_id):
+    handle = api.post(f"/frames/{frame_id}/handles", {"kind": "document", "content": "x"}).json()
+    api.post(f"/handles/{handle['id']}/annotations", {"note": "Ask Bob before using."})
+    api.post(f"/frames/{frame_id}/handles", {"kind": "document", "content": "y"})
+    html = member_client.get(f"/frames/{frame_id}/handles/").content.decode()
+    assert "Note: Ask Bob before using." in html
+    assert html.count("handle-note") == 1
