@@ -183,6 +183,17 @@ def strategy_names(operation: str) -> list[str]:
     return [*builtin, *(n for n in custom_strategies() if n not in builtin)]
 
 
+def strategy_enum(operation: str) -> Callable[[dict], None]:
+    """A pydantic ``json_schema_extra`` that lists ``operation``'s strategies as the field's
+    ``enum`` in the OpenAPI schema, read when the schema is built (registered ones too);
+    the service, not the schema, refuses an unknown name (422 with ``available``)."""
+
+    def extra(schema: dict) -> None:
+        schema["enum"] = strategy_names(operation)
+
+    return extra
+
+
 def strategy_require(name: str, operation: str) -> None:
     """Invalid (field ``strategy``, with ``available``) unless ``operation`` knows ``name``."""
     available = strategy_names(operation)

@@ -8,7 +8,7 @@ from uuid import UUID
 from ninja import Schema
 from pydantic import ConfigDict, Field
 
-from frames.strategies import MAX_NAME_LENGTH
+from frames.strategies import FRAME, MAX_NAME_LENGTH, strategy_enum
 
 from .annotations import NOTE_MAX_CHARS
 from .compaction import MAX_MESSAGE_COUNT, MAX_TARGET_TOKENS
@@ -216,7 +216,9 @@ class FrameCompactIn(Schema):
 
     target_tokens: int = Field(..., ge=0, le=MAX_TARGET_TOKENS)
     # Checked by the service against the built-in and registered strategies (422 lists them).
-    strategy: str = Field(..., min_length=1, max_length=MAX_NAME_LENGTH)
+    strategy: str = Field(
+        ..., min_length=1, max_length=MAX_NAME_LENGTH, json_schema_extra=strategy_enum(FRAME)
+    )
     message_count: int | None = Field(None, ge=0, le=MAX_MESSAGE_COUNT)
 
 

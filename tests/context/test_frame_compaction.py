@@ -232,3 +232,16 @@ def test_another_organization_gets_404_and_a_closed_frame_409(api, other_api, fr
     api.post(f"/frames/{frame_id}/pop", {"status": "completed"})
     response = api.post(f"/frames/{frame_id}/compact", body)
     assert response.status_code == 409 and response.json()["error"] == "frame_not_active"
+
+
+def test_the_openapi_schema_lists_the_strategies_registered_now(api, settings):
+    def strategy_enum(schema_name):
+        schemas = api.client.get("/api/v1/openapi.json").json()["components"]["schemas"]
+        return schemas[schema_name]["properties"]["strategy"]["enum"]
+
+    assert strategy_enum("FrameCompactIn") == ["priority_based", "summarize_oldest", "truncate_at"]
+    settings.CONTEXTOPS_COMPACTION_STRATEGIES = {
+        "tool_output_first": STRATEGIES["tool_output_first"]
+    }
+    assert strategy_enum("FrameCompactIn")[-1] == "tool_output_first"
+    assert strategy_enum("CompactionIn")[-1] == "tool_output_first"
