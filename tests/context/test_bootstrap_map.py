@@ -94,3 +94,17 @@ def test_another_agent_is_offered_nothing_and_another_organization_gets_404(
     assert other_api.post(f"/sessions/{first['id']}/persist").status_code == 404
     outsider = start_session(client=other_api)
     assert other_api.get(f"/sessions/{outsider['id']}/bootstrap").json()["resource_map"] is None
+
+
+def test_critical_pressure_is_active_pressure_until_the_window_eases(api, start_session, push_ok):
+    session = start_session(context_window_tokens=10_000)
+    frame = push_ok(session["id"], 100_000)
+
+    def after_call(tokens):
+        body = {"input_tokens": tokens, "output_tokens": 0}
+        assert api.post(f"/frames/{frame['id']}/usage", body).status_code == 200
+        return api.get(f"/sessions/{session['id']}").json()["lifecycle_state"]
+
+    assert after_call(9_000) == "active_pressure"  # 90 %: critical
+    assert after_call(8_200) == "active_pressure"  # 82 %: within the hysteresis band
+    assert after_call(7_000) == "active"  # 70 %: below 80 %, high
