@@ -104,10 +104,12 @@ class PageIn:
 
 
 def _locked(handle_id: UUID) -> tuple[Session, ContextHandle]:
-    """Lock the handle's session (ended or not), then the handle; return both fresh."""
+    """Lock the handle's session (ended or not), then the handle; return both fresh, the
+    handle's notes read with it (the answer shows them, read before the commit)."""
     handle = ContextHandle.objects.only("session_id").get(pk=handle_id)
     session = session_lock(handle.session_id, open_only=False)
-    return session, ContextHandle.objects.select_for_update().get(pk=handle_id)
+    locked = ContextHandle.objects.select_for_update().prefetch_related("annotations")
+    return session, locked.get(pk=handle_id)
 
 
 def handle_page_out_request(*, handle: ContextHandle, actor: str = "") -> ContextHandle:
