@@ -265,6 +265,7 @@ CELERY_BEAT_SCHEDULE = {
     "requeue-compactions": {"task": "conversation.compactions_requeue", "schedule": 60.0},
     "requeue-imports": {"task": "conversation.imports_requeue", "schedule": 60.0},
     "purge-rlm-temporaries": {"task": "rlm.temporaries_purge", "schedule": 300.0},
+    "check-resources": {"task": "frames.resources_check", "schedule": 300.0},
 }
 # --- Scale: event retention (issue 21) -------------------------------------------------
 # The events of a session ended more than this many days ago move to the default storage
@@ -342,6 +343,16 @@ CONTEXTOPS_COMPACTION_STALE_SECONDS = env_int("CONTEXTOPS_COMPACTION_STALE_SECON
 # seconds, doubled each time, before the run records the continuation message.
 CONTEXTOPS_COMPACTION_MAX_RETRIES = env_int("CONTEXTOPS_COMPACTION_MAX_RETRIES", 3)
 CONTEXTOPS_COMPACTION_RETRY_COUNTDOWN = env_int("CONTEXTOPS_COMPACTION_RETRY_COUNTDOWN", 30)
+# Custom compaction strategies, by name: {"name": "dotted.path.to.function"} (see
+# docs/compaction.md, "Custom strategies"); used by frame and conversation compaction.
+CONTEXTOPS_COMPACTION_STRATEGIES: dict[str, str] = {}
+# Seed 003's resource lifecycle: an indexed resource (a handle with a ref) not accessed
+# for this long goes stale (back to cold, its cached summary cleared); the server reads
+# `file:` refs only under these directories (none by default: refs stay opaque).
+CONTEXTOPS_RESOURCE_STALE_SECONDS = env_int("CONTEXTOPS_RESOURCE_STALE_SECONDS", 86_400)
+CONTEXTOPS_RESOURCE_ROOTS = [
+    p for p in os.environ.get("CONTEXTOPS_RESOURCE_ROOTS", "").split(os.pathsep) if p
+]
 # --- end conversation and compaction --------------------------------------------------
 
 # Messages live in the server-side session, never in a cookie a client can read.

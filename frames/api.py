@@ -247,6 +247,7 @@ def handle_add(request, frame_id: str, payload: HandleIn):
         category=payload.category,
         tool_call_id=payload.tool_call_id,
         estimated_tokens=payload.estimated_tokens,
+        state=payload.state,
         actor=actor_of(request),
     )
     return Status(201, handle)

@@ -171,6 +171,8 @@ class HandleIn(BodyIn):
     category: str = Field("", max_length=40)
     tool_call_id: str = Field("", max_length=200)
     estimated_tokens: int | None = Field(None, ge=0, le=MAX_BUDGET)
+    # "cold": discovered, not loaded (seed 003): it costs the window nothing until paged in.
+    state: Literal["loaded", "cold"] = "loaded"
 
 
 class FrameHandleOut(Schema):

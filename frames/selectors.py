@@ -116,6 +116,9 @@ class ResumeState:
     recovery_summary: dict[str, Any] = field(default_factory=dict)
 
 
+RECENT_TURNS_CHECKED = 50
+
+
 def _incomplete_tool_calls(frames: list[Frame]) -> dict[Any, list[str]]:
     """For each active frame: tool calls it recorded that no tool result answers yet."""
     active = [f.pk for f in frames if f.status == Frame.Status.ACTIVE]
@@ -133,6 +136,20 @@ def _incomplete_tool_calls(frames: list[Frame]) -> dict[Any, list[str]]:
             calls.setdefault(frame_id, {})[call_id] = category or call_id
         else:
             answered.add((frame_id, call_id))
+    # Tool calls the conversation recorded (POST /sessions/{id}/messages): a result joins
+    # the turn of its call, so a call is pending while its own turn has no result for it.
+    # Read through the reverse relation (conversation sits above this floor), newest turns
+    # only: an older call without a result was abandoned, not in progress.
+    turns = (
+        Frame.objects.filter(pk__in=active, turns__isnull=False)
+        .order_by("-turns__created_at", "-turns__index")
+        .values_list("pk", "turns__tool_calls", "turns__tool_results")[:RECENT_TURNS_CHECKED]
+    )
+    for frame_id, tool_calls, tool_results in turns:
+        results = {r.get("tool_use_id") for r in tool_results or [] if isinstance(r, dict)}
+        for call in tool_calls or []:
+            if isinstance(call, dict) and call.get("id") and call["id"] not in results:
+                calls.setdefault(frame_id, {})[call["id"]] = call.get("name") or call["id"]
     return {
         frame_id: [name for call_id, name in pending.items() if (frame_id, call_id) not in answered]
         for frame_id, pending in calls.items()

@@ -520,12 +520,17 @@ def handle_add(
     category: str = "",
     tool_call_id: str = "",
     estimated_tokens: int | None = None,
+    state: str = ContextHandle.State.LOADED,
     actor: str = "",
 ) -> ContextHandle:
     """Add an item to a frame's context; its token count is computed here, once.
 
     A reference without content is counted from ``estimated_tokens`` when given.
+    ``state`` is ``loaded`` (in the window) or ``cold`` (discovered: registered, not
+    loaded; it costs the window nothing until it is paged in); Invalid otherwise.
     """
+    if state not in (ContextHandle.State.LOADED, ContextHandle.State.COLD):
+        raise Invalid("A new handle is loaded or cold.", field="state")
     tokens = count_tokens(content) if content else (estimated_tokens or 0)
     with transaction.atomic():
         session, frame = _open_frame_lock(frame, action="add a handle to")
@@ -539,6 +544,7 @@ def handle_add(
             ref=ref,
             tool_call_id=tool_call_id,
             estimated_tokens=tokens,
+            state=state,
         )
         event_append(
             session=session,
@@ -550,6 +556,7 @@ def handle_add(
                 "kind": kind,
                 "priority": priority,
                 "tokens": tokens,
+                "state": state,
             },
         )
     return handle

@@ -14,24 +14,32 @@ from contextops.http import ApiRequest
 from frames.api import session_body_with_top
 from frames.models import ContextHandle, Frame
 from frames.schemas import SessionOut
-from frames.selectors import context_packs_newest_first, session_get
+from frames.selectors import context_packs_newest_first, frame_get, session_get
 
+from .annotations import handle_annotate
+from .compaction import frame_compact
+from .lifecycle import resource_map_offered, session_persist
 from .lifecycle import session_end as session_end_service
 from .pack import context_pack_assemble
 from .paging import handle_attention_set, handle_page_in, handle_page_out_request, handle_state_set
 from .pressure_report import pressure_report
 from .resources import INDEXED
 from .schemas import (
+    AnnotationIn,
     AttentionIn,
+    BootstrapOut,
     ContextPackIn,
     ContextPackOut,
     ContextPackRecordOut,
+    FrameCompactIn,
+    FrameCompactOut,
     HandleOut,
     HandleStateIn,
     PackDiffOut,
     PageInOut,
     PageOutOut,
     PressureOut,
+    ResourceMapOut,
     context_pack_out,
     pressure_out,
 )
@@ -55,6 +63,31 @@ def session_end(request: ApiRequest, session_id: str):
     ended = session_end_service(session=session, actor=request_actor(request))
     # An ended session has no open frame, so no top of its stack to read after the commit.
     return session_body_with_top(ended, None)
+
+
+@router.post(
+    "/sessions/{session_id}/persist",
+    response=ResourceMapOut,
+    summary="Save the map of the session's resources for the agent's next session",
+)
+def session_persist_create(request: ApiRequest, session_id: str):
+    session = session_get(organization=request.organization, session_id=session_id)
+    return session_persist(session=session, actor=request_actor(request))
+
+
+@router.get(
+    "/sessions/{session_id}/bootstrap",
+    response=BootstrapOut,
+    summary="The resource map an earlier session of this agent left",
+)
+def session_bootstrap_get(request: ApiRequest, session_id: str):
+    session = session_get(organization=request.organization, session_id=session_id)
+    offer = resource_map_offered(session=session, actor=request_actor(request))
+    return {
+        "session_id": offer.session.pk,
+        "lifecycle_state": offer.session.lifecycle_state,
+        "resource_map": offer.resource_map,
+    }
 
 
 @router.post(
@@ -175,3 +208,30 @@ def handle_state_create(request: ApiRequest, handle_id: UUID, payload: HandleSta
     if payload.to == INDEXED and handle.state != INDEXED:
         return Status(202, {"status": "queued", "handle": handle})
     return Status(200, handle)
+
+
+@router.post(
+    "/frames/{frame_id}/compact",
+    response=FrameCompactOut,
+    summary="Compact the frame's handles toward a token target",
+)
+def frame_compact_create(request: ApiRequest, frame_id: UUID, payload: FrameCompactIn):
+    return frame_compact(
+        frame=frame_get(organization=request.organization, frame_id=frame_id),
+        target_tokens=payload.target_tokens,
+        strategy=payload.strategy,
+        message_count=payload.message_count,
+        actor=request_actor(request),
+    )
+
+
+@router.post(
+    "/handles/{handle_id}/annotations",
+    response={201: HandleOut},
+    summary="Leave a note on a handle",
+)
+def handle_annotation_create(request: ApiRequest, handle_id: UUID, payload: AnnotationIn):
+    handle = handle_annotate(
+        handle=_handle(request, handle_id), note=payload.note, actor=request_actor(request)
+    )
+    return Status(201, handle)

@@ -32,9 +32,11 @@ ROW_FIELDS = (
 
 
 def frame_handles(*, frame_id: UUID, limit: int) -> list[ContextHandle]:
-    """The frame's first ``limit`` handles, oldest first, with the fields a row shows."""
+    """The frame's first ``limit`` handles, oldest first, with the fields a row shows
+    and their notes (``handle.annotations.all()``)."""
     rows = ContextHandle.objects.filter(frame_id=frame_id).only(*ROW_FIELDS)
-    return list(rows.order_by("created_at", "id")[:limit])
+    # Notes show under their handle; one more query for the page, not one per row.
+    return list(rows.order_by("created_at", "id").prefetch_related("annotations")[:limit])
 
 
 @dataclass(frozen=True)

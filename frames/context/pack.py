@@ -11,7 +11,7 @@ session, the frame, one per ancestor (bounded by the frame depth), one for handl
 the facts selector's own (constant), the working set, and one insert.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from django.db import transaction
@@ -26,8 +26,9 @@ from frames.selectors import frame_ancestry, top_frame
 from frames.services import session_bootstrapped
 
 from . import packing
+from .annotations import notes_by_handle
 from .as_of import AsOf, as_of_read
-from .resources import COLD, INDEXED, OFFLINE
+from .resources import COLD, INDEXED, OFFLINE, resource_name
 
 FACTS_LIMIT_MAX = 400
 HANDLE_FIELDS = (
@@ -38,6 +39,7 @@ HANDLE_FIELDS = (
     "state",
     "content",
     "ref",
+    "category",
     "estimated_tokens",
     "summary",
     "summary_tokens",
@@ -51,6 +53,10 @@ class ContextPack:
     result: packing.PackResult
     frame: Frame | None
     query: str
+    # Seed 003: verbose, dense or ultra_dense, from the session's pressure level.
+    format: str = "verbose"
+    # Notes on the segments' handles, shown in the dense formats: handle id -> notes.
+    notes: dict[str, list[str]] = field(default_factory=dict)
 
 
 def brief_context_text(session: Session, now: datetime | None = None) -> str:
@@ -163,6 +169,7 @@ def _segments(
             skipped.append((hid, "offline"))
             continue
         if handle.state == COLD and not forced and handle.priority != "critical":
+            # Discovered, not loaded: the pack lists it by name only (``resources``).
             skipped.append((hid, "cold"))
             continue
         if (
@@ -188,6 +195,42 @@ def _segments(
             )
         )
     return segments, skipped
+
+
+def _with_notes(segment: packing.Segment, notes: list[str]) -> packing.Segment:
+    """``segment`` with its handle's notes after its content (and its summary), counted."""
+    text = "".join(f"\n[note] {note}" for note in notes)
+    tokens = packing.estimate_tokens(text)
+    return replace(
+        segment,
+        content=segment.content + text,
+        tokens=segment.tokens + tokens,
+        summary=segment.summary + text if segment.summary else "",
+        summary_tokens=segment.summary_tokens + tokens if segment.summary else 0,
+    )
+
+
+def _resources(
+    frame: Frame, include: set[str], exclude: set[str], pack_format: str
+) -> list[packing.ResourceName]:
+    """The frame's cold handles (discovered, not loaded) by name, oldest first; the
+    ultra-dense format marks each with the seed's symbol for cold, ○."""
+    rows = (
+        ContextHandle.objects.filter(frame_id=frame.pk, state=COLD)
+        .exclude(priority="critical")
+        .order_by("created_at", "id")
+        .values_list("id", "ref", "content", "category", "kind")
+    )
+    resources = []
+    for pk, ref, content, category, kind in rows:
+        hid = str(pk)
+        if hid in include or hid in exclude:
+            continue
+        name = resource_name(ref=ref, content=content, category=category, kind=kind)
+        if pack_format == "ultra_dense":
+            name = f"○ {name}"
+        resources.append(packing.ResourceName(hid, name, packing.estimate_tokens(name)))
+    return resources
 
 
 def context_pack_assemble(
@@ -248,13 +291,14 @@ def context_pack_assemble(
     elif not as_of.frame_existed(frame):
         raise Invalid("The frame was pushed after that event.", field="frame_id")
     ancestry = frame_ancestry(frame) if frame is not None else []
-    segments, skipped = (
-        _segments(
-            frame, {str(h) for h in include_handles}, {str(h) for h in exclude_handles}, as_of
-        )
-        if frame
-        else ([], [])
+    include, exclude = {str(h) for h in include_handles}, {str(h) for h in exclude_handles}
+    segments, skipped = _segments(frame, include, exclude, as_of) if frame else ([], [])
+    pack_format = packing.pack_format(session.pressure_level)
+    notes = (
+        notes_by_handle([s.id for s in segments]) if segments and pack_format != "verbose" else {}
     )
+    if notes:
+        segments = [_with_notes(s, notes[s.id]) if s.id in notes else s for s in segments]
     data = packing.PackInput(
         budget=budget_tokens,
         brief_context=brief_context_text(session, as_of.moment if as_of else None),
@@ -267,8 +311,9 @@ def context_pack_assemble(
         segments=segments,
         facts=_facts(session, ancestry, query, budget_tokens, reader_authority, as_of),
         working_set=_working_set(session, query, as_of),
-        min_compaction=min_compaction,
+        min_compaction=packing.format_min_level(pack_format, min_compaction),
         skipped=skipped,
+        resources=_resources(frame, include, exclude, pack_format) if frame else [],
     )
     result = packing.pack(data)
     record = ContextPackRecord(
@@ -302,4 +347,6 @@ def context_pack_assemble(
             if as_of is None:
                 # An agent reading its context back is what moves a loading session on.
                 session_bootstrapped(session=session, actor=actor)
-    return ContextPack(record=record, result=result, frame=frame, query=query)
+    return ContextPack(
+        record=record, result=result, frame=frame, query=query, format=pack_format, notes=notes
+    )

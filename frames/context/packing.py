@@ -14,6 +14,8 @@ Sections, in the order they take the budget:
    fill what is left, in rank order; facts take at most 70 % of it (seed 001) unless
    the working set leaves room. Constraint facts are required: they go in before any
    handle is dropped.
+3. ``resources`` (cold handles: discovered, not loaded, seed 003) take what is left
+   last, by name only; none at the critical level.
 
 Levels (seed 000 §2), each including the ones before it:
 
@@ -40,7 +42,7 @@ from contextops.errors import Conflict
 MIN_BUDGET = 500
 LEVELS = ("none", "light", "moderate", "aggressive", "critical")
 PRIORITY_SCORE = {"critical": 100, "high": 75, "medium": 50, "low": 25, "background": 10}
-SECTIONS = ("brief_context", "breadcrumbs", "facts", "working_set", "segments")
+SECTIONS = ("brief_context", "breadcrumbs", "facts", "working_set", "segments", "resources")
 RECENT_SEGMENTS = 10
 FACTS_SHARE = 0.7
 # Light abbreviation: a string past LIGHT_MAX_CHARS keeps its head and tail and loses
@@ -51,6 +53,31 @@ LIGHT_TAIL_SHARE = 0.15
 ELLIPSIS = " … "
 _WHITESPACE = re.compile(r"[ \t]{2,}|\t")
 _BLANK_LINES = re.compile(r"\n\s*\n+")
+
+
+# Seed 003 §2: the pack's format follows the session's pressure level. A denser format
+# starts packing at a higher compaction level and lists resources more tersely.
+FORMATS = ("verbose", "dense", "ultra_dense")
+FORMAT_BY_PRESSURE = {
+    "low": "verbose",
+    "medium": "dense",
+    "high": "ultra_dense",
+    "critical": "ultra_dense",
+}
+FORMAT_MIN_LEVEL = {"verbose": "none", "dense": "light", "ultra_dense": "moderate"}
+
+
+def pack_format(pressure_level: str) -> str:
+    """``verbose`` at low pressure, ``dense`` at medium, ``ultra_dense`` at high and
+    critical (an unknown level reads as low)."""
+    return FORMAT_BY_PRESSURE.get(pressure_level, "verbose")
+
+
+def format_min_level(pack_format_name: str, min_compaction: str) -> str:
+    """The level packing starts at: the caller's ``min_compaction`` or the format's
+    own floor, whichever is higher."""
+    floor = FORMAT_MIN_LEVEL.get(pack_format_name, "none")
+    return max(min_compaction, floor, key=LEVELS.index)
 
 
 def estimate_tokens(text: str) -> int:
@@ -141,6 +168,16 @@ class Breadcrumb:
 
 
 @dataclass(frozen=True)
+class ResourceName:
+    """A cold (discovered, not loaded) handle, listed by name only; ``tokens`` is what
+    the name costs in the pack, not what the resource would cost loaded."""
+
+    id: str
+    name: str
+    tokens: int
+
+
+@dataclass(frozen=True)
 class PackInput:
     budget: int
     brief_context: str
@@ -151,9 +188,10 @@ class PackInput:
     min_compaction: str = "none"
     # Segments left out before packing (excluded, offline, cold): (id, reason).
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    resources: list[ResourceName] = field(default_factory=list)
 
 
-Source = TypeVar("Source", Breadcrumb, Segment, FactItem, WorkingItem)
+Source = TypeVar("Source", Breadcrumb, Segment, FactItem, WorkingItem, ResourceName)
 
 
 @dataclass(frozen=True)
@@ -186,6 +224,7 @@ class PackResult:
     working_set: list[PackedItem[WorkingItem]]
     dropped: list[Dropped]
     brief_tokens: int
+    resources: list[PackedItem[ResourceName]] = field(default_factory=list)
 
     @property
     def breakdown(self) -> dict[str, int]:
@@ -195,12 +234,19 @@ class PackResult:
             "facts": sum(i.tokens for i in self.facts),
             "working_set": sum(i.tokens for i in self.working_set),
             "segments": sum(i.tokens for i in self.segments),
+            "resources": sum(i.tokens for i in self.resources),
         }
 
     @property
     def included(self) -> list[PackedItem[Any]]:
         """Every item the pack holds, section by section (brief excepted)."""
-        return [*self.breadcrumbs, *self.segments, *self.facts, *self.working_set]
+        return [
+            *self.breadcrumbs,
+            *self.segments,
+            *self.facts,
+            *self.working_set,
+            *self.resources,
+        ]
 
     @property
     def used(self) -> int:
@@ -369,6 +415,7 @@ def pack(data: PackInput) -> PackResult:
         remaining = data.budget - brief_tokens - sum(i.tokens for i in crumbs)
         remaining -= sum(i.tokens for i in segments) + sum(i.tokens for i in fact_items)
         working: list[PackedItem[WorkingItem]] = []
+        resources: list[PackedItem[ResourceName]] = []
         if level == "critical":
             level_drops += [Dropped("facts", f.id, "not_critical", level, f.tokens) for f in others]
             level_drops += [
@@ -397,6 +444,17 @@ def pack(data: PackInput) -> PackResult:
                     level_drops.append(
                         Dropped("working_set", entry.key, "over_budget", level, entry.tokens)
                     )
+        for resource in data.resources:
+            if level != "critical" and resource.tokens <= remaining:
+                resources.append(
+                    PackedItem(
+                        "resources", resource.id, resource.tokens, "name", resource.name, resource
+                    )
+                )
+                remaining -= resource.tokens
+            else:
+                reason = "not_critical" if level == "critical" else "over_budget"
+                level_drops.append(Dropped("resources", resource.id, reason, level))
         segments.sort(key=_segment_sort_key)
         return PackResult(
             budget=data.budget,
@@ -408,6 +466,7 @@ def pack(data: PackInput) -> PackResult:
             working_set=working,
             dropped=dropped + level_drops,
             brief_tokens=brief_tokens,
+            resources=resources,
         )
     raise AssertionError("unreachable: the critical level always returns")  # pragma: no cover
 

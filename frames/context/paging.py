@@ -13,7 +13,7 @@ from uuid import UUID
 from django.db import transaction
 from django.utils import timezone
 
-from contextops.errors import Invalid, Unavailable
+from contextops.errors import Conflict, Invalid, Unavailable
 from contextops.jobs import job_send
 from contextops.llm import TurnText, summarizer_default
 from contextops.tokens import count_tokens
@@ -21,7 +21,18 @@ from frames.events import event_append
 from frames.locks import session_lock
 from frames.models import ContextHandle, Frame, Session
 
-from .resources import ACTIVE_STATES, HOT, INDEXED, LOADED, state_for_attention, transition_check
+from .freshness import resource_mark_offline
+from .loading import LoadError, resource_load, resource_loadable
+from .resources import (
+    ACTIVE_STATES,
+    COLD,
+    HOT,
+    INDEXED,
+    LOADED,
+    OFFLINE,
+    state_for_attention,
+    transition_check,
+)
 
 SUMMARY_MAX_TOKENS = 200
 MAX_ATTENTION = 100.0
@@ -93,10 +104,12 @@ class PageIn:
 
 
 def _locked(handle_id: UUID) -> tuple[Session, ContextHandle]:
-    """Lock the handle's session (ended or not), then the handle; return both fresh."""
+    """Lock the handle's session (ended or not), then the handle; return both fresh, the
+    handle's notes read with it (the answer shows them, read before the commit)."""
     handle = ContextHandle.objects.only("session_id").get(pk=handle_id)
     session = session_lock(handle.session_id, open_only=False)
-    return session, ContextHandle.objects.select_for_update().get(pk=handle_id)
+    locked = ContextHandle.objects.select_for_update().prefetch_related("annotations")
+    return session, locked.get(pk=handle_id)
 
 
 def handle_page_out_request(*, handle: ContextHandle, actor: str = "") -> ContextHandle:
@@ -148,6 +161,25 @@ def handle_page_out_complete(*, handle_id: UUID | str, actor: str = "") -> Conte
     return handle
 
 
+def _load_cold(handle: ContextHandle) -> str | None:
+    """The text of a cold handle's resource when the server loads it (seed 003
+    ``load()``), else None. A load error takes the handle offline, committed, and raises
+    Conflict ``resource_offline``."""
+    if handle.state != COLD or handle.content or not resource_loadable(handle.ref):
+        return None
+    try:
+        return resource_load(handle.ref)
+    except LoadError as exc:
+        resource_mark_offline(handle=handle, detail=str(exc))
+        raise Conflict(
+            "resource_offline",
+            f"The resource could not be loaded ({exc}); the handle is offline until it "
+            "recovers (the periodic check, or POST /handles/{id}/state with to=cold).",
+            handle_id=str(handle.pk),
+            state=OFFLINE,
+        ) from exc
+
+
 def handle_page_in(*, handle: ContextHandle, mode: str = "summary", actor: str = "") -> PageIn:
     """Bring ``handle`` back into context (cold or indexed -> loaded) and return its content.
 
@@ -156,14 +188,19 @@ def handle_page_in(*, handle: ContextHandle, mode: str = "summary", actor: str =
     """
     if mode not in ("summary", "full"):
         raise Invalid("mode must be summary or full.", field="mode")
+    loaded = _load_cold(handle)
     with transaction.atomic():
         session, handle = _locked(handle.pk)
         previous = handle.state
         transition_check(previous, LOADED)
+        fields = ["state", "attention_weight", "last_access_at"]
+        if loaded is not None and previous == COLD and not handle.content:
+            handle.content, handle.estimated_tokens = loaded, count_tokens(loaded)
+            fields += ["content", "estimated_tokens"]
         handle.state = LOADED
         handle.attention_weight = min(handle.attention_weight, 1.0)
         handle.last_access_at = timezone.now()
-        handle.save(update_fields=["state", "attention_weight", "last_access_at"])
+        handle.save(update_fields=fields)
         event_append(
             session=session,
             type="handle.paged_in",

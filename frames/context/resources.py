@@ -66,3 +66,17 @@ def state_for_attention(state: str, weight: float) -> str:
     if state not in ACTIVE_STATES:
         return state
     return HOT if weight > HOT_ATTENTION else LOADED
+
+
+NAME_MAX_CHARS = 80
+
+
+def resource_name(*, ref: str, content: str, category: str, kind: str) -> str:
+    """What a resource is called where it is listed by name only (a cold one in a pack,
+    the bootstrap map): its reference, else its content's first line, else its category
+    or kind; at most NAME_MAX_CHARS characters."""
+    first_line = next((line.strip() for line in (content or "").splitlines() if line.strip()), "")
+    name = (ref or "").strip() or first_line or category or kind
+    if len(name) > NAME_MAX_CHARS:
+        name = name[: NAME_MAX_CHARS - 1].rstrip() + "…"
+    return name

@@ -9,7 +9,10 @@ from ninja import Schema
 from pydantic import Field
 
 from contextops.bodies import BodyIn
+from frames.strategies import FRAME, MAX_NAME_LENGTH, strategy_enum
 
+from .annotations import NOTE_MAX_CHARS
+from .compaction import MAX_MESSAGE_COUNT, MAX_TARGET_TOKENS
 from .pack import ContextPack
 from .pressure_report import PressureReport
 
@@ -77,6 +80,12 @@ class SegmentOut(Schema):
     tokens: int
 
 
+class ResourceOut(Schema):
+    handle_id: str
+    name: str
+    tokens: int
+
+
 class DroppedOut(Schema):
     section: str
     id: str
@@ -96,8 +105,10 @@ class ContextPackOut(Schema):
     facts: list[PackFactOut]
     working_set: list[PackWorkingOut]
     segments: list[SegmentOut]
+    resources: list[ResourceOut]
     dropped: list[DroppedOut]
     token_summary: TokenSummaryOut
+    format: Literal["verbose", "dense", "ultra_dense"]
 
 
 class ContextPackRecordOut(Schema):
@@ -137,6 +148,12 @@ class PressureOut(Schema):
     eviction_candidates: list[EvictionCandidateOut]
 
 
+class NoteOut(Schema):
+    note: str
+    actor: str
+    created_at: datetime
+
+
 class HandleOut(Schema):
     id: UUID
     frame_id: UUID
@@ -150,6 +167,35 @@ class HandleOut(Schema):
     summary: str
     summary_tokens: int
     last_access_at: object
+    notes: list[NoteOut]
+
+    @staticmethod
+    def resolve_notes(obj) -> list:
+        """The notes read with the write that answers, else the handle's notes now."""
+        notes = getattr(obj, "notes", None)
+        return notes if notes is not None else list(obj.annotations.all())
+
+
+class AnnotationIn(BodyIn):
+    note: str = Field(..., min_length=1, max_length=NOTE_MAX_CHARS)
+
+
+class ResourceMapOut(Schema):
+    id: UUID
+    from_session_id: UUID
+    created_at: datetime
+    resources: list[dict]
+    text: str
+
+    @staticmethod
+    def resolve_from_session_id(obj) -> UUID:
+        return obj.session_id
+
+
+class BootstrapOut(Schema):
+    session_id: UUID
+    lifecycle_state: str
+    resource_map: ResourceMapOut | None
 
 
 class PageOutOut(Schema):
@@ -170,6 +216,27 @@ class AttentionIn(BodyIn):
 
 class HandleStateIn(BodyIn):
     to: HandleState
+
+
+class FrameCompactIn(BodyIn):
+    target_tokens: int = Field(..., ge=0, le=MAX_TARGET_TOKENS)
+    # Checked by the service against the built-in and registered strategies (422 lists them).
+    strategy: str = Field(
+        ..., min_length=1, max_length=MAX_NAME_LENGTH, json_schema_extra=strategy_enum(FRAME)
+    )
+    message_count: int | None = Field(None, ge=0, le=MAX_MESSAGE_COUNT)
+
+
+class FrameCompactOut(Schema):
+    frame_id: UUID
+    strategy: str
+    original_tokens: int
+    final_tokens: int
+    compaction_level: CompactionLevel
+    items_removed: int
+    items_summarized: int
+    removed: list[str]
+    summarized: list[str]
 
 
 def context_pack_out(pack: ContextPack) -> dict[str, Any]:
@@ -212,6 +279,10 @@ def context_pack_out(pack: ContextPack) -> dict[str, Any]:
             }
             for i in result.segments
         ],
+        "resources": [
+            {"handle_id": i.id, "name": i.text, "tokens": i.tokens} for i in result.resources
+        ],
+        "format": pack.format,
         "dropped": pack.record.dropped,
         "token_summary": {
             "budget": result.budget,

@@ -1,13 +1,21 @@
-"""Paging jobs: summarize a handle and move it to indexed."""
+"""Paging jobs (summarize a handle and move it to indexed) and the periodic resource check."""
 
 from celery import shared_task
 
+from .freshness import resources_check as resources_check_service
 from .paging import handle_page_out_complete
 
-__all__ = ["handle_page_out"]
+__all__ = ["handle_page_out", "resources_check"]
 
 
 @shared_task(name="frames.handle_page_out", acks_late=True, ignore_result=True)
 def handle_page_out(handle_id: str, actor: str = "") -> None:
     """Idempotent: a handle that is no longer active is left alone."""
     handle_page_out_complete(handle_id=handle_id, actor=actor)
+
+
+@shared_task(name="frames.resources_check", acks_late=True, ignore_result=True)
+def resources_check() -> dict[str, int]:
+    """Stale, offline and recovered resources (seed 003); idempotent, every move conditional."""
+    result = resources_check_service()
+    return {"stale": result.stale, "offline": result.offline, "recovered": result.recovered}

@@ -101,6 +101,7 @@ def context_preview_fragment(request: MemberRequest, session_id: UUID) -> HttpRe
             ("Facts", "facts", len(result.facts)),
             ("Working set", "working_set", len(result.working_set)),
             ("Segments (handles)", "segments", len(result.segments)),
+            ("Resources (cold, by name)", "resources", len(result.resources)),
         ]
         context["breakdown"] = result.breakdown
         context["dropped_by_level"] = pack.record.dropped_by_level

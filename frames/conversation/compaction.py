@@ -25,6 +25,10 @@ from frames.locks import session_lock
 from frames.models import Frame, Session
 from frames.selectors import session_top_frame
 from frames.services import handle_add
+from frames.strategies import (
+    CONVERSATION,
+    strategy_require,
+)
 
 from . import selection as sel
 from . import selectors
@@ -128,8 +132,7 @@ def compaction_request(
     actor: str = "",
 ) -> CompactionRun:
     """Queue a compaction of ``session``; 409 ``compaction_in_progress`` while one is open."""
-    if strategy not in sel.STRATEGIES:
-        raise Invalid(f"strategy must be one of {', '.join(sel.STRATEGIES)}.", field="strategy")
+    strategy_require(strategy, CONVERSATION)
     if strategy == sel.TRUNCATE_AT and keep_turns is None:
         raise Invalid(
             "truncate_at needs keep_turns: how many recent turns stay.", field="keep_turns"
@@ -251,6 +254,20 @@ def compaction_execute(
 
 
 def _select(run: CompactionRun, turns: list[Turn]) -> sel.Selection:
+    if run.strategy not in sel.STRATEGIES:
+        try:
+            return sel.select_registered(
+                run.strategy,
+                [
+                    sel.TurnFacts(t.tokens, anchor=bool(t.anchor_type), error=t.has_error)
+                    for t in turns
+                ],
+                target_tokens=run.target_tokens,
+                keep_turns=run.keep_turns,
+                ids=[str(t.index) for t in turns],
+            )
+        except ValueError:
+            raise LookupError(f"the strategy {run.strategy!r} is no longer registered") from None
     if run.strategy == sel.PRIORITY_BASED:
         return sel.select_priority_based(
             [sel.TurnFacts(t.tokens, anchor=bool(t.anchor_type), error=t.has_error) for t in turns],

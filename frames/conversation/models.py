@@ -169,7 +169,7 @@ class CompactionRun(models.Model):
     status = models.CharField(
         max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True
     )
-    strategy = models.CharField(max_length=20)
+    strategy = models.CharField(max_length=60)
     trigger = models.CharField(max_length=10, choices=Trigger.choices, default=Trigger.MANUAL)
     target_tokens = models.PositiveIntegerField(null=True, blank=True)
     keep_turns = models.PositiveIntegerField(null=True, blank=True)

@@ -7,6 +7,7 @@ from uuid import UUID
 from ninja import Field, Schema
 
 from contextops.bodies import BodyIn
+from frames.strategies import CONVERSATION, MAX_NAME_LENGTH, strategy_enum
 
 from .importing import Received, source_of
 from .models import Import
@@ -84,8 +85,12 @@ class MessagesOut(Schema):
 
 
 class CompactionIn(BodyIn):
-    strategy: Literal["anchor_point", "priority_based", "summarize_oldest", "truncate_at"] = (
-        "anchor_point"
+    # Checked by the service against the built-in and registered strategies (422 lists them).
+    strategy: str = Field(
+        "anchor_point",
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        json_schema_extra=strategy_enum(CONVERSATION),
     )
     target_tokens: int | None = Field(None, ge=1, le=MAX_TARGET_TOKENS)
     keep_turns: int | None = Field(None, ge=0, le=MAX_KEEP_TURNS)

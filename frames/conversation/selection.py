@@ -10,7 +10,37 @@ over the turns given, oldest first.
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from frames.strategies import (
+    ANCHOR_POINT,
+    BUILTIN,
+    COMPACTION_LEVELS,
+    CONVERSATION,
+    PRIORITY_BASED,
+    PRIORITY_SCORES,
+    SUMMARIZE_OLDEST,
+    TRUNCATE_AT,
+    Ask,
+    Item,
+    Selection,
+    compaction_level,
+    selection_checked,
+    strategy_custom,
+    strategy_names,
+)
+
+__all__ = [
+    "ANCHOR_POINT",
+    "COMPACTION_LEVELS",
+    "PRIORITY_BASED",
+    "PRIORITY_SCORES",
+    "STRATEGIES",
+    "SUMMARIZE_OLDEST",
+    "TRUNCATE_AT",
+    "Selection",
+    "compaction_level",
+]
 
 # What a compaction request may ask for (the API schema, the dashboard form and the
 # service check the same bounds).
@@ -21,34 +51,15 @@ ALWAYS_KEEP_RECENT = 3
 SUMMARIZE_OLDEST_KEEP = 10
 QUALITY_RATIO = 0.6
 
-ANCHOR_POINT = "anchor_point"
-PRIORITY_BASED = "priority_based"
-SUMMARIZE_OLDEST = "summarize_oldest"
-TRUNCATE_AT = "truncate_at"
-STRATEGIES = (ANCHOR_POINT, PRIORITY_BASED, SUMMARIZE_OLDEST, TRUNCATE_AT)
+# The built-in strategies; ``frames.strategies`` adds the ones registered in settings.
+STRATEGIES = BUILTIN[CONVERSATION]
 
 
 def strategies() -> tuple[str, ...]:
-    """The strategies a compaction may name, in the order pages list them.
-
-    Read them through here, never from ``STRATEGIES`` directly, so that strategies
-    registered beside the built-in ones are offered everywhere at once.
-    """
-    return STRATEGIES
-
-
-@dataclass(frozen=True)
-class Selection:
-    keep: list[int]
-    summarize: list[int]
-    remove: list[int] = field(default_factory=list)
-    preserved_anchor: int | None = None
-
-    @property
-    def compression_estimate(self) -> float:
-        """Share of the turns that leave the window (summarized or removed); 0 for no turns."""
-        total = len(self.keep) + len(self.summarize) + len(self.remove)
-        return (len(self.summarize) + len(self.remove)) / total if total else 0.0
+    """The strategies a conversation compaction may name, built-in first, then the ones
+    registered in settings, in the order pages list them. Read them through here, never
+    from ``STRATEGIES`` directly, so registered ones are offered everywhere at once."""
+    return tuple(strategy_names(CONVERSATION))
 
 
 def select_anchor_point(
@@ -67,11 +78,6 @@ def select_anchor_point(
             preserved_anchor=anchor,
         )
     return Selection(keep=recent, summarize=list(range(older_count)))
-
-
-# Seed 000 §2's ContextPriority scores. Turns get the first four; "background" is the
-# level of handles the context pack may drop, and no turn is that disposable.
-PRIORITY_SCORES = {"critical": 100, "high": 75, "medium": 50, "low": 25, "background": 10}
 
 
 @dataclass(frozen=True)
@@ -159,27 +165,6 @@ def select_truncate_at(total_turns: int, keep_recent: int) -> Selection:
     return Selection(keep=list(range(cut, total_turns)), summarize=[], remove=list(range(cut)))
 
 
-COMPACTION_LEVELS = ("none", "light", "moderate", "aggressive", "critical")
-
-
-def compaction_level(original_tokens: int, final_tokens: int) -> str:
-    """Seed 000 §2's level named by how much was taken out of the window.
-
-    none: nothing; light: under 25 %; moderate: under 60 %; aggressive: under 90 %;
-    critical: 90 % or more.
-    """
-    if original_tokens <= 0 or final_tokens >= original_tokens:
-        return "none"
-    reduction = 1 - final_tokens / original_tokens
-    if reduction < 0.25:
-        return "light"
-    if reduction < 0.6:
-        return "moderate"
-    if reduction < 0.9:
-        return "aggressive"
-    return "critical"
-
-
 def compression_ratio(original_tokens: int, final_tokens: int) -> float:
     """Share of the tokens taken out of the window: 1 - final / original (0 for an empty window)."""
     if original_tokens <= 0:
@@ -226,4 +211,35 @@ def select(
         return select_truncate_at(
             len(turns), SUMMARIZE_OLDEST_KEEP if keep_turns is None else keep_turns
         )
-    raise ValueError(f"unknown strategy {strategy!r}")
+    return select_registered(strategy, turns, target_tokens=target_tokens, keep_turns=keep_turns)
+
+
+def select_registered(
+    strategy: str,
+    turns: Sequence["TurnFacts"],
+    *,
+    target_tokens: int | None = None,
+    keep_turns: int | None = None,
+    ids: Sequence[str] | None = None,
+) -> Selection:
+    """The selection a strategy registered in settings makes over ``turns``, each offered
+    as an ``Item`` with its seed 000 priority (``ids``: the items' ids, else positions),
+    made safe by ``selection_checked``. ValueError for a name nobody registered."""
+    custom = strategy_custom(strategy)
+    if custom is None:
+        raise ValueError(f"unknown strategy {strategy!r}")
+    recent_from = len(turns) - min(ALWAYS_KEEP_RECENT, len(turns))
+    items = [
+        Item(
+            position=i,
+            id=ids[i] if ids is not None else str(i),
+            tokens=t.tokens,
+            priority=turn_priority(t, recent=i >= recent_from),
+            kind="turn",
+            anchor=t.anchor,
+            error=t.error,
+        )
+        for i, t in enumerate(turns)
+    ]
+    ask = Ask(target_tokens=target_tokens, message_count=keep_turns, operation=CONVERSATION)
+    return selection_checked(custom(items, ask), items)

@@ -10,6 +10,7 @@ from contextops.errors import DomainError, NotFound
 from contextops.http import MemberRequest
 from frames.models import Session
 from frames.selectors import session_get
+from frames.strategies import CONVERSATION, strategy_names
 
 from . import counterfactual as cf
 from . import selection, selectors
@@ -59,7 +60,7 @@ def _runs_context(session: Session, runs: list[CompactionRun] | None = None) -> 
         "session": session,
         "runs": runs,
         "running": any(r.is_open for r in runs),
-        "strategies": selection.STRATEGIES,
+        "strategies": strategy_names(CONVERSATION),
     }
 
 

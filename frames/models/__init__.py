@@ -3,4 +3,4 @@ from .suspension import Suspension, token_hash
 
 __all__ = ["ContextHandle", "Event", "Frame", "Session", "Suspension", "Usage", "token_hash"]
 from .archive import EventArchive  # noqa: E402,F401
-from .context import ContextPackRecord  # noqa: E402,F401
+from .context import ContextPackRecord, HandleAnnotation, ResourceMap  # noqa: E402,F401

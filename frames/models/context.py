@@ -1,11 +1,14 @@
-"""Stored context-pack assemblies: what went in, what was dropped and why."""
+"""Stored context-pack assemblies (what went in, what was dropped and why), notes left on
+handles, and the resource maps a session leaves for the next one of its agent."""
 
 import uuid
 
 from django.db import models
 from django.utils import timezone
 
-from .core import Frame, Session
+from contextops.models import Agent, Organization
+
+from .core import ContextHandle, Frame, Session
 
 
 class ContextPackRecord(models.Model):
@@ -59,3 +62,49 @@ class ContextPackRecord(models.Model):
         ):
             grouped.setdefault(entry.get("level", "none"), []).append(entry)
         return grouped
+
+
+class HandleAnnotation(models.Model):
+    """A note an agent or a person left on a handle (seed 003 ``annotate()``)."""
+
+    handle = models.ForeignKey(ContextHandle, on_delete=models.CASCADE, related_name="annotations")
+    note = models.TextField()
+    actor = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["handle", "created_at"], name="annotation_handle_order")]
+
+    def __str__(self) -> str:
+        return self.note[:60]
+
+
+class ResourceMap(models.Model):
+    """The map of a session's resources, saved when it persists or ends (seed 003
+    ``PERSISTING``) and offered to the next session of the same agent while it loads.
+
+    ``resources`` holds ``{handle_id, name, kind, priority, state, tokens, ref, summary,
+    notes}`` per resource, most attended first; ``text`` is its ultra-dense rendering.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey(
+        Agent, on_delete=models.CASCADE, null=True, blank=True, related_name="resource_maps"
+    )
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="resource_maps")
+    resources = models.JSONField(default=list)
+    text = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(
+                fields=["organization", "agent", "-created_at"], name="resource_map_recent"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"map of {len(self.resources)} resources"

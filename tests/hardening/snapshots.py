@@ -22,6 +22,8 @@ ORGANIZATION_PATHS = {
     "TranscriptSource": "organization",
     "TranscriptFile": "source__organization",
     "Import": "organization",
+    "HandleAnnotation": "handle__session__organization",
+    "ResourceMap": "organization",
 }
 
 

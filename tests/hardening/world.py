@@ -57,6 +57,9 @@ WRITES = {
     ("POST", "/frames/{frame_id}/handles"): Write(
         {"kind": "document", "content": "intruder content", "priority": "high"}, own=201
     ),
+    ("POST", "/frames/{frame_id}/compact"): Write(
+        {"target_tokens": 0, "strategy": "priority_based"}
+    ),
     ("POST", "/frames/{frame_id}/pop"): Write({"status": "completed", "result_refs": ["x"]}),
     ("POST", "/frames/{frame_id}/reserve"): Write({"purpose": "intruder", "amount": 10}),
     ("POST", "/frames/{frame_id}/results"): Write({"result_refs": ["intruder result"]}),
@@ -66,6 +69,7 @@ WRITES = {
     ("POST", "/frames/{frame_id}/usage"): Write(
         {"input_tokens": 5, "output_tokens": 7, "model": "intruder-model"}
     ),
+    ("POST", "/handles/{handle_id}/annotations"): Write({"note": "intruder note"}, own=201),
     ("POST", "/handles/{handle_id}/attention"): Write({"weight": 2.0}),
     ("POST", "/handles/{handle_id}/page-in"): Write(query="?mode=full", own=409),  # loaded
     ("POST", "/handles/{handle_id}/page-out"): Write(own=202),
@@ -81,6 +85,7 @@ WRITES = {
     ),
     ("PATCH", "/sessions/{session_id}"): Write({"eviction_policy": "size_first"}),
     ("POST", "/sessions/{session_id}/end"): Write(),
+    ("POST", "/sessions/{session_id}/persist"): Write(),
     ("POST", "/sessions/{session_id}/frames"): Write(
         {"goal": "intruder goal", "parent_frame_id": "{frame_id}", "budget": {"total": 100}},
         own=201,

@@ -40,6 +40,7 @@ from .types import (
     Fact,
     FactPage,
     FactWrite,
+    FrameCompaction,
     FrameHandle,
     Handle,
     HandlePageIn,
@@ -619,8 +620,10 @@ class Api:
         category: str = "",
         tool_call_id: str = "",
         estimated_tokens: int | None = None,
+        state: str | None = None,
     ) -> FrameHandle:
-        """``POST /frames/{id}/handles`` → ``{id, estimated_tokens, state, ...}``."""
+        """``POST /frames/{id}/handles`` → ``{id, estimated_tokens, state, ...}``;
+        ``state="cold"`` discovers a resource without loading it."""
         body = _drop_none(
             kind=kind,
             priority=priority,
@@ -629,6 +632,7 @@ class Api:
             category=category,
             tool_call_id=tool_call_id,
             estimated_tokens=estimated_tokens,
+            state=state,
         )
         return self._call("POST", f"/frames/{_id(frame)}/handles", json=body)
 
@@ -957,6 +961,22 @@ class Api:
     @endpoint
     def handle_state(self, handle: Any, to: str) -> Handle | HandlePageOut:
         return self._call("POST", f"/handles/{_id(handle)}/state", json={"to": to})
+
+    @endpoint
+    def handle_annotate(self, handle: Any, note: str) -> Handle:
+        """``POST /handles/{id}/annotations`` → the handle with its notes."""
+        return self._call("POST", f"/handles/{_id(handle)}/annotations", json={"note": note})
+
+    @endpoint
+    def frame_compact(
+        self, frame: Any, *, target_tokens: int, strategy: str, message_count: int | None = None
+    ) -> FrameCompaction:
+        """``POST /frames/{id}/compact`` → ``{original_tokens, final_tokens,
+        compaction_level, items_removed, items_summarized, ...}``."""
+        body = _drop_none(
+            target_tokens=target_tokens, strategy=strategy, message_count=message_count
+        )
+        return self._call("POST", f"/frames/{_id(frame)}/compact", json=body)
 
     # -- conversation and compaction ---------------------------------------------------
 

@@ -376,8 +376,17 @@ class PackDropped(TypedDict):
     tokens: int
 
 
+class PackResource(TypedDict):
+    """``ResourceOut``: a cold (discovered, not loaded) handle, listed by name only."""
+
+    handle_id: str
+    name: str
+    tokens: int
+
+
 class ContextPack(TypedDict):
-    """``ContextPackOut``: ``POST /sessions/{id}/context-pack``."""
+    """``ContextPackOut``: ``POST /sessions/{id}/context-pack``; ``format`` follows the
+    session's pressure (verbose, dense, ultra_dense)."""
 
     id: str
     session_id: str
@@ -388,8 +397,10 @@ class ContextPack(TypedDict):
     facts: list[PackFact]
     working_set: list[PackWorkingSetItem]
     segments: list[PackSegment]
+    resources: list[PackResource]
     dropped: list[PackDropped]
     token_summary: TokenSummary
+    format: Literal["verbose", "dense", "ultra_dense"]
 
 
 class ContextPackRecord(TypedDict):
@@ -434,8 +445,16 @@ class Pressure(TypedDict):
     eviction_candidates: list[EvictionCandidate]
 
 
+class HandleNote(TypedDict):
+    """``NoteOut``: a note left on a handle."""
+
+    note: str
+    actor: str
+    created_at: str
+
+
 class Handle(TypedDict):
-    """``HandleOut``: a context handle as the paging endpoints return it."""
+    """``HandleOut``: a context handle as the paging endpoints return it, with its notes."""
 
     id: str
     frame_id: str
@@ -449,6 +468,21 @@ class Handle(TypedDict):
     summary: str
     summary_tokens: int
     last_access_at: str
+    notes: list[HandleNote]
+
+
+class FrameCompaction(TypedDict):
+    """``FrameCompactOut``: ``POST /frames/{id}/compact``."""
+
+    frame_id: str
+    strategy: str
+    original_tokens: int
+    final_tokens: int
+    compaction_level: CompactionLevel
+    items_removed: int
+    items_summarized: int
+    removed: list[str]
+    summarized: list[str]
 
 
 class HandlePageOut(TypedDict):
