@@ -16,8 +16,8 @@ class OrganizationAdmin(admin.ModelAdmin):
 class ApiKeyInline(admin.TabularInline):
     model = ApiKey
     extra = 0
-    fields = ["prefix", "label", "created_at", "last_used_at", "revoked_at"]
-    readonly_fields = ["prefix", "created_at", "last_used_at"]
+    fields = ["prefix", "label", "scope", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = ["prefix", "scope", "created_at", "last_used_at"]
     can_delete = False
 
 
@@ -54,9 +54,19 @@ class AgentAdmin(admin.ModelAdmin):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ["prefix", "agent", "label", "created_at", "last_used_at", "revoked_at"]
-    list_filter = ["agent__organization"]
-    readonly_fields = ["prefix", "hashed_secret", "created_at", "last_used_at"]
+    list_display = [
+        "prefix",
+        "agent",
+        "label",
+        "scope",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    ]
+    list_filter = ["agent__organization", "scope"]
+    # The scope is chosen when the key is issued (create_api_key --read-only) and never
+    # widened afterwards: a read-only key handed out stays read-only.
+    readonly_fields = ["prefix", "hashed_secret", "scope", "created_at", "last_used_at"]
     actions = ["revoke"]
 
     def has_add_permission(self, request):

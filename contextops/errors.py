@@ -26,6 +26,14 @@ class PermissionDenied(DomainError):
     status, code, default_detail = 403, "permission_denied", "You may not do this."
 
 
+class ReadOnlyKey(DomainError):
+    status, code, default_detail = (
+        403,
+        "read_only_key",
+        "This API key is read-only: it may read but not change anything.",
+    )
+
+
 class AuthorityTooLow(DomainError):
     status, code, default_detail = 403, "authority_too_low", "Your authority is too low for this."
 

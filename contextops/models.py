@@ -88,12 +88,23 @@ class ApiKey(models.Model):
         related_name="api_keys",
         help_text="The dashboard user (of the agent's organization) this personal key acts for.",
     )
+
+    class Scope(models.TextChoices):
+        FULL = "full", "Full: reads and writes"
+        READ_ONLY = "read_only", "Read-only: writes answer 403 read_only_key"
+
     prefix = models.CharField(max_length=16, unique=True, editable=False)
     hashed_secret = models.CharField(max_length=64, editable=False)
     label = models.CharField(max_length=120, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    scope = models.CharField(
+        max_length=16,
+        choices=Scope.choices,
+        default=Scope.FULL,
+        help_text="What the key may do: everything its agent may, or only read.",
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -106,16 +117,30 @@ class ApiKey(models.Model):
     def is_active(self) -> bool:
         return self.revoked_at is None
 
+    @property
+    def read_only(self) -> bool:
+        return self.scope == self.Scope.READ_ONLY
+
     @classmethod
     def issue(
-        cls, *, agent: Agent, label: str = "", user: User | None = None
+        cls,
+        *,
+        agent: Agent,
+        label: str = "",
+        user: User | None = None,
+        scope: str = "full",
     ) -> tuple["ApiKey", str]:
-        """Create a key for ``agent`` (a personal one when ``user`` is given); returns the
-        row and the full key, shown only once."""
+        """Create a key for ``agent`` (a personal one when ``user`` is given, a read-only
+        one with ``scope="read_only"``); returns the row and the full key, shown only once."""
         prefix = secrets.token_hex(4)
         secret = secrets.token_urlsafe(32)
         key = cls.objects.create(
-            agent=agent, user=user, prefix=prefix, hashed_secret=hash_secret(secret), label=label
+            agent=agent,
+            user=user,
+            prefix=prefix,
+            hashed_secret=hash_secret(secret),
+            label=label,
+            scope=scope,
         )
         return key, f"{KEY_PREFIX}_{prefix}_{secret}"
 

@@ -25,6 +25,7 @@ def api_key_create(
     department: str = "",
     update_authority: bool = False,
     username: str | None = None,
+    read_only: bool = False,
 ) -> tuple[ApiKey, str]:
     """Create what does not exist yet (organization, agent) and issue a new key for the agent.
 
@@ -38,6 +39,8 @@ def api_key_create(
     suspensions when the user may): the user must be a member of the organization
     (422 ``validation_error`` naming ``user`` otherwise). Nothing is created when it
     refuses.
+
+    With ``read_only`` the key may only read: its writes answer 403 ``read_only_key``.
     """
     org = organization_get_or_create(name=org_name)
     user = _member_user(org, username) if username is not None else None
@@ -63,7 +66,8 @@ def api_key_create(
             )
         agent.authority = authority
         agent.save(update_fields=["authority"])
-    return ApiKey.issue(agent=agent, user=user)
+    scope = ApiKey.Scope.READ_ONLY if read_only else ApiKey.Scope.FULL
+    return ApiKey.issue(agent=agent, user=user, scope=scope)
 
 
 def _member_user(org: Organization, username: str) -> User:
