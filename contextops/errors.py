@@ -116,6 +116,14 @@ def field_path(field: str | Sequence[str | int] | None) -> tuple[str | int, ...]
     return tuple(field)
 
 
+class IdempotencyKeyReused(DomainError):
+    status, code, default_detail = (
+        422,
+        "idempotency_key_reused",
+        "This Idempotency-Key was sent before with another request.",
+    )
+
+
 class Unavailable(DomainError):
     status, code, default_detail = (
         503,

@@ -155,3 +155,35 @@ class Member(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} @ {self.organization}"
+
+
+class IdempotencyKey(models.Model):
+    """An ``Idempotency-Key`` an organization sent with an API write, and the first answer.
+
+    Claimed (``status`` empty) before the write runs, so a duplicate arriving meanwhile
+    waits its turn instead of applying the write again; completed with the answer's status
+    and body, which every later request with the same key and body gets back for a day.
+    """
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    # SHA-256 of the method, the path with its query string, and the body.
+    fingerprint = models.CharField(max_length=64)
+    method = models.CharField(max_length=8)
+    path = models.TextField()
+    status = models.PositiveSmallIntegerField(null=True, blank=True)
+    content_type = models.CharField(max_length=120, blank=True)
+    body = models.BinaryField(default=b"")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    claimed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "key"], name="idempotency_key_unique_per_org"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.method} {self.path})"
+

@@ -303,3 +303,17 @@ MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
 # The largest transcript one import holds (its files together); uploads come in parts of
 # at most the request body limit (DATA_UPLOAD_MAX_MEMORY_SIZE), the client splits them.
 CONTEXTOPS_IMPORT_MAX_BYTES = env_int("CONTEXTOPS_IMPORT_MAX_BYTES", 64 * 1024 * 1024)
+
+# --- Doors: idempotent writes, read-only keys (issue 20) ------------------------------
+# Any API write may carry an Idempotency-Key (contextops/idempotency.py): its first
+# answer is kept this long per organization and key and replayed to a repeat.
+MIDDLEWARE.append("contextops.middleware.IdempotencyMiddleware")
+CONTEXTOPS_IDEMPOTENCY_TTL_SECONDS = env_int("CONTEXTOPS_IDEMPOTENCY_TTL_SECONDS", 24 * 3600)
+# A claimed key whose request never answered (its process died) is free again after this.
+CONTEXTOPS_IDEMPOTENCY_CLAIM_SECONDS = env_int("CONTEXTOPS_IDEMPOTENCY_CLAIM_SECONDS", 300)
+CELERY_BEAT_SCHEDULE["purge-idempotency-keys"] = {
+    "task": "contextops.tasks.idempotency_purge",
+    "schedule": 3600.0,
+}
+
+# --- end doors ------------------------------------------------------------------------
