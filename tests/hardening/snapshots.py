@@ -22,6 +22,8 @@ ORGANIZATION_PATHS = {
     "TranscriptSource": "organization",
     "TranscriptFile": "source__organization",
     "Import": "organization",
+    "IdempotencyKey": "organization",
+    "AuditEntry": "organization",
 }
 
 
