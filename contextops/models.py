@@ -187,3 +187,52 @@ class IdempotencyKey(models.Model):
     def __str__(self) -> str:
         return f"{self.key} ({self.method} {self.path})"
 
+
+class AuditEntry(models.Model):
+    """One thing a person did: who, when, from where and what. Written in the same
+    transaction as the act; never changed or deleted from the dashboard or the admin."""
+
+    class Action(models.TextChoices):
+        LOGIN = "login", "Logged in"
+        LOGIN_FAILED = "login_failed", "Login failed"
+        LOCKED_OUT = "login_locked_out", "Locked out"
+        LOGOUT = "logout", "Logged out"
+        SUSPENSION_APPROVED = "suspension.approved", "Approved a suspension"
+        SUSPENSION_REJECTED = "suspension.rejected", "Rejected a suspension"
+        ADMIN_ADDED = "admin.added", "Added in the admin"
+        ADMIN_CHANGED = "admin.changed", "Changed in the admin"
+        ADMIN_DELETED = "admin.deleted", "Deleted in the admin"
+        KEY_ISSUED = "api_key.issued", "Issued an API key"
+        KEY_REVOKED = "api_key.revoked", "Revoked an API key"
+        SESSION_EXPORTED = "session.exported", "Exported a session"
+        SESSION_DELETED = "session.deleted", "Deleted a session"
+
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    # Who, as text that outlives the user row: a username, "key cops_ab12cd34", "manage.py".
+    actor = models.CharField(max_length=200)
+    action = models.CharField(max_length=40, choices=Action.choices)
+    # From where: the client's address and the request (method and path) that did it.
+    address = models.CharField(max_length=64, blank=True)
+    via = models.CharField(max_length=300, blank=True)
+    # What: the object acted on ("suspension 3f2a…", "facts.fact 12") and the particulars.
+    target = models.CharField(max_length=300, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        verbose_name = "audit entry"
+        verbose_name_plural = "audit log"
+        indexes = [models.Index(fields=["organization", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor} {self.action} {self.target}"

@@ -8,6 +8,7 @@ a separate Celery worker process still receives the jobs. Production sets DATABA
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -316,4 +317,34 @@ CELERY_BEAT_SCHEDULE["purge-idempotency-keys"] = {
     "schedule": 3600.0,
 }
 
+# Logins (contextops/logins.py): django-axes counts failed logins per user name and client
+# address together and locks that pair out for a while; every login, failure, lockout and
+# logout is written to the audit log (contextops/audit.py), with where it came from.
+INSTALLED_APPS.append("axes")
+AUTHENTICATION_BACKENDS = [
+    "contextops.logins.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.contrib.sessions.middleware.SessionMiddleware"),
+    "contextops.audit.AuditRequestMiddleware",
+)
+MIDDLEWARE.append("axes.middleware.AxesMiddleware")  # last, as django-axes asks
+AXES_FAILURE_LIMIT = env_int("CONTEXTOPS_LOGIN_FAILURE_LIMIT", 10)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("CONTEXTOPS_LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/lockout.html"
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_VERBOSE = False
+# Behind a TLS proxy the client's address is the first of X-Forwarded-For.
+AXES_IPWARE_META_PRECEDENCE_ORDER = (
+    ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
+    if env_bool("BEHIND_TLS_PROXY", False)
+    else ("REMOTE_ADDR",)
+)
+# Cookies: the session and CSRF cookies are Secure outside DEBUG (above) and HttpOnly;
+# the session ends when the browser closes at the latest after this many seconds.
+SESSION_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_AGE", 12 * 3600)
 # --- end doors ------------------------------------------------------------------------

@@ -5,8 +5,9 @@ from django.contrib.auth.models import Permission, User
 from django.db import transaction
 from django.utils.text import slugify
 
+from .audit import audit_record
 from .errors import Conflict, Invalid
-from .models import DEFAULT_AUTHORITY_LADDER, Agent, ApiKey, Member, Organization
+from .models import DEFAULT_AUTHORITY_LADDER, Agent, ApiKey, AuditEntry, Member, Organization
 
 
 def organization_get_or_create(*, name: str) -> Organization:
@@ -26,6 +27,7 @@ def api_key_create(
     update_authority: bool = False,
     username: str | None = None,
     read_only: bool = False,
+    issued_by: str = "manage.py create_api_key",
 ) -> tuple[ApiKey, str]:
     """Create what does not exist yet (organization, agent) and issue a new key for the agent.
 
@@ -67,7 +69,15 @@ def api_key_create(
         agent.authority = authority
         agent.save(update_fields=["authority"])
     scope = ApiKey.Scope.READ_ONLY if read_only else ApiKey.Scope.FULL
-    return ApiKey.issue(agent=agent, user=user, scope=scope)
+    key, raw = ApiKey.issue(agent=agent, user=user, scope=scope)
+    audit_record(
+        action=AuditEntry.Action.KEY_ISSUED,
+        actor=issued_by,
+        organization_id=org.pk,
+        target=f"api key {key.prefix}",
+        detail={"agent": agent.name, "scope": scope, "personal_key_of": username or ""},
+    )
+    return key, raw
 
 
 def _member_user(org: Organization, username: str) -> User:
