@@ -19,4 +19,5 @@ urlpatterns = [
     path("", include("facts.urls")),
     path("", include("frames.conversation.urls")),
     path("", include("frames.rlm.urls")),
+    path("", include("frames.ownership.urls")),
 ]

@@ -315,6 +315,7 @@ def _dashboard_urls(ids: dict) -> dict[str, bool]:
         f"/sessions/{ids['session_id']}/context-preview/": True,
         f"/sessions/{ids['session_id']}/context-packs/": True,
         f"/sessions/{ids['session_id']}/changes/?after=0": True,
+        f"/sessions/{ids['session_id']}/export/": True,
         f"/sessions/{ids['session_id']}/turns/": True,
         f"/sessions/{ids['session_id']}/turns/compactions/": True,
         f"/facts/{ids['key']}/lineage/": True,
