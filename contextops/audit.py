@@ -9,6 +9,7 @@ in a context variable; outside a request (a management command) it is empty.
 from contextvars import ContextVar
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.http import HttpRequest
 
@@ -18,8 +19,12 @@ _where: ContextVar[tuple[str, str]] = ContextVar("contextops_audit_where", defau
 
 
 def client_address(request: HttpRequest) -> str:
-    """The address the request came from: the proxy's client when behind a TLS proxy
-    (``BEHIND_TLS_PROXY``, which sets ``SECURE_PROXY_SSL_HEADER``), else the peer."""
+    """The address the request came from: behind a TLS proxy (``BEHIND_TLS_PROXY``, which
+    sets ``SECURE_PROXY_SSL_HEADER``) the first of ``X-Forwarded-For``, as django-axes
+    counts it; else the peer."""
+    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+    if settings.SECURE_PROXY_SSL_HEADER and forwarded:
+        return forwarded.split(",")[0].strip()[:64]
     return str(request.META.get("REMOTE_ADDR", ""))[:64]
 
 

@@ -343,8 +343,8 @@ AXES_IPWARE_META_PRECEDENCE_ORDER = (
     if env_bool("BEHIND_TLS_PROXY", False)
     else ("REMOTE_ADDR",)
 )
-# Cookies: the session and CSRF cookies are Secure outside DEBUG (above) and HttpOnly;
-# the session ends when the browser closes at the latest after this many seconds.
+# Cookies: the session and CSRF cookies are Secure outside DEBUG (above), the session
+# cookie HttpOnly and SameSite=Lax; a dashboard login lasts at most this many seconds.
 SESSION_COOKIE_SAMESITE = "Lax"
 SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_AGE", 12 * 3600)
 # --- end doors ------------------------------------------------------------------------

@@ -90,3 +90,12 @@ def test_issuing_and_revoking_keys_is_audited(make_user, api):
         "/admin/contextops/agent/", {"action": "issue_key", "_selected_action": [key.agent.pk]}
     )
     assert AuditEntry.objects.filter(action="api_key.issued", actor="root").count() == 1
+
+
+def test_behind_a_tls_proxy_the_audit_names_the_forwarded_client(make_user, settings):
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    make_user()
+    client = Client(REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="198.51.100.77, 10.0.0.2")
+    client.post("/accounts/login/", {"username": "ada", "password": PASSWORD})
+    entry = AuditEntry.objects.get(action=AuditEntry.Action.LOGIN)
+    assert entry.address == "198.51.100.77"
