@@ -14,7 +14,7 @@ UV_EXPORT := export --frozen --format requirements.txt --no-emit-project --no-de
 CLIENT := $(wildcard clients/python/pyproject.toml)
 
 .DEFAULT_GOAL := help
-.PHONY: help install lock run test test-fast bench load fuzz lint format migrate demo clean
+.PHONY: help install lock run test test-fast bench load drill fuzz lint format migrate demo clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -60,6 +60,9 @@ bench: install ## Benchmarks: prints figures, asserts nothing about time (see do
 
 load: install ## 50 agents against gunicorn + a worker on PostgreSQL and Redis (LOAD_SECONDS=60)
 	$(PY) -m tests.load.main --agents $${LOAD_AGENTS:-50} --seconds $${LOAD_SECONDS:-60}
+
+drill: install ## Back up PostgreSQL while agents write, restore it into a new database, check it there
+	$(PY) -m tests.drill.main --agents $${DRILL_AGENTS:-10} --seconds $${DRILL_SECONDS:-12}
 
 fuzz: install ## Schemathesis over every API operation with many more examples (CONTEXTOPS_FUZZ_EXAMPLES=300)
 	CONTEXTOPS_FUZZ_EXAMPLES=$${CONTEXTOPS_FUZZ_EXAMPLES:-300} $(PY) -m pytest -p no:cacheprovider tests/hardening/test_fuzz.py -q -n 2

@@ -1,9 +1,40 @@
 from django.contrib import admin
+from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
+from django.db.models.signals import post_save
+from django.dispatch import receiver
 from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 
-from .models import Agent, ApiKey, Member, Organization
+from .audit import audit_record
+from .models import Agent, ApiKey, AuditEntry, Member, Organization
+
+ADMIN_ACTIONS = {
+    ADDITION: AuditEntry.Action.ADMIN_ADDED,
+    CHANGE: AuditEntry.Action.ADMIN_CHANGED,
+    DELETION: AuditEntry.Action.ADMIN_DELETED,
+}
+
+
+@receiver(post_save, sender=LogEntry, dispatch_uid="contextops_audit_admin")
+def _admin_logged(sender, instance: LogEntry, created: bool, **kwargs) -> None:
+    """Every add, change and delete in the admin (policy facts among them) is audited,
+    with what the admin's own change message says was changed."""
+    if not created:
+        return
+    model = instance.content_type.model_class() if instance.content_type else None
+    label = model._meta.label_lower if model is not None else "unknown"
+    audit_record(
+        action=ADMIN_ACTIONS.get(instance.action_flag, AuditEntry.Action.ADMIN_CHANGED),
+        user=instance.user,
+        target=f"{label} {instance.object_id}",
+        detail={
+            "model": label,
+            "object_id": instance.object_id,
+            "object": instance.object_repr,
+            "change": instance.get_change_message(),
+        },
+    )
 
 
 @admin.register(Organization)
@@ -16,8 +47,8 @@ class OrganizationAdmin(admin.ModelAdmin):
 class ApiKeyInline(admin.TabularInline):
     model = ApiKey
     extra = 0
-    fields = ["prefix", "label", "created_at", "last_used_at", "revoked_at"]
-    readonly_fields = ["prefix", "created_at", "last_used_at"]
+    fields = ["prefix", "label", "scope", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = ["prefix", "scope", "created_at", "last_used_at"]
     can_delete = False
 
 
@@ -34,10 +65,17 @@ class AgentAdmin(admin.ModelAdmin):
         """Issue one key per selected agent and show the secrets once, on a page of their
         own that no cache keeps: never in a message, which would carry it to the next page
         (and, with cookie storage, into a cookie anyone holding it can decode)."""
-        issued = [
-            (agent, ApiKey.issue(agent=agent, label=f"issued by {request.user}")[1])
-            for agent in queryset
-        ]
+        issued = []
+        for agent in queryset:
+            key, raw = ApiKey.issue(agent=agent, label=f"issued by {request.user}")
+            audit_record(
+                action=AuditEntry.Action.KEY_ISSUED,
+                user=request.user,
+                organization_id=agent.organization_id,
+                target=f"api key {key.prefix}",
+                detail={"agent": agent.name, "scope": key.scope},
+            )
+            issued.append((agent, raw))
         response = TemplateResponse(
             request,
             "admin/contextops/issued_keys.html",
@@ -54,9 +92,19 @@ class AgentAdmin(admin.ModelAdmin):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ["prefix", "agent", "label", "created_at", "last_used_at", "revoked_at"]
-    list_filter = ["agent__organization"]
-    readonly_fields = ["prefix", "hashed_secret", "created_at", "last_used_at"]
+    list_display = [
+        "prefix",
+        "agent",
+        "label",
+        "scope",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    ]
+    list_filter = ["agent__organization", "scope"]
+    # The scope is chosen when the key is issued (create_api_key --read-only) and never
+    # widened afterwards: a read-only key handed out stays read-only.
+    readonly_fields = ["prefix", "hashed_secret", "scope", "created_at", "last_used_at"]
     actions = ["revoke"]
 
     def has_add_permission(self, request):
@@ -64,7 +112,16 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke selected keys")
     def revoke(self, request, queryset):
-        n = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        keys = list(queryset.filter(revoked_at__isnull=True).select_related("agent"))
+        n = ApiKey.objects.filter(pk__in=[k.pk for k in keys]).update(revoked_at=timezone.now())
+        for key in keys:
+            audit_record(
+                action=AuditEntry.Action.KEY_REVOKED,
+                user=request.user,
+                organization_id=key.agent.organization_id,
+                target=f"api key {key.prefix}",
+                detail={"agent": key.agent.name},
+            )
         self.message_user(request, f"Revoked {n} key(s).")
 
 
@@ -72,3 +129,22 @@ class ApiKeyAdmin(admin.ModelAdmin):
 class MemberAdmin(admin.ModelAdmin):
     list_display = ["user", "organization"]
     list_filter = ["organization"]
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    """The audit log, to read: nothing here adds, changes or deletes an entry."""
+
+    list_display = ["created_at", "actor", "action", "target", "address", "organization"]
+    list_filter = ["organization", "action"]
+    search_fields = ["actor", "target", "address"]
+    date_hierarchy = "created_at"
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

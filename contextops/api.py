@@ -21,6 +21,7 @@ from frames.api import router as frames_router
 from frames.context.api import router as context_router
 from frames.conversation.api import router as conversation_router
 from frames.graphs.api import router as graphs_router
+from frames.ownership.api import routes_add as ownership_routes_add
 from frames.rlm.api import router as rlm_router
 from frames.suspensions.api import router as suspension_router
 
@@ -242,6 +243,7 @@ def health(request):
     return {"status": "ok"}
 
 
+ownership_routes_add(frames_router)  # export and delete share the sessions' paths
 api.add_router("", frames_router)
 api.add_router("", suspension_router)
 api.add_router("", context_router)

@@ -8,7 +8,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja.security import HttpBearer
 
-from .errors import PermissionDenied, Unauthenticated
+from .errors import PermissionDenied, ReadOnlyKey, Unauthenticated
 from .http import ApiRequest
 from .models import KEY_PREFIX, ApiKey, Member, hash_secret
 from .ratelimit import WRITE_METHODS, rate_limit_check
@@ -45,9 +45,32 @@ def api_key_person(key: ApiKey, *, permission: str) -> User:
     return user
 
 
+# POST operations that change nothing: a read-only key may call them (the URL names of
+# their routes). Every other POST, PUT, PATCH and DELETE is a write.
+READS_BY_POST = frozenset({"constraints_check"})
+
+
+def is_write(request: HttpRequest) -> bool:
+    """Whether ``request`` asks the API to change something."""
+    if request.method not in WRITE_METHODS:
+        return False
+    match = getattr(request, "resolver_match", None)
+    return match is None or match.url_name not in READS_BY_POST
+
+
+def api_key_scope_check(key: ApiKey, request: HttpRequest) -> None:
+    """Raise ReadOnlyKey (403 ``read_only_key``) when a read-only key asks for a write."""
+    if key.read_only and is_write(request):
+        raise ReadOnlyKey(
+            f"Key {key.prefix} is read-only: it may read but not {request.method} here. "
+            "Use a key issued without --read-only to change anything."
+        )
+
+
 class ApiKeyAuth(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str):
         key = api_key_resolve(token)
+        api_key_scope_check(key, request)
         now = timezone.now()
         if key.last_used_at is None or (now - key.last_used_at).total_seconds() > 60:
             ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)

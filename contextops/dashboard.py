@@ -6,11 +6,16 @@ from typing import Any, cast
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.views.decorators.http import require_GET
 
 from .health import readiness
 from .http import MemberRequest
+from .models import AuditEntry
+
+AUDIT_ENTRIES_PER_PAGE = 100
 
 
 def organization_required(view: Callable) -> Callable:
@@ -55,3 +60,24 @@ def readyz(request: HttpRequest) -> JsonResponse:
     """Readiness: 200 when the database and the broker answer, else 503 naming which not."""
     state = readiness()
     return JsonResponse(state.as_body(), status=200 if state.ready else 503)
+
+
+@require_GET
+@organization_required
+def audit_log(request: MemberRequest) -> HttpResponse:
+    """The organization's audit log, newest first: for its admins, to read only."""
+    if not request.user.is_staff:
+        raise PermissionDenied("Only an administrator of the organization reads the audit log.")
+    request.nav_section = "audit"
+    action = request.GET.get("action", "")
+    if action not in AuditEntry.Action.values:
+        action = ""
+    entries = AuditEntry.objects.filter(organization=request.organization)
+    if action:
+        entries = entries.filter(action=action)
+    page = Paginator(entries, AUDIT_ENTRIES_PER_PAGE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "audit/audit_log.html",
+        {"page": page, "action": action, "actions": AuditEntry.Action.choices},
+    )

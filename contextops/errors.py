@@ -26,6 +26,14 @@ class PermissionDenied(DomainError):
     status, code, default_detail = 403, "permission_denied", "You may not do this."
 
 
+class ReadOnlyKey(DomainError):
+    status, code, default_detail = (
+        403,
+        "read_only_key",
+        "This API key is read-only: it may read but not change anything.",
+    )
+
+
 class AuthorityTooLow(DomainError):
     status, code, default_detail = 403, "authority_too_low", "Your authority is too low for this."
 
@@ -106,6 +114,14 @@ def field_path(field: str | Sequence[str | int] | None) -> tuple[str | int, ...]
     if isinstance(field, str):
         return tuple(field.split(".")) if field else ()
     return tuple(field)
+
+
+class IdempotencyKeyReused(DomainError):
+    status, code, default_detail = (
+        422,
+        "idempotency_key_reused",
+        "This Idempotency-Key was sent before with another request.",
+    )
 
 
 class Unavailable(DomainError):

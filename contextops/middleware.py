@@ -8,6 +8,20 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.template.loader import render_to_string
 
+from .auth import api_key_resolve, is_write
+from .errors import DomainError, Invalid
+from .idempotency import (
+    HEADER,
+    Replay,
+    idempotency_claim,
+    idempotency_complete,
+    idempotency_key_check,
+    idempotency_release,
+    keeps_answer,
+    request_fingerprint,
+)
+from .ratelimit import WRITE_METHODS
+
 logger = logging.getLogger(__name__)
 
 
@@ -105,3 +119,86 @@ class DatabaseUnavailableMiddleware:
         response = HttpResponse(render_to_string("503.html"), status=503)
         response["Retry-After"] = "2"
         return response
+
+
+class IdempotencyMiddleware:
+    """``Idempotency-Key`` on API writes (contextops.idempotency): claim the key before the
+    view runs, replay the stored answer to a repeat, store the first answer after.
+
+    It acts only on a write whose bearer key resolves and may write; anything else goes
+    to the API unchanged, which answers 401 or 403 itself.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        record = getattr(request, "_idempotency_record", None)
+        if record is None:
+            return response
+        try:
+            if keeps_answer(response.status_code) and not response.streaming:
+                idempotency_complete(
+                    record=record,
+                    status=response.status_code,
+                    content_type=response.get("Content-Type", ""),
+                    body=response.content,
+                )
+            else:
+                idempotency_release(record=record)
+        except (OperationalError, InterfaceError):
+            # The write's own answer stands; the claim runs out after
+            # CONTEXTOPS_IDEMPOTENCY_CLAIM_SECONDS and a retry then runs again.
+            logger.warning("could not store the answer for %s %s", HEADER, record.key)
+        return response
+
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        raw = request.headers.get(HEADER)
+        if raw is None or not request.path.startswith("/api/"):
+            return None
+        if request.method not in WRITE_METHODS:
+            return None
+        try:
+            key = idempotency_key_check(raw)
+        except Invalid as exc:
+            return JsonResponse(exc.body_at(("header",)), status=exc.status)
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        try:
+            api_key = api_key_resolve(token.strip()) if scheme.lower() == "bearer" else None
+        except DomainError:
+            api_key = None
+        if api_key is None or (api_key.read_only and is_write(request)):
+            return None  # the API refuses it, and there is nothing to remember
+        try:
+            claimed = idempotency_claim(
+                organization_id=api_key.agent.organization_id,
+                key=key,
+                method=request.method,
+                path=request.get_full_path(),
+                fingerprint=request_fingerprint(
+                    method=request.method, path=request.get_full_path(), body=request.body
+                ),
+            )
+        except DomainError as exc:
+            response = JsonResponse(exc.as_body(), status=exc.status)
+            if "retry_after" in exc.extra:
+                response["Retry-After"] = str(exc.extra["retry_after"])
+            return response
+        except (OperationalError, InterfaceError):
+            logger.warning("database unavailable while claiming %s %s", HEADER, key)
+            response = _api_error(
+                503,
+                "unavailable",
+                "The database is unavailable; nothing was changed. Retry shortly.",
+            )
+            response["Retry-After"] = "2"
+            return response
+        if isinstance(claimed, Replay):
+            response = HttpResponse(
+                claimed.body, status=claimed.status, content_type=claimed.content_type or None
+            )
+            response["Idempotent-Replayed"] = "true"
+            return response
+        request._idempotency_record = claimed
+        return None

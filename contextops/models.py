@@ -88,12 +88,23 @@ class ApiKey(models.Model):
         related_name="api_keys",
         help_text="The dashboard user (of the agent's organization) this personal key acts for.",
     )
+
+    class Scope(models.TextChoices):
+        FULL = "full", "Full: reads and writes"
+        READ_ONLY = "read_only", "Read-only: writes answer 403 read_only_key"
+
     prefix = models.CharField(max_length=16, unique=True, editable=False)
     hashed_secret = models.CharField(max_length=64, editable=False)
     label = models.CharField(max_length=120, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    scope = models.CharField(
+        max_length=16,
+        choices=Scope.choices,
+        default=Scope.FULL,
+        help_text="What the key may do: everything its agent may, or only read.",
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -106,16 +117,30 @@ class ApiKey(models.Model):
     def is_active(self) -> bool:
         return self.revoked_at is None
 
+    @property
+    def read_only(self) -> bool:
+        return self.scope == self.Scope.READ_ONLY
+
     @classmethod
     def issue(
-        cls, *, agent: Agent, label: str = "", user: User | None = None
+        cls,
+        *,
+        agent: Agent,
+        label: str = "",
+        user: User | None = None,
+        scope: str = "full",
     ) -> tuple["ApiKey", str]:
-        """Create a key for ``agent`` (a personal one when ``user`` is given); returns the
-        row and the full key, shown only once."""
+        """Create a key for ``agent`` (a personal one when ``user`` is given, a read-only
+        one with ``scope="read_only"``); returns the row and the full key, shown only once."""
         prefix = secrets.token_hex(4)
         secret = secrets.token_urlsafe(32)
         key = cls.objects.create(
-            agent=agent, user=user, prefix=prefix, hashed_secret=hash_secret(secret), label=label
+            agent=agent,
+            user=user,
+            prefix=prefix,
+            hashed_secret=hash_secret(secret),
+            label=label,
+            scope=scope,
         )
         return key, f"{KEY_PREFIX}_{prefix}_{secret}"
 
@@ -130,3 +155,84 @@ class Member(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} @ {self.organization}"
+
+
+class IdempotencyKey(models.Model):
+    """An ``Idempotency-Key`` an organization sent with an API write, and the first answer.
+
+    Claimed (``status`` empty) before the write runs, so a duplicate arriving meanwhile
+    waits its turn instead of applying the write again; completed with the answer's status
+    and body, which every later request with the same key and body gets back for a day.
+    """
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    # SHA-256 of the method, the path with its query string, and the body.
+    fingerprint = models.CharField(max_length=64)
+    method = models.CharField(max_length=8)
+    path = models.TextField()
+    status = models.PositiveSmallIntegerField(null=True, blank=True)
+    content_type = models.CharField(max_length=120, blank=True)
+    body = models.BinaryField(default=b"")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    claimed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "key"], name="idempotency_key_unique_per_org"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.method} {self.path})"
+
+
+class AuditEntry(models.Model):
+    """One thing a person did: who, when, from where and what. Written in the same
+    transaction as the act; never changed or deleted from the dashboard or the admin."""
+
+    class Action(models.TextChoices):
+        LOGIN = "login", "Logged in"
+        LOGIN_FAILED = "login_failed", "Login failed"
+        LOCKED_OUT = "login_locked_out", "Locked out"
+        LOGOUT = "logout", "Logged out"
+        SUSPENSION_APPROVED = "suspension.approved", "Approved a suspension"
+        SUSPENSION_REJECTED = "suspension.rejected", "Rejected a suspension"
+        ADMIN_ADDED = "admin.added", "Added in the admin"
+        ADMIN_CHANGED = "admin.changed", "Changed in the admin"
+        ADMIN_DELETED = "admin.deleted", "Deleted in the admin"
+        KEY_ISSUED = "api_key.issued", "Issued an API key"
+        KEY_REVOKED = "api_key.revoked", "Revoked an API key"
+        SESSION_EXPORTED = "session.exported", "Exported a session"
+        SESSION_DELETED = "session.deleted", "Deleted a session"
+
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    # Who, as text that outlives the user row: a username, "key cops_ab12cd34", "manage.py".
+    actor = models.CharField(max_length=200)
+    action = models.CharField(max_length=40, choices=Action.choices)
+    # From where: the client's address and the request (method and path) that did it.
+    address = models.CharField(max_length=64, blank=True)
+    via = models.CharField(max_length=300, blank=True)
+    # What: the object acted on ("suspension 3f2a…", "facts.fact 12") and the particulars.
+    target = models.CharField(max_length=300, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        verbose_name = "audit entry"
+        verbose_name_plural = "audit log"
+        indexes = [models.Index(fields=["organization", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor} {self.action} {self.target}"

@@ -8,6 +8,7 @@ a separate Celery worker process still receives the jobs. Production sets DATABA
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -361,3 +362,47 @@ MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
 # The largest transcript one import holds (its files together); uploads come in parts of
 # at most the request body limit (DATA_UPLOAD_MAX_MEMORY_SIZE), the client splits them.
 CONTEXTOPS_IMPORT_MAX_BYTES = env_int("CONTEXTOPS_IMPORT_MAX_BYTES", 64 * 1024 * 1024)
+
+# --- Doors: idempotent writes, read-only keys (issue 20) ------------------------------
+# Any API write may carry an Idempotency-Key (contextops/idempotency.py): its first
+# answer is kept this long per organization and key and replayed to a repeat.
+MIDDLEWARE.append("contextops.middleware.IdempotencyMiddleware")
+CONTEXTOPS_IDEMPOTENCY_TTL_SECONDS = env_int("CONTEXTOPS_IDEMPOTENCY_TTL_SECONDS", 24 * 3600)
+# A claimed key whose request never answered (its process died) is free again after this.
+CONTEXTOPS_IDEMPOTENCY_CLAIM_SECONDS = env_int("CONTEXTOPS_IDEMPOTENCY_CLAIM_SECONDS", 300)
+CELERY_BEAT_SCHEDULE["purge-idempotency-keys"] = {
+    "task": "contextops.tasks.idempotency_purge",
+    "schedule": 3600.0,
+}
+
+# Logins (contextops/logins.py): django-axes counts failed logins per user name and client
+# address together and locks that pair out for a while; every login, failure, lockout and
+# logout is written to the audit log (contextops/audit.py), with where it came from.
+INSTALLED_APPS.append("axes")
+AUTHENTICATION_BACKENDS = [
+    "contextops.logins.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.contrib.sessions.middleware.SessionMiddleware"),
+    "contextops.audit.AuditRequestMiddleware",
+)
+MIDDLEWARE.append("axes.middleware.AxesMiddleware")  # last, as django-axes asks
+AXES_FAILURE_LIMIT = env_int("CONTEXTOPS_LOGIN_FAILURE_LIMIT", 10)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("CONTEXTOPS_LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/lockout.html"
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_VERBOSE = False
+# Behind a TLS proxy the client's address is the first of X-Forwarded-For.
+AXES_IPWARE_META_PRECEDENCE_ORDER = (
+    ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
+    if env_bool("BEHIND_TLS_PROXY", False)
+    else ("REMOTE_ADDR",)
+)
+# Cookies: the session and CSRF cookies are Secure outside DEBUG (above), the session
+# cookie HttpOnly and SameSite=Lax; a dashboard login lasts at most this many seconds.
+SESSION_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_AGE", 12 * 3600)
+# --- end doors ------------------------------------------------------------------------

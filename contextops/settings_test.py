@@ -4,6 +4,7 @@ With nothing set, tests run on SQLite and an in-memory broker; with DATABASE_URL
 REDIS_URL they run on PostgreSQL and Redis.
 """
 
+import copy
 import os
 import secrets
 
@@ -46,8 +47,11 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
 
 # Parallel test processes share one Redis: each gets its own queue so an in-process
-# worker never picks up a job whose rows live in another process's test database.
+# worker never picks up a job whose rows live in another process's test database, and
+# its own cache key prefix (this run, this worker), so the cache stays Redis, as in
+# production, without two processes counting into one rate-limit or lockout key.
 _xdist_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
 if _xdist_worker:
     CELERY_TASK_DEFAULT_QUEUE = f"contextops-test-{_xdist_worker}"
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+CACHES = copy.deepcopy(CACHES)  # noqa: F405
+CACHES["default"]["KEY_PREFIX"] = f"test-{_run}-{_xdist_worker or 'main'}"

@@ -5,8 +5,9 @@ from django.contrib.auth.models import Permission, User
 from django.db import transaction
 from django.utils.text import slugify
 
+from .audit import audit_record
 from .errors import Conflict, Invalid
-from .models import DEFAULT_AUTHORITY_LADDER, Agent, ApiKey, Member, Organization
+from .models import DEFAULT_AUTHORITY_LADDER, Agent, ApiKey, AuditEntry, Member, Organization
 
 
 def organization_get_or_create(*, name: str) -> Organization:
@@ -25,6 +26,8 @@ def api_key_create(
     department: str = "",
     update_authority: bool = False,
     username: str | None = None,
+    read_only: bool = False,
+    issued_by: str = "manage.py create_api_key",
 ) -> tuple[ApiKey, str]:
     """Create what does not exist yet (organization, agent) and issue a new key for the agent.
 
@@ -38,6 +41,8 @@ def api_key_create(
     suspensions when the user may): the user must be a member of the organization
     (422 ``validation_error`` naming ``user`` otherwise). Nothing is created when it
     refuses.
+
+    With ``read_only`` the key may only read: its writes answer 403 ``read_only_key``.
     """
     org = organization_get_or_create(name=org_name)
     user = _member_user(org, username) if username is not None else None
@@ -63,7 +68,16 @@ def api_key_create(
             )
         agent.authority = authority
         agent.save(update_fields=["authority"])
-    return ApiKey.issue(agent=agent, user=user)
+    scope = ApiKey.Scope.READ_ONLY if read_only else ApiKey.Scope.FULL
+    key, raw = ApiKey.issue(agent=agent, user=user, scope=scope)
+    audit_record(
+        action=AuditEntry.Action.KEY_ISSUED,
+        actor=issued_by,
+        organization_id=org.pk,
+        target=f"api key {key.prefix}",
+        detail={"agent": agent.name, "scope": scope, "personal_key_of": username or ""},
+    )
+    return key, raw
 
 
 def _member_user(org: Organization, username: str) -> User:

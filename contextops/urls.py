@@ -12,6 +12,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", dashboard.healthz, name="healthz"),
     path("readyz", dashboard.readyz, name="readyz"),
+    path("audit/", dashboard.audit_log, name="audit_log"),
     path("", include("frames.urls")),
     path("", include("frames.suspensions.urls")),
     path("", include("frames.context.urls")),
@@ -19,4 +20,5 @@ urlpatterns = [
     path("", include("frames.conversation.urls")),
     path("", include("frames.rlm.urls")),
     path("", include("frames.graphs.urls")),
+    path("", include("frames.ownership.urls")),
 ]

@@ -250,6 +250,7 @@ def demo_build(*, password: str) -> Demo:
     """Create the demo organization, login and sessions; leave an existing demo alone."""
     user_create(org_name=DEMO_ORG, username=DEMO_USER, password=password, approver=True, admin=True)
     key, raw = api_key_create(
+        issued_by="manage.py seed_demo",
         org_name=DEMO_ORG,
         agent_name="research-agent",
         authority="manager",
@@ -261,7 +262,10 @@ def demo_build(*, password: str) -> Demo:
         return Demo(org, existing, raw, created=False)
     session = _research_session(org, key.agent)
     support_key, _ = api_key_create(
-        org_name=DEMO_ORG, agent_name="support-bot", authority="employee"
+        issued_by="manage.py seed_demo",
+        org_name=DEMO_ORG,
+        agent_name="support-bot",
+        authority="employee",
     )
     _small_sessions(org, support_key.agent)
     _extras(session)

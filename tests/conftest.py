@@ -11,6 +11,10 @@ from django.test import Client
 
 from contextops.tenancy import api_key_create, user_create
 
+# CONTEXTOPS_NO_SKIPS=1 (the PostgreSQL and Redis pass of .ci/run) turns a skip into a
+# failure: a missing service or binary must not pass for a green run.
+pytest_plugins = ["pytester", "tests.strict_skips"]
+
 IS_POSTGRES = settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
 IS_REDIS = settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://"))
 

@@ -26,6 +26,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from contextops.actors import system_actor, user_actor
+from contextops.audit import audit_record
 from contextops.errors import Conflict, Gone, Invalid
 from frames.events import event_append
 from frames.locks import frame_lock, session_lock
@@ -169,6 +170,19 @@ def _decide(
         frame=frame,
         actor=user_actor(user),
         payload={"token_hash": token_hash(locked.pk), "note": note},
+    )
+    audit_record(
+        action=f"suspension.{status}",
+        user=user,
+        organization_id=session.organization_id,
+        target=f"suspension of frame {frame.pk}",
+        detail={
+            "session_id": str(session.pk),
+            "frame_id": str(frame.pk),
+            "goal": frame.goal[:200],
+            "reason": locked.reason[:500],
+            "note": note,
+        },
     )
     return session, locked, frame
 

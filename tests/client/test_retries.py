@@ -26,6 +26,7 @@ class ScriptedServer:
     def __init__(self, *script):
         self.script = deque(script)
         self.requests: list[tuple[str, str]] = []
+        self.idempotency_keys: list[str | None] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -39,6 +40,7 @@ class ScriptedServer:
                 if length:
                     self.rfile.read(length)
                 server.requests.append((self.command, self.path))
+                server.idempotency_keys.append(self.headers.get("Idempotency-Key"))
                 status, body, headers = (
                     server.script.popleft() if server.script else (200, {"status": "ok"}, {})
                 )
@@ -118,7 +120,8 @@ BAD_GATEWAY = (502, {"error": "error", "detail": "upstream closed"}, {})
 
 def test_a_proxys_502_or_504_is_retried_only_for_requests_the_server_applies_once(scripted):
     server = scripted(GATEWAY_TIMEOUT, BAD_GATEWAY, GATEWAY_TIMEOUT)
-    ops = Client(server.url, "key", retries=3, backoff=0.01)
+    # Without Idempotency-Keys, a POST is applied once only when it says so (message_id).
+    ops = Client(server.url, "key", retries=3, backoff=0.01, idempotency_keys=False)
     with pytest.raises(ServerError) as caught:  # the server may have done it
         ops.request("POST", "/sessions", json={})
     assert caught.value.status == 504 and len(server.requests) == 1
@@ -176,10 +179,32 @@ def test_it_raises_connection_failed_on_a_closed_port_after_its_retries():
 
 def test_it_does_not_repeat_a_post_whose_answer_timed_out(scripted):
     server = scripted(("hang", 1.0, {}))
-    ops = Client(server.url, "key", retries=3, backoff=0.01, timeout=0.3)
+    ops = Client(server.url, "key", retries=3, backoff=0.01, timeout=0.3, idempotency_keys=False)
     with pytest.raises(ConnectionFailed):
         ops.request("POST", "/sessions", json={})
     assert len(server.requests) == 1
+
+
+def test_every_write_carries_one_idempotency_key_and_is_retried_with_it(scripted):
+    server = scripted(GATEWAY_TIMEOUT, BAD_GATEWAY, ("hang", 1.0, {}))
+    ops = Client(server.url, "key", retries=3, backoff=0.01, timeout=0.3)
+    assert ops.request("POST", "/sessions", json={}) == {"status": "ok"}
+    assert server.requests == [("POST", "/api/v1/sessions")] * 4  # 504, 502, a lost answer
+    first = server.idempotency_keys[0]
+    assert first and server.idempotency_keys == [first] * 4  # one key for the one write
+    ops.working_set_put("s-1", "plan", "draft")
+    ops.working_set_delete("s-1", "plan")
+    ops.health()
+    keys = server.idempotency_keys[4:]
+    assert keys[0] and keys[1] and len({first, keys[0], keys[1]}) == 3 and keys[2] is None
+
+
+def test_a_write_still_running_under_its_key_is_asked_again(scripted):
+    in_use = (409, {"error": "idempotency_key_in_use", "detail": "running"}, {"Retry-After": "0"})
+    server = scripted(in_use, in_use)
+    ops = Client(server.url, "key", retries=3, backoff=0.01)
+    assert ops.request("POST", "/facts", json={"key": "a"}) == {"status": "ok"}
+    assert len(server.requests) == 3 and len(set(server.idempotency_keys)) == 1
 
 
 def test_it_retries_in_the_async_client_too(scripted):

@@ -5,7 +5,7 @@ from django.core.management import CommandError, call_command
 
 from frames import services
 from frames.context import lifecycle
-from frames.models import Frame
+from frames.models import Frame, Usage
 
 
 def _busy_session(api):
@@ -76,3 +76,16 @@ def test_ending_a_session_closes_every_open_frame_and_keeps_the_sums(api):
     assert root.subcall_allocation == 0
     assert budget_audit(session) == []
     assert projection_diff(session) == []
+
+
+def test_budgets_audits_every_sum_and_fails_on_a_spending_no_frame_accounts_for(api, capsys):
+    """`rebuild_projections --verify --budgets`, as the restore check (make drill) runs it."""
+    _session, root = _busy_session(api)
+    call_command("rebuild_projections", "--verify", "--budgets")
+    out = capsys.readouterr().out
+    assert "every budget sum is exact" in out and "match the event log" in out
+    child = Frame.objects.filter(parent=root).first()
+    Usage.objects.filter(frame=child).update(input_tokens=999_999)  # spent, not accounted
+    with pytest.raises(CommandError, match="budget problem"):
+        call_command("rebuild_projections", "--verify", "--budgets")
+    assert f"session {_session.pk}: budget:" in capsys.readouterr().out

@@ -24,6 +24,8 @@ ORGANIZATION_PATHS = {
     "Import": "organization",
     "HandleAnnotation": "handle__session__organization",
     "ResourceMap": "organization",
+    "IdempotencyKey": "organization",
+    "AuditEntry": "organization",
 }
 
 

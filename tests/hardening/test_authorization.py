@@ -14,6 +14,7 @@ import json
 
 import pytest
 from django.test import Client
+from django.urls import URLResolver, get_resolver, resolve
 
 from contextops.api import api as ninja_api
 from contextops.models import ApiKey
@@ -312,6 +313,9 @@ def _dashboard_urls(ids: dict) -> dict[str, bool]:
         f"/frames/{ids['frame_id']}/handles/": True,
         f"/sessions/{ids['session_id']}/pressure/": True,
         f"/sessions/{ids['session_id']}/context-preview/": True,
+        f"/sessions/{ids['session_id']}/context-packs/": True,
+        f"/sessions/{ids['session_id']}/changes/?after=0": True,
+        f"/sessions/{ids['session_id']}/export/": True,
         f"/sessions/{ids['session_id']}/turns/": True,
         f"/sessions/{ids['session_id']}/turns/compactions/": True,
         f"/facts/{ids['key']}/lineage/": True,
@@ -346,6 +350,15 @@ def test_every_dashboard_page_by_role(role, acme, make_user):
             assert _leaks(response, acme["secrets"], sent=url) == [], url
         else:
             assert response.status_code == 200, (url, response.status_code)
+        # The same page as an htmx fragment: the same answer, and no more of Acme.
+        fragment = client.get(url, HTTP_HX_REQUEST="true")
+        if role == "anonymous":
+            assert fragment.status_code == 302, url
+        elif role == "other_org":
+            assert fragment.status_code == response.status_code, url
+            assert _leaks(fragment, acme["secrets"], sent=url) == [], url
+        else:
+            assert fragment.status_code in (200, 204), (url, fragment.status_code)
     if role in ("member", "approver", "admin"):
         inbox = client.get("/inbox/").content.decode()
         assert ("Approve" in inbox) == (role != "member")
@@ -422,6 +435,88 @@ def test_every_dashboard_action_by_role(action, role, acme, make_user, jobs_sent
         assert _acme_rows() == before
         assert jobs_sent == []
         assert not spec.done(acme, jobs_sent)
+
+
+@pytest.mark.parametrize("role", list(ROLES))
+@pytest.mark.parametrize("action", list(ACTIONS))
+def test_every_dashboard_action_by_role_over_htmx(action, role, acme, make_user, jobs_sent):
+    """The inbox, the handles table, the RLM page post their actions over htmx: the same
+    permissions hold for a fragment as for a form post."""
+    ids = actions_ready(acme)
+    spec = ACTIONS[action]
+    client = _login(role, make_user)
+    before = _acme_rows()
+
+    response = client.post(fill(spec.url, ids), fill(spec.data, ids), HTTP_HX_REQUEST="true")
+
+    allowed = role not in ("anonymous", "other_org") and (
+        not spec.needs or spec.needs in ROLES[role]
+    )
+    if role == "anonymous":
+        assert response.status_code == 302
+        assert response["Location"].startswith("/accounts/login/")
+    elif role == "other_org":
+        assert response.status_code == 404
+        assert _leaks(response, acme["secrets"], sent=fill(spec.url, ids)) == []
+    elif not allowed:
+        assert response.status_code in (200, 403)  # a refusal, in the fragment or not
+    else:
+        assert 200 <= response.status_code < 400, response.content
+    if allowed:
+        assert spec.done(acme, jobs_sent), "the action did not happen"
+    else:
+        assert _acme_rows() == before
+        assert jobs_sent == []
+        assert not spec.done(acme, jobs_sent)
+
+
+def _dashboard_routes() -> set[str]:
+    """Every route of the dashboard (not the API, the admin or static files)."""
+
+    def walk(patterns, prefix=""):
+        for pattern in patterns:
+            if isinstance(pattern, URLResolver):
+                if str(pattern.pattern).startswith(("api/", "admin/")):
+                    continue
+                yield from walk(pattern.url_patterns, prefix + str(pattern.pattern))
+            else:
+                yield prefix + str(pattern.pattern)
+
+    return set(walk(get_resolver().url_patterns))
+
+
+# Routes outside the matrix on purpose: logging in and out, and the probes (no data).
+NOT_ORGANIZATION_DATA = {"accounts/login/", "accounts/logout/", "healthz", "readyz"}
+
+
+def test_every_dashboard_route_is_in_the_matrix(acme):
+    """A new page or action is covered the day it is added: it must be named here."""
+    ids = actions_ready(acme)
+    urls = [*_dashboard_urls(acme["ids"]), *(fill(a.url, ids) for a in ACTIONS.values())]
+    covered = {resolve(url.split("?")[0]).route for url in [*urls, "/audit/"]}
+    missing = _dashboard_routes() - covered - NOT_ORGANIZATION_DATA
+    assert missing == set(), f"add these routes to the authorization matrix: {missing}"
+
+
+@pytest.mark.parametrize("role", ["anonymous", "other_org", "member", "approver", "admin"])
+def test_the_audit_log_by_role(role, acme, make_user, approver_client):
+    """Only an organization's admins read its audit log, and only theirs."""
+    ids = actions_ready(acme)
+    approve = ACTIONS["inbox approve"]
+    approver_client.post(fill(approve.url, ids), fill(approve.data, ids))
+    client = _login(role, make_user)
+    response = client.get("/audit/")
+    if role == "anonymous":
+        assert response.status_code == 302
+    elif role == "other_org":
+        assert response.status_code == 200
+        assert "Approved a suspension</td>" not in response.content.decode()
+        assert _leaks(response, acme["secrets"]) == []
+    elif role == "admin":
+        assert response.status_code == 200
+        assert "Approved a suspension</td>" in response.content.decode()
+    else:
+        assert response.status_code == 403
 
 
 def test_an_htmx_rollback_without_permission_is_refused_inside_the_fragment(acme, make_user):

@@ -35,6 +35,10 @@ call_command("collectstatic", verbosity=0, interactive=False)
 client = Client(HTTP_HOST="%(host)s")
 login = client.get("/accounts/login/", secure=True)
 client.force_login(user_create(org_name="Acme", username="ada", password="pw-for-tests-1"))
+person = Client(HTTP_HOST="%(host)s")
+logged_in = person.post(
+    "/accounts/login/", {"username": "ada", "password": "pw-for-tests-1"}, secure=True
+)
 page = client.get("/", secure=True)
 plain = client.get("/")
 html = page.content.decode()
@@ -52,6 +56,9 @@ print(json.dumps({
     "headers": dict(page.headers),
     "plain": {"status": plain.status_code, "location": plain.get("Location", "")},
     "csrf_cookie": {k: v for k, v in login.cookies["csrftoken"].items() if v},
+    "login_page_headers": dict(login.headers),
+    "login_status": logged_in.status_code,
+    "session_cookie": {k: v for k, v in logged_in.cookies["sessionid"].items() if v},
     "scripts": scripts,
     "served": served,
     "inline_handlers": re.findall(r"\son[a-z]+=", html),
@@ -125,3 +132,20 @@ def test_htmx_and_every_other_script_are_served_from_static(production_page):
 def test_plain_http_is_redirected_and_cookies_are_secure(production_page):
     assert production_page["plain"] == {"status": 301, "location": f"https://{HOST}/"}
     assert production_page["csrf_cookie"].get("secure") is True
+
+
+def test_a_real_login_sets_a_secure_http_only_session_cookie(production_page):
+    assert production_page["login_status"] == 302  # through the login form, not force_login
+    cookie = production_page["session_cookie"]
+    assert cookie.get("secure") is True and cookie.get("httponly") is True
+    assert cookie.get("samesite") == "Lax"
+    assert cookie.get("max-age") == 12 * 3600  # SESSION_COOKIE_AGE: a working day at most
+
+
+def test_the_login_page_carries_the_security_headers_too(production_page):
+    headers = production_page["login_page_headers"]
+    assert headers["X-Frame-Options"] == "DENY"
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    assert headers["Referrer-Policy"] == "same-origin"
+    assert headers["Content-Security-Policy"] == POLICY
+    assert "max-age=31536000" in headers["Strict-Transport-Security"]

@@ -14,7 +14,7 @@ from django.test import Client
 from facts.models import Fact
 from frames import services
 from frames.conversation.models import CompactionRun
-from frames.models import ContextHandle, Suspension, token_hash
+from frames.models import ContextHandle, Session, Suspension, token_hash
 from frames.rlm.models import RlmVariable
 
 NO_ID = "00000000-0000-0000-0000-000000000000"
@@ -84,6 +84,8 @@ WRITES = {
         {"budget_tokens": 2000, "frame_id": "{frame_id}", "include_handles": ["{handle_id}"]}
     ),
     ("PATCH", "/sessions/{session_id}"): Write({"eviction_policy": "size_first"}),
+    # Deleting a session and everything that belongs only to it (docs/api.md).
+    ("DELETE", "/sessions/{session_id}"): Write(),
     ("POST", "/sessions/{session_id}/end"): Write(),
     ("POST", "/sessions/{session_id}/persist"): Write(),
     ("POST", "/sessions/{session_id}/frames"): Write(
@@ -271,6 +273,13 @@ ACTIONS = {
         "",
         lambda acme, jobs: [name for name, _ in jobs] == ["frames.handle_page_out"],
         "/frames/{frame_id}/handles/",
+    ),
+    "session delete": Action(
+        "/sessions/{session_id}/delete/",
+        {"confirm": "on"},
+        "admin",
+        lambda acme, jobs: not Session.objects.filter(pk=acme["ids"]["session_id"]).exists(),
+        "/",
     ),
     "compaction start": Action(
         "/sessions/{session_id}/turns/compactions/start/",

@@ -14,6 +14,7 @@ returns the method unchanged.
 from __future__ import annotations
 
 import contextvars
+import uuid
 from collections.abc import Callable, Coroutine, Iterable
 from typing import (
     TYPE_CHECKING,
@@ -74,6 +75,8 @@ CLOSED_STATUSES = frozenset({"completed", "failed", "cancelled"})
 FINISHED_COMPACTION = frozenset({"completed", "failed", "reverted"})
 FINISHED_IMPORT = frozenset({"completed", "failed"})
 MAX_LONG_POLL = 30.0
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 # The frames each ``ops.frame(...)`` block has open, per session, in this thread or task.
 _frame_stacks: contextvars.ContextVar[dict[str, tuple[Frame, ...]]] = contextvars.ContextVar(
@@ -376,6 +379,15 @@ class Api:
     """The endpoint catalogue of ``/api/v1`` (see docs/api.md). Subclasses provide ``_call``."""
 
     transport: Any
+    # Every write carries a fresh Idempotency-Key, the same on each of its retries, so the
+    # server applies it once and a write whose answer was lost may be sent again.
+    idempotency_keys: bool = True
+
+    def _idempotency_headers(self, method: str) -> dict[str, str]:
+        """The headers that make one write call safe to repeat: a new key per call."""
+        if not self.idempotency_keys or method.upper() not in WRITE_METHODS:
+            return {}
+        return {IDEMPOTENCY_HEADER: str(uuid.uuid4())}
 
     def _call(
         self,

@@ -12,7 +12,13 @@ Retries, with exponential backoff (``backoff * 2**attempt``, capped at ``max_bac
 - 502 and 504 answers, which a proxy gives when the server failed or was slow, perhaps
   after doing the work: the same requests as a failed read;
 - 429 when ``retry_on_rate_limit`` is on, waiting ``Retry-After`` seconds when the
-  answer says so (at most ``max_retry_after``).
+  answer says so (at most ``max_retry_after``);
+- 409 ``idempotency_key_in_use``: the same write, sent before with the same
+  ``Idempotency-Key``, is still running on the server; the retry gets its answer.
+
+Every write the clients send carries an ``Idempotency-Key`` (one per call, the same on
+each retry; see ``Api._idempotency_headers``), which the server applies once however
+often it arrives: so every write is repeatable, like GET, PUT and DELETE.
 
 When the retries run out the last error is raised: :class:`ConnectionFailed` for the
 transport errors, the mapped :class:`ContextopsError` for the statuses.
@@ -84,6 +90,14 @@ def _decode(response: httpx.Response) -> Any:
         return response.text
 
 
+def _error_code(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return ""
+    return str(body.get("error", "")) if isinstance(body, dict) else ""
+
+
 def raise_for_error(response: httpx.Response) -> None:
     if response.status_code < 400:
         return
@@ -130,6 +144,8 @@ class _Base:
             ):
                 return self.retry.delay(attempt)
             if outcome.status_code == 429 and self.retry.retry_on_rate_limit:
+                return self.retry.retry_after(outcome, attempt)
+            if outcome.status_code == 409 and _error_code(outcome) == "idempotency_key_in_use":
                 return self.retry.retry_after(outcome, attempt)
             return None
         if isinstance(outcome, httpx.ConnectError | httpx.ConnectTimeout):
@@ -181,8 +197,10 @@ class SyncTransport(_Base):
         params: dict[str, Any] | None = None,
         timeout: float | None = None,
         idempotent: bool = False,
+        headers: dict[str, str] | None = None,
     ) -> Any:
         method = method.upper()
+        sent_headers = {**self.headers(), **(headers or {})}
         extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
         attempt = 0
         while True:
@@ -192,7 +210,7 @@ class SyncTransport(_Base):
                     self.url(path),
                     json=json,
                     params=_params(params),
-                    headers=self.headers(),
+                    headers=sent_headers,
                     **extra,
                 )
             except httpx.TransportError as exc:
@@ -231,8 +249,10 @@ class AsyncTransport(_Base):
         params: dict[str, Any] | None = None,
         timeout: float | None = None,
         idempotent: bool = False,
+        headers: dict[str, str] | None = None,
     ) -> Any:
         method = method.upper()
+        sent_headers = {**self.headers(), **(headers or {})}
         extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
         attempt = 0
         while True:
@@ -242,7 +262,7 @@ class AsyncTransport(_Base):
                     self.url(path),
                     json=json,
                     params=_params(params),
-                    headers=self.headers(),
+                    headers=sent_headers,
                     **extra,
                 )
             except httpx.TransportError as exc:

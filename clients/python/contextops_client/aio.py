@@ -48,6 +48,7 @@ class AsyncClient(AsyncApi):
         backoff: float = 0.5,
         max_backoff: float = 8.0,
         retry_on_rate_limit: bool = True,
+        idempotency_keys: bool = True,
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
         self.transport = AsyncTransport(
@@ -62,6 +63,7 @@ class AsyncClient(AsyncApi):
             ),
             http_client=http_client,
         )
+        self.idempotency_keys = idempotency_keys
 
     async def _call(
         self,
@@ -74,8 +76,15 @@ class AsyncClient(AsyncApi):
         wrap: Any = None,
         idempotent: bool = False,
     ) -> Any:
+        headers = self._idempotency_headers(method)
         data = await self.transport.request(
-            method, path, json=json, params=params, timeout=timeout, idempotent=idempotent
+            method,
+            path,
+            json=json,
+            params=params,
+            timeout=timeout,
+            idempotent=idempotent or bool(headers),
+            headers=headers,
         )
         return wrap(data) if wrap is not None else data
 

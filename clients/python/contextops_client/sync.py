@@ -42,7 +42,9 @@ class Client(SyncApi):
     """The contextops API over HTTP. ``base_url`` defaults to ``$CONTEXTOPS_URL`` (the
     site, e.g. ``http://127.0.0.1:8000``; a trailing ``/api/v1`` is fine too), ``api_key``
     to ``$CONTEXTOPS_API_KEY``. ``retries``/``backoff`` tune the retry policy (see
-    ``contextops_client._http``)."""
+    ``contextops_client._http``). Every write carries an ``Idempotency-Key`` so a write
+    whose answer was lost is retried and still done once; ``idempotency_keys=False``
+    sends none (a POST is then not repeated after a lost answer)."""
 
     def __init__(
         self,
@@ -54,6 +56,7 @@ class Client(SyncApi):
         backoff: float = 0.5,
         max_backoff: float = 8.0,
         retry_on_rate_limit: bool = True,
+        idempotency_keys: bool = True,
         http_client: httpx.Client | None = None,
     ) -> None:
         self.transport = SyncTransport(
@@ -68,6 +71,7 @@ class Client(SyncApi):
             ),
             http_client=http_client,
         )
+        self.idempotency_keys = idempotency_keys
 
     def _call(
         self,
@@ -80,8 +84,15 @@ class Client(SyncApi):
         wrap: Any = None,
         idempotent: bool = False,
     ) -> Any:
+        headers = self._idempotency_headers(method)
         data = self.transport.request(
-            method, path, json=json, params=params, timeout=timeout, idempotent=idempotent
+            method,
+            path,
+            json=json,
+            params=params,
+            timeout=timeout,
+            idempotent=idempotent or bool(headers),
+            headers=headers,
         )
         return wrap(data) if wrap is not None else data
 

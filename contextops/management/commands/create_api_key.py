@@ -37,7 +37,24 @@ class Command(BaseCommand):
             help="issue USERNAME's personal key (a dashboard user who is a member of --org)",
         )
 
-    def handle(self, *args, org, agent, authority, department, update_authority, user, **options):
+        parser.add_argument(
+            "--read-only",
+            action="store_true",
+            help="a key that may only read: every write it sends answers 403 read_only_key",
+        )
+
+    def handle(
+        self,
+        *args,
+        org,
+        agent,
+        authority,
+        department,
+        update_authority,
+        user,
+        read_only,
+        **options,
+    ):
         if not agent and not user:
             raise CommandError("Name the key's agent with --agent (or a person with --user).")
         agent = agent or user
@@ -49,6 +66,7 @@ class Command(BaseCommand):
                 department=department,
                 update_authority=update_authority,
                 username=user,
+                read_only=read_only,
             )
         except DomainError as exc:
             hint = (
@@ -58,8 +76,9 @@ class Command(BaseCommand):
             )
             raise CommandError(exc.detail + hint) from exc
         person = f", personal key of {user!r}" if user else ""
+        scope = ", read-only" if read_only else ""
         self.stderr.write(
             f"Created key {key.prefix} for agent {agent!r} in {org!r} "
-            f"(authority {key.agent.authority}{person}). It is shown once:"
+            f"(authority {key.agent.authority}{person}{scope}). It is shown once:"
         )
         self.stdout.write(raw)

@@ -7,7 +7,7 @@ storage (``frames.archive``), then whatever is still in the event table.
 from django.core.management.base import BaseCommand, CommandError
 
 from frames.models import Session
-from frames.projections import projection_diff, projections_rebuild
+from frames.projections import budget_audit, projection_diff, projections_rebuild
 
 
 class Command(BaseCommand):
@@ -18,14 +18,19 @@ class Command(BaseCommand):
             "--verify", action="store_true", help="Report differences and change nothing."
         )
         parser.add_argument(
+            "--budgets",
+            action="store_true",
+            help="Also audit every budget sum (allocations and spending); any problem fails.",
+        )
+        parser.add_argument(
             "--session", action="append", default=[], help="Only this session id (repeatable)."
         )
 
-    def handle(self, *args, verify: bool, session: list[str], **options):
+    def handle(self, *args, verify: bool, budgets: bool, session: list[str], **options):
         sessions = Session.objects.order_by("created_at")
         if session:
             sessions = sessions.filter(pk__in=session)
-        checked = differences = unreadable = 0
+        checked = differences = unreadable = problems = 0
         for item in sessions.iterator():
             checked += 1
             try:
@@ -37,11 +42,19 @@ class Command(BaseCommand):
                 unreadable += 1
                 self.stdout.write(f"session {item.pk}: its archived events cannot be read ({exc})")
                 continue
+            if budgets:
+                for problem in budget_audit(item):
+                    problems += 1
+                    self.stdout.write(f"session {item.pk}: budget: {problem}")
             differences += len(found)
             for difference in found:
                 self.stdout.write(f"session {item.pk}: {difference}")
             if found and not verify:
                 projections_rebuild(item)
+        if problems:
+            raise CommandError(f"{problems} budget problem(s) in {checked} session(s).")
+        if budgets:
+            self.stdout.write(f"{checked} session(s) audited: every budget sum is exact.")
         if verify:
             if differences:
                 raise CommandError(

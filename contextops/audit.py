@@ -1,0 +1,84 @@
+"""The audit log of human actions (``AuditEntry``): who, when, from where and what.
+
+Services call ``audit_record`` inside their own transaction, so an act and its entry are
+stored together or not at all. Where a request came from (the client's address, the
+method and path) is known to ``AuditRequestMiddleware``, which keeps it for the request
+in a context variable; outside a request (a management command) it is empty.
+"""
+
+from contextvars import ContextVar
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.http import HttpRequest
+
+from .models import AuditEntry, Member, Organization
+
+_where: ContextVar[tuple[str, str]] = ContextVar("contextops_audit_where", default=("", ""))
+
+
+def client_address(request: HttpRequest) -> str:
+    """The address the request came from: behind a TLS proxy (``BEHIND_TLS_PROXY``, which
+    sets ``SECURE_PROXY_SSL_HEADER``) the first of ``X-Forwarded-For``, as django-axes
+    counts it; else the peer."""
+    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+    if settings.SECURE_PROXY_SSL_HEADER and forwarded:
+        return forwarded.split(",")[0].strip()[:64]
+    return str(request.META.get("REMOTE_ADDR", ""))[:64]
+
+
+def request_where(request: HttpRequest) -> tuple[str, str]:
+    return client_address(request), f"{request.method} {request.path}"[:300]
+
+
+def user_organization(user: Any) -> Organization | None:
+    if getattr(user, "pk", None) is None:
+        return None
+    member = Member.objects.filter(user_id=user.pk).select_related("organization").first()
+    return member.organization if member is not None else None
+
+
+def audit_record(
+    *,
+    action: str,
+    actor: str = "",
+    user: User | None = None,
+    organization: Organization | None = None,
+    organization_id: int | None = None,
+    target: str = "",
+    detail: dict | None = None,
+    request: HttpRequest | None = None,
+) -> AuditEntry:
+    """Append one entry. ``actor`` defaults to the user's name; the organization to the
+    user's; where to the current request's (or ``request``'s when given)."""
+    address, via = request_where(request) if request is not None else _where.get()
+    if organization is not None:
+        organization_id = organization.pk
+    elif organization_id is None and user is not None:
+        found = user_organization(user)
+        organization_id = found.pk if found is not None else None
+    return AuditEntry.objects.create(
+        organization_id=organization_id,
+        user=user if user is not None and user.pk else None,
+        actor=(actor or (user.get_username() if user is not None else ""))[:200] or "unknown",
+        action=action,
+        address=address,
+        via=via,
+        target=target[:300],
+        detail=detail or {},
+    )
+
+
+class AuditRequestMiddleware:
+    """Remember where the current request comes from, for the audit entries it writes."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        token = _where.set(request_where(request))
+        try:
+            return self.get_response(request)
+        finally:
+            _where.reset(token)

@@ -1,0 +1,162 @@
+"""Exporting and deleting a session: the writes (and the one read they share).
+
+A session's rows are found from the models themselves: every model with a foreign key
+to ``Session`` (cascading or not), the RLM states of the session with their variables,
+mutations and checkpoints, and the facts of the session's own scope (``scope="session"``,
+``scope_id`` = its id), with their dependencies. Global facts an agent wrote during the
+session stay: other sessions read them.
+"""
+
+import base64
+import json
+import uuid
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+
+from django.apps import apps
+from django.contrib.auth.models import User
+from django.db import models, transaction
+from django.utils import timezone
+
+from contextops.audit import audit_record
+from contextops.models import AuditEntry
+from facts.models import Fact, FactDependency
+from frames.locks import session_lock
+from frames.models import Session, Suspension, token_hash
+from frames.rlm.models import RlmCheckpoint, RlmMutation, RlmState, RlmVariable
+
+EXPORT_FORMAT = "contextops.session-export"
+EXPORT_VERSION = 1
+
+
+def _plain(value: Any) -> Any:
+    """A stored value as JSON: ids and times as strings, bytes as base64."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, bytes | memoryview):
+        return {"base64": base64.b64encode(bytes(value)).decode()}
+    return value
+
+
+def _session_models() -> list[tuple[Any, str, bool]]:
+    """(model, name of its foreign key to Session, whether deleting the session deletes
+    its rows) for every model that has such a key."""
+    found = []
+    for model in apps.get_models():
+        for f in model._meta.concrete_fields:
+            if isinstance(f, models.ForeignKey) and f.related_model is Session:
+                cascades = f.remote_field.on_delete is models.CASCADE
+                found.append((model, f.name, cascades))
+    return sorted(found, key=lambda found: found[0]._meta.label)
+
+
+def _rows(queryset) -> list[dict]:
+    return [_plain(row) for row in queryset.order_by("pk").values()]
+
+
+def _own_facts(session: Session):
+    """The facts of the session's own scope, with nothing outside it building on them."""
+    scoped = Fact.objects.filter(
+        organization_id=session.organization_id,
+        scope=Fact.Scope.SESSION,
+        scope_id=str(session.pk),
+    )
+    ids = [pk for pk in scoped.values_list("pk", flat=True) if pk is not None]
+    kept = {
+        pk
+        for pk in Fact.objects.filter(supersedes__in=ids)
+        .exclude(pk__in=ids)
+        .values_list("supersedes", flat=True)
+        if pk is not None
+    }
+    return scoped.exclude(pk__in=kept)
+
+
+def session_export(*, session: Session, actor: str = "", user: User | None = None) -> dict:
+    """The whole session as one JSON document; the export is audited."""
+    with transaction.atomic():
+        document: dict[str, Any] = {
+            "format": EXPORT_FORMAT,
+            "version": EXPORT_VERSION,
+            "exported_at": timezone.now().isoformat(),
+            "session": _rows(Session.objects.filter(pk=session.pk))[0],
+        }
+        tables: dict[str, list[dict]] = {}
+        for model, field, _ in _session_models():
+            if model is Session:
+                continue
+            rows = _rows(model.objects.filter(**{field: session.pk}))
+            if model is Suspension:  # the token is a bearer secret: only its hash leaves
+                for row in rows:
+                    row["token_hash"] = token_hash(row.pop("token"))
+            tables[model._meta.label_lower] = rows
+        states = RlmState.objects.filter(session=session)
+        facts = _own_facts(session)
+        document.update(
+            frames=tables.pop("frames.frame", []),
+            events=tables.pop("frames.event", []),
+            turns=tables.pop("conversation.turn", []),
+            usage=tables.pop("frames.usage", []),
+            facts=_rows(facts),
+            fact_dependencies=_rows(FactDependency.objects.filter(fact__in=facts)),
+            rlm_states=[
+                {
+                    **state,
+                    "variables": _rows(RlmVariable.objects.filter(state_id=state["id"])),
+                    "mutations": _rows(RlmMutation.objects.filter(state_id=state["id"])),
+                    "checkpoints": _rows(RlmCheckpoint.objects.filter(state_id=state["id"])),
+                }
+                for state in _rows(states)
+            ],
+            other=tables,
+        )
+        audit_record(
+            action=AuditEntry.Action.SESSION_EXPORTED,
+            actor=actor,
+            user=user,
+            organization_id=session.organization_id,
+            target=f"session {session.pk}",
+            detail={"title": session.title[:200], "frames": len(document["frames"])},
+        )
+    return json.loads(json.dumps(document))
+
+
+def session_delete(*, session: Session, actor: str = "", user: User | None = None) -> dict:
+    """Delete the session and everything that belongs only to it, in one transaction;
+    returns how many rows of each kind went. The deletion is audited."""
+    with transaction.atomic():
+        locked = session_lock(session, open_only=False)
+        deleted: dict[str, int] = {}
+
+        def count(result: tuple[int, dict[str, int]]) -> None:
+            for label, n in result[1].items():
+                deleted[label] = deleted.get(label, 0) + n
+
+        # What does not cascade from the session row: RLM states, imports and the rest
+        # whose link to the session is SET_NULL, and the facts of its scope.
+        for model, field, cascades in _session_models():
+            if model is not Session and not cascades:
+                count(model.objects.filter(**{field: locked.pk}).delete())
+        facts = list(_own_facts(locked).order_by("-created_at"))
+        for fact in facts:  # newest first: a version is deleted before the one it superseded
+            count(Fact.objects.filter(pk=fact.pk).delete())
+        title = locked.title
+        count(Session.objects.filter(pk=locked.pk).delete())
+        audit_record(
+            action=AuditEntry.Action.SESSION_DELETED,
+            actor=actor,
+            user=user,
+            organization_id=locked.organization_id,
+            target=f"session {locked.pk}",
+            detail={"title": title[:200], "deleted": dict(sorted(deleted.items()))},
+        )
+    return {"session_id": str(locked.pk), "deleted": dict(sorted(deleted.items()))}
