@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from contextops.errors import NotFound
 
@@ -279,11 +280,20 @@ def top_frame(session: Session) -> Frame | None:
     )
 
 
-def _top_frame_id(**status: Any) -> Subquery:
+def _top_frame_id(session_ref: str = "pk", **status: Any) -> Subquery:
     return Subquery(
-        Frame.objects.filter(session=OuterRef("pk"), **status)
+        Frame.objects.filter(session=OuterRef(session_ref), **status)
         .order_by(*_STACK_ORDER)
         .values("pk")[:1]
+    )
+
+
+def top_frame_id_of(session_ref: str) -> Coalesce:
+    """The id of the top of the stack (as ``top_frame`` chooses it) of the session whose
+    id the outer query's ``session_ref`` holds, as an annotation: no query of its own."""
+    return Coalesce(
+        _top_frame_id(session_ref, status=Frame.Status.ACTIVE),
+        _top_frame_id(session_ref, status__in=Frame.OPEN_STATUSES),
     )
 
 
