@@ -48,8 +48,9 @@ from .snapshots import (
     state_event_append,
     state_expired_purge,
     state_lock,
+    state_position,
     state_save,
-    state_snapshot,
+    variable_snapshot,
 )
 from .values import (
     FINAL,
@@ -157,6 +158,7 @@ def state_initialize(
             source="user_input",
             timestamp=now,
             actor=actor,
+            before={PROMPT: None},
         )
         RlmCheckpoint.objects.create(
             state=state,
@@ -164,7 +166,7 @@ def state_initialize(
             name="initial_state",
             description="State initialized with user prompt",
             kind=RlmCheckpoint.Kind.INITIAL,
-            snapshot=state_snapshot(state),
+            position=state_position(state),
             mutation_seq=state.mutation_total,
             timestamp=now,
         )
@@ -285,6 +287,7 @@ def _write_locked(
                 "This state's frame still has open children; Final is set when all of them complete.",
             )
     old = (existing.value, existing.file_name) if existing is not None else (None, "")
+    before = {name: variable_snapshot(existing) if existing is not None else None}
     stored, file_name, size = value_store(state, name, value, field="value")
     variable = existing or RlmVariable(state=state, name=name, created_at=now)
     variable.type = type_
@@ -311,6 +314,7 @@ def _write_locked(
         source=source,
         timestamp=now,
         actor=actor,
+        before=before,
     )
     state_event_append(
         state, "rlm.variable_written", actor, name=name, mutation_id=mutation.mutation_id
@@ -383,6 +387,7 @@ def variable_delete(
             source=source,
             timestamp=now,
             actor=actor,
+            before={name: variable_snapshot(variable)},
         )
         variable.delete()
         state_save(state, now)
