@@ -7,8 +7,9 @@ stores the result as a ``ContextPackRecord``. Token counts come from storage
 here (brief, breadcrumbs) is estimated, never tokenized. No model call is made.
 
 The number of queries does not depend on how many facts or handles there are: the
-session, the frame, one per ancestor (bounded by the frame depth), one for handles,
-the facts selector's own (constant), the working set, and one insert.
+top frame (one query), one per ancestor (bounded by the frame depth), one for handles,
+the facts selector's two, the working set, and one insert (with the move out of
+``loading`` in its transaction the first time).
 """
 
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from contextops.zones import local_now, local_zone
 from facts.selectors import facts_for_context, working_set_for_context
 from frames.locks import session_require_not_ended
 from frames.models import ContextHandle, ContextPackRecord, Frame, Session
-from frames.selectors import frame_ancestry, top_frame
+from frames.selectors import frame_ancestry, session_top_frame
 from frames.services import session_bootstrapped
 
 from . import packing
@@ -213,7 +214,7 @@ def context_pack_assemble(
     if store:  # an agent's pack is work in the session; a person's preview only looks
         session_require_not_ended(session)
     if frame is None:
-        frame = top_frame(session)
+        frame = session_top_frame(session)
     elif frame.session_id != session.pk:
         raise NotFound("No such frame in this session.")
     ancestry = frame_ancestry(frame) if frame is not None else []
@@ -257,9 +258,11 @@ def context_pack_assemble(
         ],
         query=query[:2000],
     )
-    if store:
+    if store and session.lifecycle_state == Session.Lifecycle.LOADING:
         with transaction.atomic():
             record.save(force_insert=True)
             # An agent reading its context back is what moves a loading session on.
             session_bootstrapped(session=session, actor=actor)
+    elif store:
+        record.save(force_insert=True)
     return ContextPack(record=record, result=result, frame=frame, query=query)
