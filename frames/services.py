@@ -391,10 +391,10 @@ def usage_record(
             )
             if frame.session_id != session.pk:
                 raise Invalid("The frame belongs to another session.", field="frame_id")
-            session, replayed = frame.session, frame.replayed_id
+            session, replayed = frame.session, getattr(frame, "replayed_id", None)
         else:
             session = Session.objects.annotate(replayed_id=replayed_id).get(pk=session.pk)
-            replayed = session.replayed_id
+            replayed = getattr(session, "replayed_id", None)
         if message_id and replayed is not None:
             # A retry of a record whose answer was lost (even once the frame or the
             # session has closed): the call is charged already, so the charge above goes.
@@ -426,7 +426,7 @@ def usage_record(
                 pressure_level=level,
             )
             frame.pressure_level = level
-            if frame.top_id == frame.pk:
+            if getattr(frame, "top_id", None) == frame.pk:
                 top_level = (level, utilization)
         Event.objects.create(
             session=session,
@@ -455,7 +455,7 @@ def frame_pop(
         session = session_lock(frame.session)
         frame = _frame_lock_for_close(frame)
         frame_require_open(frame, action="pop")
-        if frame.open_children:
+        if getattr(frame, "open_children", False):
             raise Conflict(
                 "frame_has_open_children", "Pop or cancel this frame's open children first."
             )

@@ -178,7 +178,7 @@ def checkpoint_snapshots(
         snapshots[checkpoint.pk] = _snapshot_at(
             current,
             [before for seq, before in log if seq > checkpoint.mutation_seq],
-            checkpoint.position,
+            checkpoint.position or {},
         )
     return snapshots
 
@@ -448,7 +448,7 @@ def _restore_position(
         batch_size=500,
     )
     variables = list(state.variables.order_by("name"))
-    counts = checkpoint.position["access_counts"]
+    counts = (checkpoint.position or {})["access_counts"]
     recounted = [v for v in variables if v.access_count != counts.get(v.name, 0)]
     for variable in recounted:
         variable.access_count = counts.get(variable.name, 0)
