@@ -245,9 +245,16 @@ def _write_locked(
     ttl_seconds: int | None,
     actor: str,
     now: datetime,
+    existing: RlmVariable | None = None,
+    existing_read: bool = False,
 ) -> RlmVariable:
-    """Write ``name`` on a locked state, log it, and complete the state when it is ``Final``."""
-    existing = state.variables.filter(name=name).first()
+    """Write ``name`` on a locked state, log it, and complete the state when it is ``Final``.
+
+    ``existing`` (with ``existing_read``): the variable of that name as the caller just
+    read it under the lock, None when there is none; read here otherwise.
+    """
+    if not existing_read:
+        existing = state.variables.filter(name=name).first()
     if existing is not None and existing.read_only:
         raise Conflict("read_only_variable", f"{name!r} is read-only.", variable=name)
     if name == FINAL and value is None:
@@ -347,9 +354,11 @@ def variable_write(
     with transaction.atomic():
         state = state_lock(state)
         now = timezone.now()
-        state_expired_purge(state, now, actor)
+        existing = state_expired_purge(state, now, actor, also=name)
         variable = _write_locked(
             state,
+            existing=existing,
+            existing_read=True,
             name=name,
             value=value,
             type_=type,

@@ -33,6 +33,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from contextops.errors import Conflict, Invalid, NotFound
@@ -362,9 +363,20 @@ def mutation_log(
     )
 
 
-def state_expired_purge(state: RlmState, now: datetime, actor: str) -> None:
-    """Delete the state's temporary variables whose TTL ran out by ``now``, each logged."""
-    for variable in state.variables.filter(expires_at__lte=now):
+def state_expired_purge(
+    state: RlmState, now: datetime, actor: str, *, also: str | None = None
+) -> RlmVariable | None:
+    """Delete the state's temporary variables whose TTL ran out by ``now``, each logged.
+
+    With ``also`` (a variable name) the same read brings that variable back: the live
+    one, or None when it does not exist or has just expired.
+    """
+    wanted = Q(expires_at__lte=now) | Q(name=also) if also is not None else Q(expires_at__lte=now)
+    found = None
+    for variable in state.variables.filter(wanted):
+        if not variable.is_expired(now):
+            found = variable
+            continue
         mutation_log(
             state,
             operation=RlmMutation.Operation.DELETE,
@@ -375,6 +387,7 @@ def state_expired_purge(state: RlmState, now: datetime, actor: str) -> None:
             before={variable.name: variable_snapshot(variable)},
         )
         variable.delete()
+    return found
 
 
 # --- checkpoints and rollback -----------------------------------------------------------
