@@ -152,14 +152,32 @@ def fact_current(request: ApiRequest, key: str) -> dict[str, Any]:
     return fact_out(selectors.fact_get(organization=request.organization, key=fact.key))
 
 
+class LineagePage(Schema):
+    limit: int = Field(selectors.LINEAGE_PAGE, ge=1, le=selectors.LINEAGE_PAGE_MAX)
+    before_version: int | None = Field(None, ge=1, le=2**31 - 1)
+
+
 @router.get(
     "/facts/{key}/lineage",
     response=LineageOut,
     summary="The key's supersession chain, oldest first, and every fact depending on a version",
+    description=(
+        "A long chain comes in pages: `chain` holds the newest `limit` versions (100 by "
+        "default, at most 500) below `before_version` (the newest of the whole chain "
+        "without it), oldest first; `total_versions` counts the whole chain and "
+        "`older_before_version` is the `before_version` of the page before (null at the "
+        "root). `contested` and `dependents` cover every version."
+    ),
 )
-def fact_lineage(request: ApiRequest, key: str) -> dict[str, Any]:
-    lineage = selectors.fact_lineage(organization=request.organization, key=key)
+def fact_lineage(request: ApiRequest, key: str, page: Query[LineagePage]) -> dict[str, Any]:
+    lineage = selectors.fact_lineage(
+        organization=request.organization,
+        key=key,
+        before_version=page.before_version,
+        limit=page.limit,
+    )
     chain = lineage.chain
+    older, newer = lineage.older, lineage.newer
     keys = {f.pk: f.key for f in (*lineage.chain, *lineage.dependents)}
     depends: dict[int, list[str]] = {}
     for fact_id, up_id in lineage.edges:
@@ -171,8 +189,12 @@ def fact_lineage(request: ApiRequest, key: str) -> dict[str, Any]:
                 **fact_out(
                     f,
                     links={
-                        "supersedes": chain[i - 1].key if i else None,
-                        "superseded_by": chain[i + 1].key if i + 1 < len(chain) else None,
+                        "supersedes": chain[i - 1].key if i else (older.key if older else None),
+                        "superseded_by": (
+                            chain[i + 1].key
+                            if i + 1 < len(chain)
+                            else (newer.key if newer else None)
+                        ),
                         "contested": None,
                         "depends_on": sorted(x.key for x in f.depends_on.all()),
                         "derived_facts": sorted(x.key for x in f.derived_facts.all()),
@@ -182,6 +204,8 @@ def fact_lineage(request: ApiRequest, key: str) -> dict[str, Any]:
             }
             for i, f in enumerate(chain)
         ],
+        "total_versions": lineage.total_versions,
+        "older_before_version": lineage.older_cursor,
         "contested": [fact_out(f) for f in lineage.contested],
         "dependents": [
             {

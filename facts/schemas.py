@@ -129,6 +129,8 @@ class DependentOut(Schema):
 class LineageOut(Schema):
     key: str
     chain: list[LineageVersionOut]
+    total_versions: int
+    older_before_version: int | None
     contested: list[FactOut]
     dependents: list[DependentOut]
 

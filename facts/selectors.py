@@ -147,48 +147,91 @@ def fact_current_get(*, organization: Organization, key: str) -> Fact:
     return fact
 
 
+LINEAGE_PAGE = 100  # versions a lineage answers at once unless asked for fewer or more
+LINEAGE_PAGE_MAX = 500
+
+
 @dataclass
 class Lineage:
     fact: Fact
-    chain: list[Fact]  # oldest first
+    chain: list[Fact]  # one page of the chain, oldest first: the newest versions by default
     contested: list[Fact]  # proposals and outdated writes against a version of the chain
     dependents: list[Fact]  # every fact depending on a version, transitively
     edges: list[tuple[int, int]] = field(default_factory=list)  # (fact id, depends-on id)
+    total_versions: int = 0  # in the whole chain
+    older: Fact | None = None  # the version just before the page, if any
+    newer: Fact | None = None  # the version just after the page, if any
 
     def superseded_rule(self, index: int) -> str:
         """The rule by which ``chain[index]`` was superseded ("" for the head)."""
-        return self.chain[index + 1].supersession_rule if index + 1 < len(self.chain) else ""
+        if index + 1 < len(self.chain):
+            return self.chain[index + 1].supersession_rule
+        return self.newer.supersession_rule if self.newer is not None else ""
+
+    @property
+    def older_cursor(self) -> int | None:
+        """The ``before_version`` that reads the page before this one; None at the root."""
+        return self.chain[0].version if self.older is not None and self.chain else None
 
 
-def fact_lineage(*, organization: Organization, key: str) -> Lineage:
-    """The supersession chain of ``key`` (one query), its contested writes and dependents."""
+def fact_lineage(
+    *,
+    organization: Organization,
+    key: str,
+    before_version: int | None = None,
+    limit: int = LINEAGE_PAGE,
+) -> Lineage:
+    """One page of the supersession chain of ``key`` with its contested writes and the
+    dependents of every version; the same number of queries for 3 versions or 3,000.
+
+    The page holds the newest ``limit`` versions below ``before_version`` (the whole
+    chain's newest without it), oldest first; ``older`` and ``newer`` are its neighbours,
+    so the links and rules at its edges read as in the whole chain.
+    """
     fact = (
         Fact.objects.filter(organization=organization, key=key).only("id", "key", "chain").first()
     )
     if fact is None:
         raise NotFound(f"No fact {key}.")
+    versions = Fact.objects.filter(organization=organization, chain=fact.chain)
+    ids = list(versions.values_list("pk", flat=True))
+    page = versions.filter(version__lt=before_version) if before_version else versions
     # Neighbours in the chain are each other's supersedes / superseded_by: no joins needed.
-    chain = list(
-        Fact.objects.filter(organization=organization, chain=fact.chain)
-        .prefetch_related(
+    rows = list(
+        page.prefetch_related(
             Prefetch("depends_on", queryset=_keys_only()),
             Prefetch("derived_facts", queryset=_keys_only()),
-        )
-        .order_by("version", "id")
+        ).order_by("-version")[: limit + 1]
+    )
+    older = rows[limit] if len(rows) > limit else None
+    chain = list(reversed(rows[:limit]))
+    newer = (
+        versions.filter(version__gt=chain[-1].version).order_by("version").first()
+        if before_version and chain
+        else None
     )
     contested = list(
         with_relations(
-            Fact.objects.filter(organization=organization, contested_id__in=[f.pk for f in chain])
+            Fact.objects.filter(organization=organization, contested_id__in=ids)
         ).order_by("created_at", "id")
     )
-    ids = dependents_closure([f.pk for f in chain])
+    dependent_ids = dependents_closure(ids)
     dependents = list(
-        Fact.objects.filter(organization=organization, pk__in=ids)
+        Fact.objects.filter(organization=organization, pk__in=dependent_ids)
         .prefetch_related(Prefetch("depends_on", queryset=_keys_only()))
         .order_by("created_at", "id")
     )
     edges = [(d.pk, up.pk) for d in dependents for up in d.depends_on.all()]
-    return Lineage(fact=fact, chain=chain, contested=contested, dependents=dependents, edges=edges)
+    return Lineage(
+        fact=fact,
+        chain=chain,
+        contested=contested,
+        dependents=dependents,
+        edges=edges,
+        total_versions=len(ids),
+        older=older,
+        newer=newer,
+    )
 
 
 def fact_list(
@@ -315,7 +358,8 @@ def facts_for_context(
     reader_authority: str | None = None,
     as_of: datetime | None = None,
 ) -> list[Fact]:
-    """Valid facts a context for ``session`` may hold, best first: three queries.
+    """Valid facts a context for ``session`` may hold, best first: two queries (three on
+    PostgreSQL when fewer facts than ``limit`` match the query).
 
     ``as_of``: the facts valid at that time instead: written by then, and current then
     (superseded or withdrawn only later).
@@ -370,19 +414,26 @@ def facts_for_context(
             .values_list("id", "relevance")[: max(1, limit)]
         )
     scores = dict(order)
+    # The ranked facts and those governing their subjects, in one read.
+    ranked_subjects = Fact.objects.filter(pk__in=list(scores)).exclude(subject="").values("subject")
+    governing_ids = (
+        base.filter(_GOVERNS, subject__in=ranked_subjects)
+        .exclude(pk__in=list(scores))
+        .order_by("-is_constraint", "-created_at", "-id")
+        .values("pk")[: max(1, limit)]
+    )
     rows = {
-        f.pk: f for f in Fact.objects.filter(pk__in=list(scores)).only(*CONTEXT_FIELDS).order_by()
+        f.pk: f
+        for f in Fact.objects.filter(Q(pk__in=list(scores)) | Q(pk__in=governing_ids))
+        .only(*CONTEXT_FIELDS)
+        .order_by()
     }
     ranked = [rows[pk] for pk, _ in order]
     subjects = {f.subject for f in ranked if f.subject}
-    have = {f.pk for f in ranked}
-    governing = [
-        f
-        for f in base.filter(_GOVERNS, subject__in=subjects)
-        .exclude(pk__in=have)
-        .only(*CONTEXT_FIELDS)
-        .order_by("-is_constraint", "-created_at", "-id")[: max(1, limit)]
-    ]
+    governing = sorted(
+        (f for pk, f in rows.items() if pk not in scores),
+        key=lambda f: (not f.is_constraint, -f.created_at.timestamp(), -f.pk),
+    )
     governed = subjects | {f.subject for f in ranked if _governs(f) and scores[f.pk]}
     first = [f for f in ranked if _governs(f) and (scores[f.pk] or f.subject in governed)]
     first.sort(key=lambda f: not f.is_constraint)  # stable: constraints, then policy

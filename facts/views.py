@@ -62,16 +62,22 @@ def fact_list(request: MemberRequest) -> HttpResponse:
 def _lineage_context(
     request: MemberRequest, key: str, error: str = "", lineage: Lineage | None = None
 ) -> dict[str, Any]:
-    """The lineage page of ``key``: ``lineage`` when a write already read it, else read now."""
+    """The lineage page of ``key``: ``lineage`` when a write already read it, else read now
+    (the page of versions below ``?before_version=``, the newest by default)."""
     if lineage is None:
+        before = request.GET.get("before_version", "")
         try:
-            lineage = selectors.fact_lineage(organization=request.organization, key=key)
+            lineage = selectors.fact_lineage(
+                organization=request.organization,
+                key=key,
+                before_version=int(before) if before.isdigit() and int(before) < 2**31 else None,
+            )
         except NotFound:
             raise Http404("No such fact.") from None
     timeline = [
         {
             "fact": fact,
-            "previous": lineage.chain[i - 1] if i else None,
+            "previous": lineage.chain[i - 1] if i else lineage.older,
             "rule": fact.supersession_rule,
         }
         for i, fact in enumerate(lineage.chain)

@@ -10,9 +10,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models import Case, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models.functions import Coalesce
 
 from contextops.errors import NotFound
+from contextops.models import Organization
 
 from .archive import session_events
 from .models import (
@@ -41,6 +43,8 @@ def session_get(*, organization, session_id: Any) -> Session:
     session = Session.objects.filter(pk=pk, organization=organization).first() if pk else None
     if session is None:
         raise NotFound("No such session.")
+    if isinstance(organization, Organization):
+        session.organization = organization  # the one it was found in: no query to read it
     return session
 
 
@@ -97,8 +101,16 @@ def frame_children(
 
 
 def session_top_frame(session: Session) -> Frame | None:
-    top = top_frame(session)
-    return Frame.objects.get(pk=top.pk) if top is not None else None
+    """The top of the session's stack (as ``top_frame`` chooses it) with every field, in
+    one query: the newest active frame, else the newest open one."""
+    return (
+        Frame.objects.filter(session=session, status__in=Frame.OPEN_STATUSES)
+        .order_by(
+            Case(When(status=Frame.Status.ACTIVE, then=Value(0)), default=Value(1)),
+            *_STACK_ORDER,
+        )
+        .first()
+    )
 
 
 @dataclass
@@ -315,11 +327,20 @@ def top_frame(session: Session) -> Frame | None:
     )
 
 
-def _top_frame_id(**status: Any) -> Subquery:
+def _top_frame_id(session_ref: str = "pk", **status: Any) -> Subquery:
     return Subquery(
-        Frame.objects.filter(session=OuterRef("pk"), **status)
+        Frame.objects.filter(session=OuterRef(session_ref), **status)
         .order_by(*_STACK_ORDER)
         .values("pk")[:1]
+    )
+
+
+def top_frame_id_of(session_ref: str) -> Coalesce:
+    """The id of the top of the stack (as ``top_frame`` chooses it) of the session whose
+    id the outer query's ``session_ref`` holds, as an annotation: no query of its own."""
+    return Coalesce(
+        _top_frame_id(session_ref, status=Frame.Status.ACTIVE),
+        _top_frame_id(session_ref, status__in=Frame.OPEN_STATUSES),
     )
 
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef, Subquery
 from django.utils import timezone
 
 from contextops.errors import AuthorityTooLow, Conflict, Invalid
@@ -20,11 +20,11 @@ from contextops.tokens import count_tokens
 from contextops.zones import zone_check
 
 from .budget import usage_tokens
-from .events import event_append
+from .events import EventSpec, event_append, events_append
 from .locks import frame_lock, session_lock, session_require_not_ended
-from .models import ContextHandle, Frame, Session, Suspension, Usage, token_hash
+from .models import ContextHandle, Event, Frame, Session, Suspension, Usage, token_hash
 from .pressure import CRITICAL, level_next, utilization_of
-from .selectors import top_frame
+from .selectors import top_frame, top_frame_id_of
 
 DEFAULT_MAX_SUBFRAME_DEPTH = 8
 
@@ -243,28 +243,28 @@ def frame_push(
             if max_subframe_depth is None
             else max_subframe_depth,
         )
-        event_append(
-            session=session,
-            type="frame.pushed",
-            frame=frame,
-            actor=actor,
-            payload={
-                "parent_frame_id": str(parent.pk) if parent else None,
-                "depth": depth,
-                "goal": goal,
-                "inputs": frame.inputs,
-                "budget_total": budget_total,
-                "max_subframe_depth": frame.max_subframe_depth,
-                "created_at": frame.created_at.isoformat(),
-            },
-        )
+        events = [
+            EventSpec(
+                "frame.pushed",
+                frame,
+                {
+                    "parent_frame_id": str(parent.pk) if parent else None,
+                    "depth": depth,
+                    "goal": goal,
+                    "inputs": frame.inputs,
+                    "budget_total": budget_total,
+                    "max_subframe_depth": frame.max_subframe_depth,
+                    "created_at": frame.created_at.isoformat(),
+                },
+            )
+        ]
         if parent is not None and parent_status != parent.status:
-            _status_moved(session, parent, parent_status, reason="child_pushed", actor=actor)
+            events.append(_status_moved_event(parent, parent_status, reason="child_pushed"))
         updates: dict[str, Any] = {"updated_at": timezone.now()}
         if session.lifecycle_state in (Session.Lifecycle.LOADING, Session.Lifecycle.BOOTSTRAP):
             updates["lifecycle_state"] = Session.Lifecycle.ACTIVE
-            event_append(session=session, type="session.activated", actor=actor)
-        Session.objects.filter(pk=session.pk).update(**updates)
+            events.append(EventSpec("session.activated"))
+        events_append(session=session, events=events, actor=actor, **updates)
     return frame
 
 
@@ -357,20 +357,53 @@ def usage_record(
         "cache_read_input_tokens": cache_read_input_tokens,
     }
     spent = usage_tokens(**counts)
+
+    def totals(sign: int) -> dict[str, Any]:
+        return {
+            "input_tokens_total": F("input_tokens_total") + sign * input_tokens,
+            "output_tokens_total": F("output_tokens_total") + sign * output_tokens,
+            "cache_creation_tokens_total": F("cache_creation_tokens_total")
+            + sign * cache_creation_input_tokens,
+            "cache_read_tokens_total": F("cache_read_tokens_total")
+            + sign * cache_read_input_tokens,
+            "api_calls_total": F("api_calls_total") + sign,
+            "last_event_seq": F("last_event_seq") + sign,  # the usage.recorded event
+        }
+
     with transaction.atomic():
-        session = Session.objects.select_for_update().get(pk=session.pk)
+        # The charge to the session's totals, with the number of its usage.recorded event,
+        # is the statement that takes the session's lock: one write, no read before it.
+        charged = (
+            Session.objects.filter(pk=session.pk)
+            .exclude(lifecycle_state=Session.Lifecycle.ENDED)
+            .update(**totals(+1), updated_at=timezone.now())
+        )
+        # Read after the lock, so what it sees (a replayed message, the top of the stack)
+        # stays true until the commit.
+        replayed_id = Subquery(
+            Usage.objects.filter(session_id=session.pk, message_id=message_id).values("pk")[:1]
+        )
         if frame is not None:
-            frame = frame_lock(frame)
+            frame = (
+                Frame.objects.select_related("session")
+                .annotate(replayed_id=replayed_id, top_id=top_frame_id_of("session_id"))
+                .get(pk=frame.pk)
+            )
             if frame.session_id != session.pk:
                 raise Invalid("The frame belongs to another session.", field="frame_id")
-        if message_id:
+            session, replayed = frame.session, getattr(frame, "replayed_id", None)
+        else:
+            session = Session.objects.annotate(replayed_id=replayed_id).get(pk=session.pk)
+            replayed = getattr(session, "replayed_id", None)
+        if message_id and replayed is not None:
             # A retry of a record whose answer was lost (even once the frame or the
-            # session has closed): the call is charged already.
-            replayed = Usage.objects.filter(session=session, message_id=message_id).first()
-            if replayed is not None:
-                if frame is not None and replayed.frame_id == frame.pk:
-                    replayed.frame = frame  # as it stands now, read under the lock
-                return replayed
+            # session has closed): the call is charged already, so the charge above goes.
+            if charged:
+                Session.objects.filter(pk=session.pk).update(**totals(-1))
+            usage = Usage.objects.get(pk=replayed)
+            if frame is not None and usage.frame_id == frame.pk:
+                usage.frame = frame  # as it stands now, read after the lock
+            return usage
         session_require_not_ended(session)
         if frame is not None:
             frame_require_open(frame, action="record usage on")
@@ -381,30 +414,30 @@ def usage_record(
             message_id=message_id,
             **counts,
         )
-        Session.objects.filter(pk=session.pk).update(
-            input_tokens_total=F("input_tokens_total") + input_tokens,
-            output_tokens_total=F("output_tokens_total") + output_tokens,
-            cache_creation_tokens_total=F("cache_creation_tokens_total")
-            + cache_creation_input_tokens,
-            cache_read_tokens_total=F("cache_read_tokens_total") + cache_read_input_tokens,
-            api_calls_total=F("api_calls_total") + 1,
-            updated_at=timezone.now(),
-        )
+        top_level = None
         if frame is not None:
             frame.budget_used += spent
             frame.last_occupancy_tokens = usage.occupancy_tokens
+            utilization = utilization_of(frame.last_occupancy_tokens, session.context_window_tokens)
+            level = level_next(frame.pressure_level, utilization)
             Frame.objects.filter(pk=frame.pk).update(
-                budget_used=F("budget_used") + spent, last_occupancy_tokens=usage.occupancy_tokens
+                budget_used=F("budget_used") + spent,
+                last_occupancy_tokens=usage.occupancy_tokens,
+                pressure_level=level,
             )
-        event_append(
+            frame.pressure_level = level
+            if getattr(frame, "top_id", None) == frame.pk:
+                top_level = (level, utilization)
+        Event.objects.create(
             session=session,
+            seq=session.last_event_seq,
             type="usage.recorded",
-            frame=frame,
+            frame_id=frame.pk if frame is not None else None,
             actor=actor,
             payload={**counts, "tokens": spent, "model": usage.model, "usage_id": usage.pk},
         )
-        if frame is not None:
-            pressure_update(session=session, frame=frame)
+        if frame is not None and top_level is not None:
+            _session_gauge_follow(session, frame, *top_level)
     return usage
 
 
@@ -419,16 +452,43 @@ def frame_pop(
     if status not in (Frame.Status.COMPLETED, Frame.Status.FAILED, Frame.Status.CANCELLED):
         raise Invalid("A frame pops as completed, failed or cancelled.", field="status")
     with transaction.atomic():
-        session, frame = _open_frame_lock(frame, action="pop")
-        if Frame.objects.filter(parent=frame, status__in=Frame.OPEN_STATUSES).exists():
+        session = session_lock(frame.session)
+        frame = _frame_lock_for_close(frame)
+        frame_require_open(frame, action="pop")
+        if getattr(frame, "open_children", False):
             raise Conflict(
                 "frame_has_open_children", "Pop or cancel this frame's open children first."
             )
         frame_close(
             session=session, frame=frame, status=status, result_refs=result_refs, actor=actor
         )
-        frame.refresh_from_db()
     return frame
+
+
+def _frame_lock_for_close(frame: Frame) -> Frame:
+    """Lock ``frame`` and its parent in one statement, inside the caller's transaction and
+    after its session's lock, with what closing it needs to know annotated:
+    ``open_children`` (its own) and ``open_siblings`` (its parent's other open children).
+
+    The session's lock is held, so no other writer changes the session's frames while
+    this reads them: what it annotates stays true until the commit.
+    """
+    open_frames = Frame.objects.filter(status__in=Frame.OPEN_STATUSES)
+    rows = Frame.objects.filter(pk=frame.pk).annotate(
+        open_children=Exists(open_frames.filter(parent_id=OuterRef("pk"))),
+        open_siblings=Exists(
+            open_frames.filter(parent_id=OuterRef("parent_id")).exclude(pk=OuterRef("pk"))
+        ),
+    )
+    if frame.parent_id is None:
+        return rows.select_for_update().get()
+    # An inner join (the parent exists), so both rows can be locked by the one statement.
+    return (
+        rows.filter(parent__depth__gte=0)
+        .select_related("parent")
+        .select_for_update(of=("self", "parent"))
+        .get()
+    )
 
 
 def frame_close(
@@ -437,9 +497,13 @@ def frame_close(
     """Close a locked frame and settle it with its parent; call inside the caller's transaction.
 
     Shared by a pop, a rejected suspension and the end of a session, so a frame closes
-    the same way, with the same ``frame.popped`` event, whatever closed it.
+    the same way, with the same ``frame.popped`` event, whatever closed it. A frame from
+    ``_frame_lock_for_close`` brings its locked parent and ``open_siblings`` along; any
+    other has them read here.
     """
-    parent = frame_lock(frame.parent_id) if frame.parent_id else None
+    parent = None
+    if frame.parent_id:
+        parent = frame.parent if Frame.parent.is_cached(frame) else frame_lock(frame.parent_id)
     now = timezone.now()
     frame.status = status
     frame.completed_at = now
@@ -447,11 +511,30 @@ def frame_close(
     Frame.objects.filter(pk=frame.pk).update(
         status=status, completed_at=now, result_refs=frame.result_refs
     )
+    events = [
+        EventSpec(
+            "frame.popped",
+            frame,
+            {
+                "status": status,
+                "used": frame.budget_used,
+                "returned": max(0, frame.budget_total - frame.budget_used),
+                "result_refs": result_refs or [],
+                "completed_at": now.isoformat(),
+            },
+        )
+    ]
     if parent is not None:
         settled = parent.budget.settle_subcall(
             child_total=frame.budget_total, child_used=frame.budget_used
         )
-        still_waiting = Frame.objects.filter(parent=parent, status__in=Frame.OPEN_STATUSES).exists()
+        still_waiting = getattr(frame, "open_siblings", None)
+        if still_waiting is None:
+            still_waiting = (
+                Frame.objects.filter(parent=parent, status__in=Frame.OPEN_STATUSES)
+                .exclude(pk=frame.pk)
+                .exists()
+            )
         parent_status = (
             Frame.Status.ACTIVE
             if parent.status == Frame.Status.WAITING and not still_waiting
@@ -462,32 +545,19 @@ def frame_close(
             subcall_allocation=settled.subcall_allocation,
             status=parent_status,
         )
-    event_append(
-        session=session,
-        type="frame.popped",
-        frame=frame,
-        actor=actor,
-        payload={
-            "status": status,
-            "used": frame.budget_used,
-            "returned": max(0, frame.budget_total - frame.budget_used),
-            "result_refs": result_refs or [],
-            "completed_at": now.isoformat(),
-        },
-    )
-    if parent is not None and parent_status != parent.status:
-        _status_moved(session, parent, parent_status, reason="children_closed", actor=actor)
+        if parent_status != parent.status:
+            events.append(_status_moved_event(parent, parent_status, reason="children_closed"))
+            parent.status = parent_status
+        parent.budget_used = settled.used
+        parent.subcall_allocation = settled.subcall_allocation
+    events_append(session=session, events=events, actor=actor)
 
 
-def _status_moved(session: Session, frame: Frame, status: str, *, reason: str, actor: str) -> None:
-    """Log a status change no more specific event records (``frame.updated``): a parent
+def _status_moved_event(frame: Frame, status: str, *, reason: str) -> EventSpec:
+    """A status change no more specific event records (``frame.updated``): a parent
     waiting while a child works, active again once its children are closed."""
-    event_append(
-        session=session,
-        type="frame.updated",
-        frame=frame,
-        actor=actor,
-        payload={"status": status, "from": frame.status, "reason": reason},
+    return EventSpec(
+        "frame.updated", frame, {"status": status, "from": frame.status, "reason": reason}
     )
 
 
@@ -634,30 +704,34 @@ def pressure_update(*, session: Session, frame: Frame) -> str:
     top = top_frame(session)
     if top is None or top.pk != frame.pk:
         return new_level
+    _session_gauge_follow(session, frame, new_level, utilization)
+    return new_level
+
+
+def _session_gauge_follow(session: Session, frame: Frame, level: str, utilization: float) -> None:
+    """The session's gauge follows the top of its stack (``frame``, now at ``level``): its
+    level, ``active_pressure`` at CRITICAL and ``active`` below, ``pressure.changed`` on a
+    change. Nothing is written when nothing moves."""
     updates: dict = {}
-    if session.pressure_level != new_level:
-        updates["pressure_level"] = new_level
+    if session.pressure_level != level:
+        updates["pressure_level"] = level
     lifecycle = session.lifecycle_state
     if lifecycle in (Session.Lifecycle.ACTIVE, Session.Lifecycle.ACTIVE_PRESSURE):
         wanted = (
-            Session.Lifecycle.ACTIVE_PRESSURE if new_level == CRITICAL else Session.Lifecycle.ACTIVE
+            Session.Lifecycle.ACTIVE_PRESSURE if level == CRITICAL else Session.Lifecycle.ACTIVE
         )
         if wanted != lifecycle:
             updates["lifecycle_state"] = wanted
-    if updates:
-        previous = session.pressure_level
-        Session.objects.filter(pk=session.pk).update(**updates)
-        for name, value in updates.items():
-            setattr(session, name, value)
-        if "pressure_level" in updates:
-            event_append(
-                session=session,
-                type="pressure.changed",
-                frame=frame,
-                payload={
-                    "from": previous,
-                    "to": new_level,
-                    "utilization": round(utilization, 4),
-                },
+    if not updates:
+        return
+    previous = session.pressure_level
+    events = []
+    if "pressure_level" in updates:
+        events.append(
+            EventSpec(
+                "pressure.changed",
+                frame,
+                {"from": previous, "to": level, "utilization": round(utilization, 4)},
             )
-    return new_level
+        )
+    events_append(session=session, events=events, **updates)

@@ -7,8 +7,9 @@ stores the result as a ``ContextPackRecord``. Token counts come from storage
 here (brief, breadcrumbs) is estimated, never tokenized. No model call is made.
 
 The number of queries does not depend on how many facts or handles there are: the
-session, the frame, one per ancestor (bounded by the frame depth), one for handles,
-the facts selector's own (constant), the working set, and one insert.
+top frame (one query), one per ancestor (bounded by the frame depth), one for handles,
+the facts selector's two, the working set, and one insert (with the move out of
+``loading`` in its transaction the first time).
 """
 
 from dataclasses import dataclass, field, replace
@@ -22,7 +23,7 @@ from contextops.zones import local_now, local_zone
 from facts.selectors import facts_for_context, working_set_for_context
 from frames.locks import session_require_not_ended
 from frames.models import ContextHandle, ContextPackRecord, Frame, Session
-from frames.selectors import frame_ancestry, top_frame
+from frames.selectors import frame_ancestry, session_top_frame
 from frames.services import session_bootstrapped
 
 from . import packing
@@ -285,7 +286,7 @@ def context_pack_assemble(
     if frame is not None and frame.session_id != session.pk:
         raise NotFound("No such frame in this session.")
     if as_of is None:
-        frame = frame or top_frame(session)
+        frame = frame or session_top_frame(session)
     elif frame is None:
         frame = as_of.top_frame(list(Frame.objects.filter(session=session)))
     elif not as_of.frame_existed(frame):
@@ -341,12 +342,14 @@ def context_pack_assemble(
         query=query[:2000],
         as_of_seq=as_of_seq,
     )
-    if store:
+    if store and session.lifecycle_state == Session.Lifecycle.LOADING:
         with transaction.atomic():
             record.save(force_insert=True)
             if as_of is None:
                 # An agent reading its context back is what moves a loading session on.
                 session_bootstrapped(session=session, actor=actor)
+    elif store:
+        record.save(force_insert=True)
     return ContextPack(
         record=record, result=result, frame=frame, query=query, format=pack_format, notes=notes
     )

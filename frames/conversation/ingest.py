@@ -22,7 +22,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from contextops.errors import Invalid, NotFound
-from contextops.tokens import count_tokens
+from contextops.tokens import count_tokens_many
 from frames.budget import usage_tokens
 from frames.events import event_append
 from frames.locks import session_lock, session_require_not_ended
@@ -87,12 +87,15 @@ class IngestPass:
     current: Turn | None = None
     next_index: int = 0
     next_seq: int = 0
-    touched: dict[int, Turn] = field(default_factory=dict)
+    touched: dict[Any, Turn] = field(default_factory=dict)  # by ``_key``
     tool_turns: dict[str, Turn] = field(default_factory=dict)  # tool_use id -> turn, this pass
     created: list[Turn] = field(default_factory=list)
     messages: int = 0
     # The source's own time of the latest message of each touched turn (an import's).
-    times: dict[int, datetime] = field(default_factory=dict)
+    times: dict[Any, datetime] = field(default_factory=dict)  # by ``_key``
+    # Rows written together by ``ingest_finish``: messages in order, tool uses by id.
+    pending_messages: list[Message] = field(default_factory=list)
+    pending_tool_uses: dict[str, ToolUse] = field(default_factory=dict)
 
 
 def ingest_start(*, session: Session, branch: str, frame: Frame | None) -> IngestPass:
@@ -107,9 +110,16 @@ def ingest_start(*, session: Session, branch: str, frame: Frame | None) -> Inges
     return state
 
 
+def _key(turn: Turn) -> Any:
+    """A turn's key in a pass: its id once stored; a new one is written by
+    ``ingest_finish`` and known by its index until then."""
+    return turn.pk if turn.pk is not None else ("new", turn.index)
+
+
 def _new_turn(state: IngestPass, user_message: str = "", at: datetime | None = None) -> Turn:
+    """A turn the pass starts; written, with the pass's others, by ``ingest_finish``."""
     now = at or timezone.now()
-    turn = Turn.objects.create(
+    turn = Turn(
         session=state.session,
         frame=state.frame,
         branch=state.branch,
@@ -120,7 +130,7 @@ def _new_turn(state: IngestPass, user_message: str = "", at: datetime | None = N
     )
     state.next_index += 1
     state.current = turn
-    state.touched[turn.pk] = turn
+    state.touched[_key(turn)] = turn
     state.created.append(turn)
     return turn
 
@@ -142,7 +152,7 @@ def _turn_for_tool_use(state: IngestPass, tool_use_id: str) -> Turn | None:
 
 def turn_touch(state: IngestPass, turn: Turn) -> Turn:
     """``turn`` as this pass holds it, marked to be saved by ``ingest_finish``."""
-    return state.touched.setdefault(turn.pk, turn)
+    return state.touched.setdefault(_key(turn), turn)
 
 
 def message_ingest(
@@ -152,18 +162,23 @@ def message_ingest(
     content: Any,
     field: Sequence[str | int] = (),
     at: datetime | None = None,
+    tokens: list[int] | None = None,
 ) -> None:
     """Group one message into the branch's turns; checks everything before writing anything.
 
     ``at``: when the message was sent, as its source recorded it (an import); the message,
-    a turn it starts and the turns it extends carry that time instead of now.
+    a turn it starts and the turns it extends carry that time instead of now. ``tokens``:
+    the count of each content block when the caller counted a batch at once.
 
-    Raises ``Invalid`` naming the bad part under ``field`` (``("messages", 3)``).
+    The message and the tool uses it names are written by ``ingest_finish``, all of the
+    pass's together. Raises ``Invalid`` naming the bad part under ``field``
+    (``("messages", 3)``).
     """
     if role not in ROLES:
         raise Invalid("role must be user or assistant.", field=(*field, "role"))
     blocks = blocks_of(content, (*field, "content"))
-    tokens = [count_tokens(block_text(b)) for b in blocks]
+    if tokens is None:
+        tokens = count_tokens_many([block_text(b) for b in blocks])
     owner: Turn | None = None
     if role == "user":
         results = [
@@ -188,7 +203,7 @@ def message_ingest(
             turn.tokens += count
             owner = owner or turn
             if at is not None:
-                state.times[turn.pk] = at
+                state.times[_key(turn)] = at
         text = "\n".join(b["text"] for b, _ in others if b["type"] == "text" and b["text"].strip())
         if text or (others and not results):
             turn = _new_turn(state, user_message=text, at=at)
@@ -214,24 +229,27 @@ def message_ingest(
                     {"id": block["id"], "name": block["name"], "input": block.get("input", {})},
                 ]
                 state.tool_turns[block["id"]] = turn
-                ToolUse.objects.get_or_create(
-                    session=state.session, tool_use_id=block["id"], defaults={"turn": turn}
+                state.pending_tool_uses.setdefault(
+                    block["id"],
+                    ToolUse(session=state.session, tool_use_id=block["id"], turn=turn),
                 )
             turn.tokens += count
         owner = turn
     if owner is None:  # an empty user message: nothing to group
         owner = state.current or _new_turn(state, at=at)
-    Message.objects.create(
-        session=state.session,
-        turn=owner,
-        seq=state.next_seq,
-        role=role,
-        content=blocks,
-        tokens=sum(tokens),
-        created_at=at or timezone.now(),
+    state.pending_messages.append(
+        Message(
+            session=state.session,
+            turn=owner,
+            seq=state.next_seq,
+            role=role,
+            content=blocks,
+            tokens=sum(tokens),
+            created_at=at or timezone.now(),
+        )
     )
     if at is not None:
-        state.times[owner.pk] = at
+        state.times[_key(owner)] = at
     state.next_seq += 1
     state.messages += 1
 
@@ -250,19 +268,58 @@ def _turn_view(turn: Turn) -> TurnView:
     )
 
 
+TURN_FIELDS_SAVED = [
+    "user_message",
+    "tool_calls",
+    "tool_results",
+    "assistant_response",
+    "thinking",
+    "tokens",
+    "previous_error",
+    "has_error",
+    "anchor_type",
+    "anchor_weight",
+    "anchor_confidence",
+    "anchor_description",
+    "occupancy_tokens",
+    "updated_at",
+]
+
+
 def ingest_finish(state: IngestPass) -> list[Turn]:
-    """Recompute error flags and anchors of the touched turns and their neighbours; save
-    them. Returns the turns saved, oldest first."""
+    """Recompute error flags and anchors of the touched turns and their neighbours, then
+    write the pass: its new turns, messages and tool uses a statement each (per batch),
+    and the stored turns that changed. Returns the turns saved, oldest first."""
     touched = sorted(state.touched.values(), key=lambda t: t.index)
-    if not touched:
-        return []
+    changed = _turns_recomputed(state, touched) if touched else []
+    new = {id(turn) for turn in state.created}
+    Turn.objects.bulk_create(state.created, batch_size=500)
+    Message.objects.bulk_create(state.pending_messages, batch_size=500)
+    # A tool use id the session already holds keeps its first turn, as before.
+    ToolUse.objects.bulk_create(
+        state.pending_tool_uses.values(), batch_size=500, ignore_conflicts=True
+    )
+    state.created, state.pending_messages, state.pending_tool_uses = [], [], {}
+    Turn.objects.bulk_update(
+        [turn for turn in changed if id(turn) not in new], TURN_FIELDS_SAVED, batch_size=500
+    )
+    return changed
+
+
+def _turns_recomputed(state: IngestPass, touched: list[Turn]) -> list[Turn]:
+    """Error flags and anchors of ``touched`` and their stored neighbours, recomputed;
+    returns those to save (every touched turn, and a neighbour that changed), by index."""
+    keys = {id(turn): key for key, turn in state.touched.items()}
     wanted = (
         {t.index for t in touched} | {t.index - 1 for t in touched} | {t.index + 1 for t in touched}
     )
     known = {t.index: t for t in touched}
     missing = [i for i in wanted if i >= 0 and i not in known]
-    for turn in Turn.objects.filter(session=state.session, branch=state.branch, index__in=missing):
-        known[turn.index] = turn
+    if missing:
+        for turn in Turn.objects.filter(
+            session=state.session, branch=state.branch, index__in=missing
+        ):
+            known[turn.index] = turn
     changed = []
     for index in sorted(known):
         turn = known[index]
@@ -276,7 +333,7 @@ def ingest_finish(state: IngestPass) -> list[Turn]:
         turn.anchor_weight = anchor.weight if anchor else None
         turn.anchor_confidence = anchor.confidence if anchor else None
         turn.anchor_description = anchor.description[:500] if anchor else ""
-        if turn.pk in state.touched or before != (
+        if id(turn) in keys or before != (
             turn.has_error,
             turn.previous_error,
             turn.anchor_type,
@@ -284,28 +341,25 @@ def ingest_finish(state: IngestPass) -> list[Turn]:
             changed.append(turn)
     now = timezone.now()
     for turn in changed:
-        turn.updated_at = state.times.get(turn.pk, now)
-    Turn.objects.bulk_update(
-        changed,
-        [
-            "user_message",
-            "tool_calls",
-            "tool_results",
-            "assistant_response",
-            "thinking",
-            "tokens",
-            "previous_error",
-            "has_error",
-            "anchor_type",
-            "anchor_weight",
-            "anchor_confidence",
-            "anchor_description",
-            "occupancy_tokens",
-            "updated_at",
-        ],
-        batch_size=500,
-    )
-    return sorted(changed, key=lambda t: t.index)
+        turn.updated_at = state.times.get(keys.get(id(turn)), now)
+    return changed
+
+
+def _counts_of(messages: Sequence[dict]) -> list[list[int] | None]:
+    """The token count of every content block of every message, counted as one batch;
+    None for a message whose content is malformed (``message_ingest`` names the fault)."""
+    texts: list[str] = []
+    spans: list[tuple[int, int] | None] = []
+    for message in messages:
+        try:
+            blocks = blocks_of(message.get("content"), ())
+        except Invalid:
+            spans.append(None)
+            continue
+        spans.append((len(texts), len(texts) + len(blocks)))
+        texts += [block_text(b) for b in blocks]
+    counted = count_tokens_many(texts)
+    return [counted[span[0] : span[1]] if span else None for span in spans]
 
 
 def _usage_check(usage: dict | UsageFigures | None) -> UsageFigures | None:
@@ -361,9 +415,14 @@ def messages_append(
         session_require_not_ended(session)
         frame = _frame_of_call(session, frame_id) if frame_id else session_top_frame(session)
         state = ingest_start(session=session, branch=MAIN_BRANCH, frame=frame)
+        counts = _counts_of(messages)
         for i, message in enumerate(messages):
             message_ingest(
-                state, role=message["role"], content=message["content"], field=("messages", i)
+                state,
+                role=message["role"],
+                content=message["content"],
+                field=("messages", i),
+                tokens=counts[i],
             )
         occupancy = None
         if figures is not None:

@@ -216,7 +216,10 @@ def checkpoint_create(request: ApiRequest, state_id: str, payload: CheckpointIn)
 )
 def checkpoint_get(request: ApiRequest, state_id: str, checkpoint_id: str):
     state = _state(request, state_id)
-    return checkpoint_detail_out(selectors.checkpoint_get(state=state, checkpoint_id=checkpoint_id))
+    checkpoint = selectors.checkpoint_get(state=state, checkpoint_id=checkpoint_id)
+    return checkpoint_detail_out(
+        checkpoint, snapshots.checkpoint_snapshots(state, [checkpoint])[checkpoint.pk]
+    )
 
 
 @router.post(

@@ -73,6 +73,7 @@ from .schema import (
 from .selectors import StateView, state_variables, state_view
 from .snapshots import (
     checkpoint_id_new,
+    checkpoint_snapshots,
     mutation_from_folded,
     mutation_row,
     state_event_append,
@@ -166,8 +167,10 @@ def mutation_export(mutation: RlmMutation) -> dict[str, Any]:
 
 
 def checkpoint_export(
-    state: RlmState, checkpoint: RlmCheckpoint, *, with_snapshot: bool = False
+    state: RlmState, checkpoint: RlmCheckpoint, *, snapshot: dict[str, Any] | None = None
 ) -> dict[str, Any]:
+    """The checkpoint as a seed StateCheckpoint; ``snapshot`` (its full snapshot, from
+    ``checkpoint_snapshots``) is added when given."""
     out: dict[str, Any] = {
         "checkpoint_id": checkpoint.checkpoint_id,
         "name": checkpoint.name,
@@ -177,8 +180,7 @@ def checkpoint_export(
         out["snapshot_path"] = checkpoint_api_path(state, checkpoint)
     if checkpoint.description:
         out["description"] = checkpoint.description
-    snapshot = checkpoint.snapshot
-    if with_snapshot and snapshot is not None:
+    if snapshot is not None:
         rows = [variable_from_snapshot(state, row) for row in snapshot["variables"]]
         out["snapshot"] = {
             "completion_status": snapshot["completion_status"],
@@ -203,6 +205,7 @@ def state_export(state: RlmState, *, with_snapshots: bool = False) -> dict[str, 
     """
     variables = state_variables(state)
     checkpoints = list(state.checkpoints.order_by("timestamp", "id"))
+    snapshots = checkpoint_snapshots(state, checkpoints) if with_snapshots else {}
     document: dict[str, Any] = {"version": state.version, "state_id": state.state_id}
     if state.session_label:
         document["session_id"] = state.session_label
@@ -212,7 +215,7 @@ def state_export(state: RlmState, *, with_snapshots: bool = False) -> dict[str, 
     document["history"] = {
         "mutations": [mutation_export(m) for m in state.mutations.order_by("seq")],
         "checkpoints": [
-            checkpoint_export(state, c, with_snapshot=with_snapshots) for c in checkpoints
+            checkpoint_export(state, c, snapshot=snapshots.get(c.pk)) for c in checkpoints
         ],
     }
     metadata: dict[str, Any] = {

@@ -163,6 +163,10 @@ class RlmMutation(models.Model):
     source = models.CharField(max_length=200, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     timestamp = models.DateTimeField(default=timezone.now)
+    # Each variable this mutation changed, by name, as its row was just before (a
+    # snapshot row; null when it did not exist yet): what a rollback to an earlier
+    # position undoes it with. Null for a mutation that came in with an import.
+    before = models.JSONField(null=True, blank=True, default=None)
 
     class Meta:
         ordering = ["seq"]
@@ -193,6 +197,12 @@ class RlmCheckpoint(models.Model):
     kind = models.CharField(max_length=14, choices=Kind.choices, default=Kind.MANUAL)
     # Full state at this point: {"completion_status", "completed_at", "variables": [...]}.
     snapshot = models.JSONField(null=True, blank=True)
+    # A checkpoint that is a position in the mutation log (``mutation_seq``) keeps only
+    # what the log does not: {"completion_status", "completed_at", "access_counts":
+    # {name: count, the non-zero ones}}. Its variables are the current ones with every
+    # later mutation undone (``snapshots.checkpoint_snapshots``); a snapshot is stored
+    # only once the log folds past it.
+    position = models.JSONField(null=True, blank=True, default=None)
     mutation_seq = models.BigIntegerField(default=0)
     folded_mutations = models.JSONField(default=list, blank=True)
     timestamp = models.DateTimeField(default=timezone.now)
@@ -213,4 +223,4 @@ class RlmCheckpoint(models.Model):
 
     @property
     def restorable(self) -> bool:
-        return self.snapshot is not None
+        return self.snapshot is not None or self.position is not None

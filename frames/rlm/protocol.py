@@ -48,8 +48,9 @@ from .snapshots import (
     state_event_append,
     state_expired_purge,
     state_lock,
+    state_position,
     state_save,
-    state_snapshot,
+    variable_snapshot,
 )
 from .values import (
     FINAL,
@@ -157,6 +158,7 @@ def state_initialize(
             source="user_input",
             timestamp=now,
             actor=actor,
+            before={PROMPT: None},
         )
         RlmCheckpoint.objects.create(
             state=state,
@@ -164,7 +166,7 @@ def state_initialize(
             name="initial_state",
             description="State initialized with user prompt",
             kind=RlmCheckpoint.Kind.INITIAL,
-            snapshot=state_snapshot(state),
+            position=state_position(state),
             mutation_seq=state.mutation_total,
             timestamp=now,
         )
@@ -243,9 +245,16 @@ def _write_locked(
     ttl_seconds: int | None,
     actor: str,
     now: datetime,
+    existing: RlmVariable | None = None,
+    existing_read: bool = False,
 ) -> RlmVariable:
-    """Write ``name`` on a locked state, log it, and complete the state when it is ``Final``."""
-    existing = state.variables.filter(name=name).first()
+    """Write ``name`` on a locked state, log it, and complete the state when it is ``Final``.
+
+    ``existing`` (with ``existing_read``): the variable of that name as the caller just
+    read it under the lock, None when there is none; read here otherwise.
+    """
+    if not existing_read:
+        existing = state.variables.filter(name=name).first()
     if existing is not None and existing.read_only:
         raise Conflict("read_only_variable", f"{name!r} is read-only.", variable=name)
     if name == FINAL and value is None:
@@ -285,6 +294,7 @@ def _write_locked(
                 "This state's frame still has open children; Final is set when all of them complete.",
             )
     old = (existing.value, existing.file_name) if existing is not None else (None, "")
+    before = {name: variable_snapshot(existing) if existing is not None else None}
     stored, file_name, size = value_store(state, name, value, field="value")
     variable = existing or RlmVariable(state=state, name=name, created_at=now)
     variable.type = type_
@@ -311,6 +321,7 @@ def _write_locked(
         source=source,
         timestamp=now,
         actor=actor,
+        before=before,
     )
     state_event_append(
         state, "rlm.variable_written", actor, name=name, mutation_id=mutation.mutation_id
@@ -343,9 +354,11 @@ def variable_write(
     with transaction.atomic():
         state = state_lock(state)
         now = timezone.now()
-        state_expired_purge(state, now, actor)
+        existing = state_expired_purge(state, now, actor, also=name)
         variable = _write_locked(
             state,
+            existing=existing,
+            existing_read=True,
             name=name,
             value=value,
             type_=type,
@@ -383,6 +396,7 @@ def variable_delete(
             source=source,
             timestamp=now,
             actor=actor,
+            before={name: variable_snapshot(variable)},
         )
         variable.delete()
         state_save(state, now)

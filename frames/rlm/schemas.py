@@ -188,8 +188,11 @@ def checkpoint_out(checkpoint: RlmCheckpoint) -> dict[str, Any]:
     }
 
 
-def checkpoint_detail_out(checkpoint: RlmCheckpoint) -> dict[str, Any]:
-    snapshot = checkpoint.snapshot or {}
+def checkpoint_detail_out(
+    checkpoint: RlmCheckpoint, snapshot: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The checkpoint with its full ``snapshot`` (``snapshots.checkpoint_snapshots``)."""
+    snapshot = snapshot or {}
     return {
         **checkpoint_out(checkpoint),
         "variables": snapshot.get("variables", []),

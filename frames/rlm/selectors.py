@@ -127,16 +127,29 @@ def variable_resolve(
     )
 
 
-def state_view(state: RlmState, *, mutations: int = 0) -> StateView:
+def state_view(
+    state: RlmState, *, mutations: int = 0, variables: list[RlmVariable] | None = None
+) -> StateView:
     """``state`` read afresh with its variables, checkpoints and the newest ``mutations``
-    entries of its log (none by default)."""
-    state = RlmState.objects.select_related("session", "frame").get(pk=state.pk)
-    size = state.variables.aggregate(size=Sum("size_bytes"))["size"]
+    entries of its log (none by default).
+
+    A write that has just read every variable row of a state it holds locked (session and
+    frame loaded) passes them as ``variables``: the state and its rows are then not read
+    again.
+    """
+    if variables is None:
+        state = RlmState.objects.select_related("session", "frame").get(pk=state.pk)
+        size = state.variables.aggregate(size=Sum("size_bytes"))["size"] or 0
+        live = state_variables(state)
+    else:
+        now = timezone.now()
+        size = sum(v.size_bytes for v in variables)
+        live = sorted((v for v in variables if not v.is_expired(now)), key=lambda v: v.name)
     return StateView(
         state=state,
-        variables=state_variables(state),
+        variables=live,
         checkpoints=checkpoint_list(state),
-        total_size_bytes=size or 0,
+        total_size_bytes=size,
         mutations=(
             mutation_list(state=state, limit=mutations, newest_first=True) if mutations else []
         ),
@@ -144,10 +157,13 @@ def state_view(state: RlmState, *, mutations: int = 0) -> StateView:
 
 
 def checkpoint_list(state: RlmState) -> list[RlmCheckpoint]:
-    """Checkpoints oldest first, without loading their snapshots (``has_snapshot`` annotated)."""
-    has_snapshot = RlmCheckpoint.objects.filter(pk=OuterRef("pk"), snapshot__isnull=False)
+    """Checkpoints oldest first, without loading their snapshots (``has_snapshot``
+    annotated: true for every restorable one, positional or with a stored snapshot)."""
+    has_snapshot = RlmCheckpoint.objects.filter(
+        Q(snapshot__isnull=False) | Q(position__isnull=False), pk=OuterRef("pk")
+    )
     return list(
-        state.checkpoints.defer("snapshot", "folded_mutations")
+        state.checkpoints.defer("snapshot", "folded_mutations", "position")
         .annotate(has_snapshot=Exists(has_snapshot))
         .order_by("timestamp", "id")
     )

@@ -12,6 +12,15 @@ before the next one is logged. At ``max_checkpoints`` a fold merges into the lat
 checkpoint; with no fold checkpoint to merge into, the write is refused (409
 ``history_full``) rather than dropping history.
 
+A checkpoint is a position in the log: every mutation keeps, in ``before``, the row of
+each variable it changed as it was just before (null when the variable did not exist),
+so the state at a position is the current one with every later mutation undone, the
+earliest pre-image of each name winning. The checkpoint itself keeps only what the log
+does not: the completion status and the non-zero access counts (reads are not logged).
+Taking one costs the same for ten variables or a thousand; a rollback writes only the
+variables changed since. Before the log folds mutations a positional checkpoint still
+needs, the checkpoint gets its full snapshot, so it stays exact.
+
 A snapshot is ``{completion_status, completed_at, variables: [row, ...]}``, one row per
 variable (``variable_snapshot``) by name; a folded mutation is kept as a row too
 (``mutation_row``). Temporary variables past their TTL are deleted, each with a logged
@@ -24,6 +33,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from contextops.errors import Conflict, Invalid, NotFound
@@ -103,9 +113,97 @@ def mutation_from_folded(row: dict[str, Any]) -> RlmMutation:
     return RlmMutation(**{**row, "timestamp": datetime.fromisoformat(row["timestamp"])})
 
 
+def state_position(state: RlmState) -> dict[str, Any]:
+    """What a positional checkpoint of ``state`` keeps besides its place in the log: the
+    completion and the access counts that are not zero (reads are not logged)."""
+    return {
+        "completion_status": state.completion_status,
+        "completed_at": state.completed_at.isoformat() if state.completed_at else None,
+        "access_counts": dict(
+            state.variables.filter(access_count__gt=0).values_list("name", "access_count")
+        ),
+    }
+
+
+def _undo_rows(befores: list[Any]) -> dict[str, dict[str, Any] | None] | None:
+    """The row each name had before the first of ``befores`` (pre-images, oldest first)
+    that changed it; None when one of them has no pre-image (it came with an import)."""
+    rows: dict[str, dict[str, Any] | None] = {}
+    for before in befores:
+        if before is None:
+            return None
+        for name, row in before.items():
+            rows.setdefault(name, row)
+    return rows
+
+
+def _snapshot_at(
+    current: dict[str, dict[str, Any]], befores: list[Any], position: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The snapshot of a positional checkpoint: ``current`` rows with ``befores`` (every
+    later mutation's pre-images, oldest first) undone and its access counts put back."""
+    undo = _undo_rows(befores)
+    if undo is None:
+        return None
+    rows = dict(current)
+    for name, row in undo.items():
+        if row is None:
+            rows.pop(name, None)
+        else:
+            rows[name] = row
+    counts = position["access_counts"]
+    return {
+        "completion_status": position["completion_status"],
+        "completed_at": position["completed_at"],
+        "variables": [{**rows[name], "access_count": counts.get(name, 0)} for name in sorted(rows)],
+    }
+
+
+def checkpoint_snapshots(
+    state: RlmState, checkpoints: list[RlmCheckpoint]
+) -> dict[int, dict[str, Any] | None]:
+    """Each checkpoint's full snapshot by primary key: the stored one, or for a positional
+    checkpoint the state at its position; None for one that has neither. Reads the
+    variables and the log once, however many checkpoints are positional."""
+    snapshots = {c.pk: c.snapshot for c in checkpoints}
+    positional = [c for c in checkpoints if c.snapshot is None and c.position is not None]
+    if not positional:
+        return snapshots
+    current = {v.name: variable_snapshot(v) for v in state.variables.all()}
+    log = list(
+        state.mutations.filter(seq__gt=min(c.mutation_seq for c in positional))
+        .order_by("seq")
+        .values_list("seq", "before")
+    )
+    for checkpoint in positional:
+        snapshots[checkpoint.pk] = _snapshot_at(
+            current,
+            [before for seq, before in log if seq > checkpoint.mutation_seq],
+            checkpoint.position or {},
+        )
+    return snapshots
+
+
+def _positions_materialize(state: RlmState, *, folding_through: int) -> None:
+    """Store the full snapshot of every positional checkpoint that needs a mutation up to
+    seq ``folding_through``, before the log folds those mutations away; one whose later
+    history came with an import (no pre-images) is no longer restorable."""
+    needing = list(
+        state.checkpoints.filter(
+            snapshot__isnull=True, position__isnull=False, mutation_seq__lt=folding_through
+        )
+    )
+    for checkpoint_pk, snapshot in checkpoint_snapshots(state, needing).items():
+        stored = {"snapshot": snapshot} if snapshot is not None else {"position": None}
+        RlmCheckpoint.objects.filter(pk=checkpoint_pk).update(**stored)
+
+
 def checkpoint_id_new(state: RlmState) -> str:
     """A ``ckpt-`` id no checkpoint of ``state`` has yet."""
-    taken = set(state.checkpoints.values_list("checkpoint_id", flat=True))
+    return _id_not_in(set(state.checkpoints.values_list("checkpoint_id", flat=True)))
+
+
+def _id_not_in(taken: set[str]) -> str:
     while True:
         candidate = f"ckpt-{secrets.token_hex(4)}"
         if candidate not in taken:
@@ -208,6 +306,7 @@ def _history_make_room(state: RlmState, actor: str) -> None:
                 "description",
             ]
         )
+    _positions_materialize(state, folding_through=oldest[-1].seq)
     RlmMutation.objects.filter(pk__in=[m.pk for m in oldest]).delete()
     state.history_length -= len(oldest)
     state_event_append(
@@ -230,10 +329,13 @@ def mutation_log(
     metadata: dict | None = None,
     timestamp: datetime | None = None,
     actor: str = "",
+    before: dict[str, dict[str, Any] | None],
 ) -> RlmMutation:
     """Log one mutation under the next ``mut-`` id, folding a full log first.
 
-    ``old`` and ``new`` are ``(inline value, file name)``. 409 ``history_full`` when the
+    ``old`` and ``new`` are ``(inline value, file name)``; ``before`` holds the row of
+    each variable the mutation changes as it is now (``variable_snapshot``, None for
+    one that does not exist yet), which is what undoes it. 409 ``history_full`` when the
     log has nowhere to fold into; 409 ``mutation_ids_exhausted`` after the last id.
     """
     _history_make_room(state, actor)
@@ -257,12 +359,24 @@ def mutation_log(
         source=source,
         metadata=metadata or {},
         timestamp=timestamp or timezone.now(),
+        before=before,
     )
 
 
-def state_expired_purge(state: RlmState, now: datetime, actor: str) -> None:
-    """Delete the state's temporary variables whose TTL ran out by ``now``, each logged."""
-    for variable in state.variables.filter(expires_at__lte=now):
+def state_expired_purge(
+    state: RlmState, now: datetime, actor: str, *, also: str | None = None
+) -> RlmVariable | None:
+    """Delete the state's temporary variables whose TTL ran out by ``now``, each logged.
+
+    With ``also`` (a variable name) the same read brings that variable back: the live
+    one, or None when it does not exist or has just expired.
+    """
+    wanted = Q(expires_at__lte=now) | Q(name=also) if also is not None else Q(expires_at__lte=now)
+    found = None
+    for variable in state.variables.filter(wanted):
+        if not variable.is_expired(now):
+            found = variable
+            continue
         mutation_log(
             state,
             operation=RlmMutation.Operation.DELETE,
@@ -270,8 +384,10 @@ def state_expired_purge(state: RlmState, now: datetime, actor: str) -> None:
             old=(variable.value, variable.file_name),
             source="ttl_expired",
             actor=actor,
+            before={variable.name: variable_snapshot(variable)},
         )
         variable.delete()
+    return found
 
 
 # --- checkpoints and rollback -----------------------------------------------------------
@@ -280,13 +396,16 @@ def state_expired_purge(state: RlmState, now: datetime, actor: str) -> None:
 def checkpoint_create(
     *, state: RlmState, name: str, description: str = "", actor: str = ""
 ) -> RlmCheckpoint:
-    """A full snapshot under a new ``ckpt-`` id; 409 ``checkpoint_limit_reached`` at the limit."""
+    """A checkpoint at the log's current position under a new ``ckpt-`` id; 409
+    ``checkpoint_limit_reached`` at the limit. Its cost does not grow with the variables:
+    it stores the position, the completion and the non-zero access counts."""
     if not isinstance(name, str) or not name.strip():
         raise Invalid("A checkpoint needs a name.", field="name")
     with transaction.atomic():
         state = state_lock(state)
         now = timezone.now()
-        if state.checkpoints.count() >= MAX_CHECKPOINTS:
+        taken = set(state.checkpoints.values_list("checkpoint_id", flat=True))
+        if len(taken) >= MAX_CHECKPOINTS:
             raise Conflict(
                 "checkpoint_limit_reached",
                 f"A state keeps at most {MAX_CHECKPOINTS} checkpoints.",
@@ -295,11 +414,11 @@ def checkpoint_create(
         state_expired_purge(state, now, actor)
         checkpoint = RlmCheckpoint.objects.create(
             state=state,
-            checkpoint_id=checkpoint_id_new(state),
+            checkpoint_id=_id_not_in(taken),
             name=name,
             description=description,
             kind=RlmCheckpoint.Kind.MANUAL,
-            snapshot=state_snapshot(state),
+            position=state_position(state),
             mutation_seq=state.mutation_total,
             timestamp=now,
         )
@@ -312,6 +431,56 @@ def checkpoint_create(
             name=name,
         )
     return checkpoint
+
+
+def _restore_position(
+    state: RlmState, checkpoint: RlmCheckpoint
+) -> tuple[list[RlmVariable], dict[str, dict[str, Any] | None]]:
+    """Undo every mutation after a positional checkpoint: only the variables they changed
+    are rewritten, then access counts go back to the checkpoint's. Returns every variable
+    row as it now stands, by name, and the pre-images of what changed."""
+    undo = _undo_rows(
+        list(
+            state.mutations.filter(seq__gt=checkpoint.mutation_seq)
+            .order_by("seq")
+            .values_list("before", flat=True)
+        )
+    )
+    if undo is None:
+        raise Conflict(
+            "checkpoint_not_restorable",
+            "Mutations after this checkpoint came in with an import and cannot be undone.",
+        )
+    changed = list(state.variables.filter(name__in=list(undo)))
+    before: dict[str, dict[str, Any] | None] = dict.fromkeys(undo)
+    before.update({v.name: variable_snapshot(v) for v in changed})
+    if changed:
+        RlmVariable.objects.filter(pk__in=[v.pk for v in changed]).delete()
+    RlmVariable.objects.bulk_create(
+        [variable_from_snapshot(state, row) for row in undo.values() if row is not None],
+        batch_size=500,
+    )
+    variables = list(state.variables.order_by("name"))
+    counts = (checkpoint.position or {})["access_counts"]
+    recounted = [v for v in variables if v.access_count != counts.get(v.name, 0)]
+    for variable in recounted:
+        variable.access_count = counts.get(variable.name, 0)
+    if recounted:
+        RlmVariable.objects.bulk_update(recounted, ["access_count"], batch_size=500)
+    return variables, before
+
+
+def _restore_snapshot(
+    state: RlmState, snapshot: dict[str, Any]
+) -> dict[str, dict[str, Any] | None]:
+    """Replace every variable with a stored snapshot's rows; returns the pre-images."""
+    before: dict[str, dict[str, Any] | None] = {row["name"]: None for row in snapshot["variables"]}
+    before.update({v.name: variable_snapshot(v) for v in state.variables.all()})
+    state.variables.all().delete()
+    RlmVariable.objects.bulk_create(
+        [variable_from_snapshot(state, row) for row in snapshot["variables"]], batch_size=500
+    )
+    return before
 
 
 def state_rollback(
@@ -328,6 +497,9 @@ def state_rollback(
     the newest ``mutations_shown`` entries of its log. 404 (naming ``checkpoint_id``) for
     an unknown checkpoint; 409 ``checkpoint_not_restorable`` for one imported without a
     snapshot. A frame popped by a later Final stays popped.
+
+    Back to a positional checkpoint, only the variables changed since are written; to
+    one with a stored snapshot (a history fold, an import), every variable is.
     """
     with transaction.atomic():
         state = state_lock(state)
@@ -338,31 +510,38 @@ def state_rollback(
         )
         if checkpoint is None:
             raise NotFound("No such checkpoint in this state.", checkpoint_id=checkpoint_id)
-        if checkpoint.snapshot is None:
+        if not checkpoint.restorable:
             raise Conflict(
                 "checkpoint_not_restorable",
                 "This checkpoint came in with an import and has no snapshot to restore.",
             )
         now = timezone.now()
-        before = state.variables.count()
-        snapshot = checkpoint.snapshot
-        state.variables.all().delete()
-        RlmVariable.objects.bulk_create(
-            [variable_from_snapshot(state, row) for row in snapshot["variables"]], batch_size=500
-        )
-        state.completion_status = snapshot["completion_status"]
+        variables: list[RlmVariable] | None = None
+        if checkpoint.snapshot is not None:
+            restored = checkpoint.snapshot
+            before = _restore_snapshot(state, restored)
+        else:
+            restored = checkpoint.position
+            variables, before = _restore_position(state, checkpoint)
+        # Before it: the variables it changed that existed, and those it left alone.
+        count_before = sum(1 for row in before.values() if row is not None)
+        if variables is not None:
+            count_before += sum(1 for v in variables if v.name not in before)
+        state.completion_status = restored["completion_status"]
         state.completed_at = (
-            datetime.fromisoformat(snapshot["completed_at"]) if snapshot["completed_at"] else None
+            datetime.fromisoformat(restored["completed_at"]) if restored["completed_at"] else None
         )
         mutation = mutation_log(
             state,
             operation=RlmMutation.Operation.ROLLBACK,
             name="*",
-            old=({"variable_count": before}, ""),
+            old=({"variable_count": count_before}, ""),
             new=(
                 {
                     "checkpoint_id": checkpoint.checkpoint_id,
-                    "variable_count": len(snapshot["variables"]),
+                    "variable_count": (
+                        len(variables) if variables is not None else len(restored["variables"])
+                    ),
                 },
                 "",
             ),
@@ -370,6 +549,7 @@ def state_rollback(
             metadata={"reason": f"rollback to {checkpoint.checkpoint_id}"},
             timestamp=now,
             actor=actor,
+            before=before,
         )
         state_save(state, now)
         state_event_append(
@@ -379,4 +559,4 @@ def state_rollback(
             checkpoint_id=checkpoint.checkpoint_id,
             mutation_id=mutation.mutation_id,
         )
-        return state_view(state, mutations=mutations_shown)
+        return state_view(state, mutations=mutations_shown, variables=variables)

@@ -1,0 +1,60 @@
+"""A context pack reads what it needs in a few queries, however many facts were
+superseded and however many handles the frame holds (the large case of
+tests/bench/test_bench_context_pack.py, scaled down)."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from frames.models import ContextHandle, Frame, Session
+from tests.bench.test_bench_context_pack import QUERY, _add_facts
+
+CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
+
+
+def _pack_queries(api, session) -> tuple[int, dict]:
+    with CaptureQueriesContext(connection) as queries:
+        response = api.post(
+            f"/sessions/{session.pk}/context-pack", {"budget_tokens": 8_000, "query": QUERY}
+        )
+    assert response.status_code == 200, response.content[:300]
+    statements = [q for q in queries.captured_queries if not q["sql"].startswith(CONTROL)]
+    return len(statements), response.json()
+
+
+def _handles(session, frame, first: int, count: int) -> None:
+    ContextHandle.objects.bulk_create(
+        ContextHandle(
+            frame=frame,
+            session=session,
+            kind="document",
+            priority="high" if i % 7 else "critical",
+            content=f"Handle {i}. Some evidence text.",
+            estimated_tokens=9,
+        )
+        for i in range(first, first + count)
+    )
+
+
+@pytest.mark.django_db
+def test_it_packs_in_eight_queries_whatever_the_superseded_facts_and_handles(api):
+    org = api.organization
+    session = Session.objects.create(
+        organization=org,
+        identity={"user_name": "Bench", "authority": "employee"},
+        environment={"timezone": "UTC"},
+    )
+    frame = Frame.objects.create(
+        session=session, organization=org, goal="bench", budget_total=10**6
+    )
+    _handles(session, frame, 0, 20)
+    _add_facts(org, 0, 500, 0)
+    _pack_queries(api, session)  # the first pack moves the session out of loading
+    small, _ = _pack_queries(api, session)
+
+    _handles(session, frame, 20, 600)
+    _add_facts(org, 500, 500, 4_000)
+    large, body = _pack_queries(api, session)
+    assert large <= 8 and large == small
+    assert body["facts"] and body["segments"]
+    assert all(not f["key"].endswith(tuple(f".v{n}" for n in range(1, 10))) for f in body["facts"])

@@ -1,0 +1,127 @@
+"""The hot writes cost a handful of queries, whatever the session already holds.
+
+Counted at the service, on SQLite and PostgreSQL alike: transaction control (BEGIN,
+COMMIT, savepoints) is left out, every statement that reads or writes a row is counted.
+A usage record stays at five so that a cached price read still fits the budget.
+"""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from frames import services
+from frames.models import Event, Frame, Session
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
+
+
+def _statements(queries: CaptureQueriesContext) -> list[str]:
+    return [q["sql"] for q in queries.captured_queries if not q["sql"].startswith(CONTROL)]
+
+
+def _session_with_siblings(org, siblings: int = 20):
+    session = services.session_create(organization=org, identity={"user_name": "Ada"})
+    root = services.frame_push(session=session, goal="root", budget_total=100_000)
+    for i in range(siblings):
+        child = services.frame_push(session=session, parent=root, goal=f"s{i}", budget_total=10)
+        services.frame_pop(frame=child, status="completed")
+    return Session.objects.get(pk=session.pk), Frame.objects.get(pk=root.pk)
+
+
+def test_it_pushes_a_child_in_six_queries_with_every_event(api):
+    session, root = _session_with_siblings(api.organization)
+    before = session.last_event_seq
+    with CaptureQueriesContext(connection) as queries:
+        child = services.frame_push(session=session, parent=root, goal="child", budget_total=500)
+    assert len(_statements(queries)) <= 6, _statements(queries)
+    root.refresh_from_db()
+    assert root.status == "waiting" and root.subcall_allocation == 500
+    events = list(Event.objects.filter(session=session, seq__gt=before).order_by("seq"))
+    assert [e.type for e in events] == ["frame.pushed", "frame.updated"]
+    assert events[0].frame_id == child.pk and events[1].payload["from"] == "active"
+    assert Session.objects.get(pk=session.pk).last_event_seq == before + 2
+
+
+def test_it_pops_a_child_in_seven_queries_and_wakes_the_parent(api):
+    session, root = _session_with_siblings(api.organization)
+    child = services.frame_push(session=session, parent=root, goal="child", budget_total=500)
+    services.usage_record(session=session, frame=child, input_tokens=40, output_tokens=2)
+    before = Session.objects.get(pk=session.pk).last_event_seq
+    child = Frame.objects.select_related("session").get(pk=child.pk)
+    with CaptureQueriesContext(connection) as queries:
+        popped = services.frame_pop(frame=child, status="completed", result_refs=["r"])
+    assert len(_statements(queries)) <= 7, _statements(queries)
+    assert popped.status == "completed" and popped.result_refs == ["r"]
+    root.refresh_from_db()
+    assert (root.status, root.budget_used, root.subcall_allocation) == ("active", 42, 0)
+    types = list(
+        Event.objects.filter(session=session, seq__gt=before)
+        .order_by("seq")
+        .values_list("type", flat=True)
+    )
+    assert types == ["frame.popped", "frame.updated"]
+
+
+def test_it_keeps_a_parent_waiting_while_another_child_is_open(api):
+    session, root = _session_with_siblings(api.organization, siblings=0)
+    first = services.frame_push(session=session, parent=root, goal="a", budget_total=10)
+    services.frame_push(session=session, parent=root, goal="b", budget_total=10)
+    services.frame_pop(frame=Frame.objects.get(pk=first.pk), status="completed")
+    root.refresh_from_db()
+    assert root.status == "waiting" and root.subcall_allocation == 10
+
+
+def test_it_records_usage_in_five_queries(api):
+    session, root = _session_with_siblings(api.organization)
+    before = session.last_event_seq
+    with CaptureQueriesContext(connection) as queries:
+        usage = services.usage_record(
+            session=session,
+            frame=root,
+            input_tokens=100,
+            output_tokens=20,
+            cache_read_input_tokens=5,
+            message_id="msg_1",
+        )
+    assert len(_statements(queries)) <= 5, _statements(queries)
+    assert usage.frame.budget_used == 125
+    stored = Session.objects.get(pk=session.pk)
+    assert (stored.input_tokens_total, stored.api_calls_total) == (100, 1)
+    assert stored.last_event_seq == before + 1
+    assert Event.objects.get(session=session, seq=before + 1).type == "usage.recorded"
+
+
+def test_it_charges_a_replayed_message_once_and_leaves_the_session_as_it_was(api):
+    session, root = _session_with_siblings(api.organization, siblings=0)
+    first = services.usage_record(
+        session=session, frame=root, input_tokens=100, output_tokens=20, message_id="m"
+    )
+    stored = Session.objects.get(pk=session.pk)
+    again = services.usage_record(
+        session=stored, frame=root, input_tokens=100, output_tokens=20, message_id="m"
+    )
+    assert again.pk == first.pk and again.frame.budget_used == 120
+    after = Session.objects.get(pk=session.pk)
+    assert (after.input_tokens_total, after.output_tokens_total, after.api_calls_total) == (
+        100,
+        20,
+        1,
+    )
+    assert after.last_event_seq == stored.last_event_seq
+    assert Event.objects.filter(session=session, type="usage.recorded").count() == 1
+
+
+def test_it_numbers_events_right_from_a_stale_copy_of_the_session(api):
+    session, root = _session_with_siblings(api.organization, siblings=0)
+    stale = Session.objects.get(pk=session.pk)
+    services.frame_push(session=session, parent=root, goal="moves the log on", budget_total=5)
+    child = services.frame_push(
+        session=stale, parent=root, goal="from the stale copy", budget_total=5
+    )
+    seqs = list(Event.objects.filter(session=session).order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert (
+        Event.objects.get(session=session, frame_id=child.pk, type="frame.pushed").seq == seqs[-1]
+    )

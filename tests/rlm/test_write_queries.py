@@ -1,0 +1,61 @@
+"""RLM writes in a handful of queries, and checkpoints whose cost does not grow with the
+state: a checkpoint is a position in the mutation log, a rollback rewrites only what
+changed since (counted without BEGIN/COMMIT and savepoints, on either engine)."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from frames.models import Session
+from frames.rlm import protocol, snapshots
+from frames.rlm.models import RlmVariable
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
+
+
+def _counted(queries: CaptureQueriesContext) -> list[str]:
+    return [q["sql"] for q in queries.captured_queries if not q["sql"].startswith(CONTROL)]
+
+
+def _state(api, variables: int):
+    session = Session.objects.create(organization=api.organization, identity={"user_name": "B"})
+    state = protocol.state_initialize(organization=api.organization, prompt="p", session=session)
+    for i in range(variables):
+        protocol.variable_write(state=state, name=f"v{i:03d}", value={"n": i})
+    return state
+
+
+def test_it_writes_a_variable_in_seven_queries_with_its_mutation_and_event(api):
+    state = _state(api, 3)
+    with CaptureQueriesContext(connection) as queries:
+        protocol.variable_write(state=state, name="v001", value="changed")
+    assert len(_counted(queries)) <= 7, _counted(queries)
+    assert state.mutations.order_by("-seq").first().before["v001"]["value"] == {"n": 1}
+
+
+def _checkpoint_and_rollback_queries(api, variables: int) -> tuple[int, int, list[str]]:
+    state = _state(api, variables)
+    protocol.variable_read(state=state, name="v000")
+    with CaptureQueriesContext(connection) as taken:
+        checkpoint = snapshots.checkpoint_create(state=state, name="here")
+    protocol.variable_write(state=state, name="v000", value="later")
+    protocol.variable_delete(state=state, name="v001")
+    protocol.variable_write(state=state, name="extra", value=1)
+    protocol.variable_read(state=state, name="v002")
+    with CaptureQueriesContext(connection) as rolled:
+        view = snapshots.state_rollback(state=state, checkpoint_id=checkpoint.checkpoint_id)
+    rows = {v.name: (v.value, v.access_count) for v in view.variables}
+    assert rows["v000"] == ({"n": 0}, 1) and rows["v001"] == ({"n": 1}, 0)
+    assert rows["v002"] == ({"n": 2}, 0) and "extra" not in rows
+    stored = {v.name: (v.value, v.access_count) for v in RlmVariable.objects.filter(state=state)}
+    assert stored == rows
+    return len(_counted(taken)), len(_counted(rolled)), _counted(rolled)
+
+
+def test_it_checkpoints_and_rolls_back_in_queries_that_do_not_grow_with_the_state(api):
+    small = _checkpoint_and_rollback_queries(api, 5)
+    large = _checkpoint_and_rollback_queries(api, 200)
+    assert large[0] == small[0] <= 8
+    assert large[1] == small[1] <= 14, large[2]
