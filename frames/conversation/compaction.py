@@ -6,6 +6,7 @@ and linked to the new summary, truncated turns are marked, and a revert brings t
 Which turns go is the pure rule in ``selection``; the summary comes from ``contextops.llm``.
 """
 
+import json
 import logging
 from collections.abc import Sequence
 from datetime import timedelta
@@ -24,7 +25,7 @@ from frames.events import event_append
 from frames.locks import session_lock
 from frames.models import Frame, Session
 from frames.selectors import session_top_frame
-from frames.services import handle_add
+from frames.services import handle_add, pressure_update
 from frames.strategies import (
     CONVERSATION,
     strategy_require,
@@ -424,6 +425,9 @@ def _compaction_apply(
         ratio = sel.compression_ratio(original, final)
         warning = sel.quality_warning(ratio)
         failed = bool(outcome and outcome.failed)
+        if summary is not None and not failed:
+            covered = sel.summary_quality_warning(summary.content, _worked_on(to_summarize))
+            warning = " ".join(w for w in (warning, covered) if w)
         if failed:
             warning = "Summary generation failed after every attempt; the generic continuation message stands in for the summarized turns."
         run.status = CompactionRun.Status.FAILED if failed else CompactionRun.Status.COMPLETED
@@ -444,6 +448,8 @@ def _compaction_apply(
         run.retry_at = None
         run.finished_at = timezone.now()
         run.save()
+        if final < original:
+            _window_tracker_reset(session=session, frame=frame, taken=original - final)
         if frame is not None and (to_summarize or to_remove):
             event_append(
                 session=session,
@@ -477,6 +483,26 @@ def _compaction_apply(
             },
         )
     return run
+
+
+def _worked_on(turns: Sequence[Turn]) -> list[str]:
+    """The files the turns worked on: named in their prompts or their tool calls' inputs."""
+    texts = [t.user_message for t in turns]
+    texts += [json.dumps(c.get("input", {})) for t in turns for c in t.tool_calls]
+    return sel.salient_files(texts)
+
+
+def _window_tracker_reset(*, session: Session, frame: Frame | None, taken: int) -> None:
+    """Seed 002's step 11, "prompt cache cleared", as the server keeps it: the window the
+    last call measured (its cached prefix included) no longer exists, so the compacted
+    frame's occupancy drops by what the compaction took out and the pressure gauge follows
+    now, not at the next model call. The next call's usage measures the window again."""
+    if frame is None or frame.last_occupancy_tokens <= 0:
+        return
+    after = max(0, frame.last_occupancy_tokens - taken)
+    Frame.objects.filter(pk=frame.pk).update(last_occupancy_tokens=after)
+    frame.last_occupancy_tokens = after
+    pressure_update(session=session, frame=frame)
 
 
 def _compacted_frame(*, session: Session, turns: list[Turn]) -> Frame | None:

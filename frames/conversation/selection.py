@@ -9,7 +9,8 @@ the recent N, drop the rest from the window without a summary). Positions are 0-
 over the turns given, oldest first.
 """
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from frames.strategies import (
@@ -179,6 +180,48 @@ def quality_warning(ratio: float) -> str:
     return (
         f"Compression ratio {ratio:.0%} is below {QUALITY_RATIO:.0%}: the window is still large; "
         "consider starting a fresh conversation."
+    )
+
+
+# Seed 002's "validate summary quality": the files the summarized turns worked on that the
+# summary still names. Below this share (of at least SALIENT_MIN files) the run warns.
+SUMMARY_COVERAGE = 0.5
+SALIENT_MIN = 3
+FILE_EXTENSIONS = (
+    "py|pyi|js|mjs|cjs|ts|tsx|jsx|go|rs|java|kt|rb|php|cs|c|h|cc|cpp|hpp|swift|ex|exs|erl|"
+    "scala|sql|sh|bash|zsh|md|rst|txt|json|jsonl|yaml|yml|toml|ini|cfg|lock|xml|html|css|"
+    "scss|vue|svelte|proto|tf|dockerfile"
+)
+FILE_NAME = re.compile(
+    rf"(?<![\w.-])(?:[\w.-]+/)*([\w-][\w.-]*\.(?:{FILE_EXTENSIONS}))(?![\w-])", re.IGNORECASE
+)
+
+
+def salient_files(texts: Iterable[str]) -> list[str]:
+    """The file names (without folders) the texts mention, first mention first."""
+    seen: dict[str, None] = {}
+    for text in texts:
+        for match in FILE_NAME.finditer(text):
+            seen.setdefault(match.group(1), None)
+    return list(seen)
+
+
+def summary_quality_warning(summary: str, files: Sequence[str]) -> str:
+    """A warning when the summary names fewer than ``SUMMARY_COVERAGE`` of ``files`` (the
+    files the summarized turns worked on), else ""; fewer than ``SALIENT_MIN`` files are
+    too few to judge. A summary that forgets what the agent was editing has lost the
+    context the next turns need (seed 002: "generated summaries may lose critical context")."""
+    if len(files) < SALIENT_MIN:
+        return ""
+    text = summary.lower()
+    missing = [f for f in files if f.lower() not in text]
+    named = len(files) - len(missing)
+    if named / len(files) >= SUMMARY_COVERAGE:
+        return ""
+    shown = ", ".join(missing[:5]) + (" …" if len(missing) > 5 else "")
+    return (
+        f"The summary names {named} of the {len(files)} files the summarized turns worked on "
+        f"(missing: {shown}); it may have lost context the next turns need."
     )
 
 
