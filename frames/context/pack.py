@@ -147,13 +147,15 @@ def _working_set(
 
 def _segments(
     frame: Frame, include: set[str], exclude: set[str], as_of: AsOf | None = None
-) -> tuple[list[packing.Segment], list[tuple[str, str]]]:
+) -> tuple[list[packing.Segment], list[tuple[str, str]], list[ContextHandle]]:
+    """The frame's handles as segments, what was skipped and why, and the cold handles
+    (discovered, not loaded) the pack lists by name: one read of the handles."""
     handles = list(
         ContextHandle.objects.filter(frame_id=frame.pk)
         .only(*HANDLE_FIELDS)
         .order_by("created_at", "id")
     )
-    segments, skipped = [], []
+    segments, skipped, cold = [], [], []
     if as_of is not None:
         handles = [h for h in handles if as_of.handle_visible(str(h.pk), h.created_at)]
     for order, handle in enumerate(handles):
@@ -172,6 +174,7 @@ def _segments(
         if handle.state == COLD and not forced and handle.priority != "critical":
             # Discovered, not loaded: the pack lists it by name only (``resources``).
             skipped.append((hid, "cold"))
+            cold.append(handle)
             continue
         if (
             handle.state == INDEXED
@@ -195,7 +198,7 @@ def _segments(
                 forced=forced,
             )
         )
-    return segments, skipped
+    return segments, skipped, cold
 
 
 def _with_notes(segment: packing.Segment, notes: list[str]) -> packing.Segment:
@@ -211,26 +214,17 @@ def _with_notes(segment: packing.Segment, notes: list[str]) -> packing.Segment:
     )
 
 
-def _resources(
-    frame: Frame, include: set[str], exclude: set[str], pack_format: str
-) -> list[packing.ResourceName]:
+def _resources(cold: list[ContextHandle], pack_format: str) -> list[packing.ResourceName]:
     """The frame's cold handles (discovered, not loaded) by name, oldest first; the
     ultra-dense format marks each with the seed's symbol for cold, ○."""
-    rows = (
-        ContextHandle.objects.filter(frame_id=frame.pk, state=COLD)
-        .exclude(priority="critical")
-        .order_by("created_at", "id")
-        .values_list("id", "ref", "content", "category", "kind")
-    )
     resources = []
-    for pk, ref, content, category, kind in rows:
-        hid = str(pk)
-        if hid in include or hid in exclude:
-            continue
-        name = resource_name(ref=ref, content=content, category=category, kind=kind)
+    for handle in cold:
+        name = resource_name(
+            ref=handle.ref, content=handle.content, category=handle.category, kind=handle.kind
+        )
         if pack_format == "ultra_dense":
             name = f"○ {name}"
-        resources.append(packing.ResourceName(hid, name, packing.estimate_tokens(name)))
+        resources.append(packing.ResourceName(str(handle.pk), name, packing.estimate_tokens(name)))
     return resources
 
 
@@ -293,7 +287,7 @@ def context_pack_assemble(
         raise Invalid("The frame was pushed after that event.", field="frame_id")
     ancestry = frame_ancestry(frame) if frame is not None else []
     include, exclude = {str(h) for h in include_handles}, {str(h) for h in exclude_handles}
-    segments, skipped = _segments(frame, include, exclude, as_of) if frame else ([], [])
+    segments, skipped, cold = _segments(frame, include, exclude, as_of) if frame else ([], [], [])
     pack_format = packing.pack_format(session.pressure_level)
     notes = (
         notes_by_handle([s.id for s in segments]) if segments and pack_format != "verbose" else {}
@@ -314,7 +308,7 @@ def context_pack_assemble(
         working_set=_working_set(session, query, as_of),
         min_compaction=packing.format_min_level(pack_format, min_compaction),
         skipped=skipped,
-        resources=_resources(frame, include, exclude, pack_format) if frame else [],
+        resources=_resources(cold, pack_format),
     )
     result = packing.pack(data)
     record = ContextPackRecord(
