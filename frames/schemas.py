@@ -117,6 +117,11 @@ class BudgetOut(Schema):
     reserved: int
     subcall_allocation: int
     available: int
+    overrun: int = Field(
+        ...,
+        description="How far the frame went past its total: "
+        "max(0, used + reserved + subcall_allocation - total).",
+    )
     max_subframe_depth: int
     reservations: dict[str, int]
 
@@ -229,6 +234,7 @@ def frame_out(frame: Frame) -> dict[str, Any]:
             "reserved": frame.budget_reserved,
             "subcall_allocation": frame.subcall_allocation,
             "available": frame.budget_available,
+            "overrun": frame.budget.overrun,
             "max_subframe_depth": frame.max_subframe_depth,
             "reservations": frame.reservations,
         },

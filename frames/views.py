@@ -55,8 +55,19 @@ def session_list(request: MemberRequest) -> HttpResponse:
     )
 
 
-def _tree_nodes(frames: list[Frame]) -> list[dict]:
-    return [{"frame": f, "segments": f.budget.segments()} for f in frames]
+def _tree_nodes(frames: list[Frame], session: Session) -> list[dict]:
+    """Tree nodes with their budget figures; an imported session's frames carry no real
+    budget (the importer sizes them to what they spent), so they show none."""
+    budgeted = not session.source
+    return [
+        {
+            "frame": f,
+            "segments": f.budget.segments(),
+            "overrun": f.budget.overrun,
+            "budgeted": budgeted,
+        }
+        for f in frames
+    ]
 
 
 def _recent_events(session: Session) -> list[Event]:
@@ -77,7 +88,7 @@ def session_detail(request: MemberRequest, session_id) -> HttpResponse:
     top = selectors.session_top_frame(session)
     context = {
         "session": session,
-        "roots": _tree_nodes(roots[:CHILDREN_PER_REQUEST]),
+        "roots": _tree_nodes(roots[:CHILDREN_PER_REQUEST], session),
         "more_roots": len(roots) > CHILDREN_PER_REQUEST,
         "next_offset": CHILDREN_PER_REQUEST,
         "top": top,
@@ -112,9 +123,9 @@ def session_changes(request: MemberRequest, session_id) -> HttpResponse:
     )
     changes = {
         "after": found.after,
-        "appended": _tree_nodes(found.appended),
-        "reshaped": _tree_nodes(found.reshaped),
-        "updated": _tree_nodes(found.updated),
+        "appended": _tree_nodes(found.appended, session),
+        "reshaped": _tree_nodes(found.reshaped, session),
+        "updated": _tree_nodes(found.updated, session),
     }
     context = {
         "session": session,
@@ -142,7 +153,7 @@ def frame_children(request: MemberRequest, frame_id) -> HttpResponse:
     )
     context = {
         "parent": frame,
-        "nodes": _tree_nodes(children[:CHILDREN_PER_REQUEST]),
+        "nodes": _tree_nodes(children[:CHILDREN_PER_REQUEST], frame.session),
         "more": len(children) > CHILDREN_PER_REQUEST,
         "next_offset": offset + CHILDREN_PER_REQUEST,
     }
@@ -161,6 +172,8 @@ def frame_detail(request: MemberRequest, frame_id) -> HttpResponse:
         "frame": frame,
         "session": frame.session,
         "segments": frame.budget.segments(),
+        "overrun": frame.budget.overrun,
+        "budgeted": not frame.session.source,
         "usage": selectors.frame_usage_recent(frame=frame, limit=USAGE_SHOWN),
         "poll_seconds": FRAME_POLL_SECONDS,
     }
@@ -173,7 +186,7 @@ def frame_detail(request: MemberRequest, frame_id) -> HttpResponse:
     context = {
         **live,
         "ancestry": ancestry[:-1],
-        "nodes": _tree_nodes(children[:CHILDREN_PER_REQUEST]),
+        "nodes": _tree_nodes(children[:CHILDREN_PER_REQUEST], frame.session),
         "more": len(children) > CHILDREN_PER_REQUEST,
         "next_offset": CHILDREN_PER_REQUEST,
         "parent": frame,

@@ -79,6 +79,7 @@ def pending_item(
         "hashed": token_hash(suspension.token),
         "ancestry": frame_ancestry(frame)[:-1],
         "segments": frame.budget.segments(),
+        "overrun": frame.budget.overrun,
         "preview": context_preview(suspension, budget=preview_budget),
         "error": error,
         "note": note,

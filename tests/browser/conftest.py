@@ -79,6 +79,8 @@ def page(browser, live_server, celery_worker) -> Iterator:
     page.console_errors = errors
     yield page
     context.close()
+    # Any console error (a CSP violation is one) fails the test, even one that never looked.
+    assert errors == [], f"console errors: {errors}"
 
 
 @pytest.fixture

@@ -119,7 +119,7 @@ def test_the_frame_page_shows_the_stacked_budget(api, member_client):
         ("Delegated to children", 3000),
         ("Available", 2300),
     ):
-        assert f'{label}</th><td class="num">{tokens}</td>' in page
+        assert f'{label}</th><td class="num">{tokens:,}</td>' in page
     budget = member_client.get(f"/frames/{root.pk}/", HTTP_HX_REQUEST="true").content.decode()
     assert 'id="budget"' in budget and "<html" not in budget
 
@@ -249,7 +249,7 @@ def test_the_frame_page_polls_its_budget_and_htmx_gets_only_the_live_parts(api, 
         session=session, frame=root, input_tokens=1500, output_tokens=500, model="claude-x"
     )
     html = member_client.get(f"/frames/{root.pk}/", HTTP_HX_REQUEST="true").content.decode()
-    assert 'id="budget"' in html and 'Used</th><td class="num">2000</td>' in html
+    assert 'id="budget"' in html and 'Used</th><td class="num">2,000</td>' in html
     assert '<p id="frame-status" hx-swap-oob="true">' in html
     assert 'id="frame-calls" hx-swap-oob="true"' in html and "claude-x" in html
     assert "A child" not in html and "<html" not in html

@@ -99,6 +99,7 @@ class FrameBudget(TypedDict):
     reserved: int
     subcall_allocation: int
     available: int
+    overrun: int
     max_subframe_depth: int
     reservations: dict[str, int]
 
