@@ -26,6 +26,7 @@ FRAME_FIELDS = (
     "children_count",
     "reservations",
     "result_refs",
+    "failure_reason",
 )
 SESSION_FIELDS = (
     "input_tokens_total",
@@ -77,6 +78,7 @@ def replay(events) -> Replay:
                 "children_count": 0,
                 "reservations": {},
                 "result_refs": [],
+                "failure_reason": "",
             }
             if parent_id is not None:
                 parent = frames[parent_id]
@@ -103,6 +105,7 @@ def replay(events) -> Replay:
             frame = frames[frame_id]
             frame["status"] = payload["status"]
             frame["result_refs"] = [*frame["result_refs"], *payload.get("result_refs", [])]
+            frame["failure_reason"] = payload.get("failure_reason", "")
             parent_id = frame["parent_id"]
             if parent_id is not None:
                 parent = frames[parent_id]

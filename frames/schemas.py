@@ -134,6 +134,10 @@ class FrameOut(Schema):
     goal: str
     inputs: dict[str, Any]
     status: str
+    failure_reason: str | None = Field(
+        ...,
+        description='Why the system failed the frame ("suspension_expired"); null otherwise.',
+    )
     budget: BudgetOut
     result_refs: list[Any]
     children_count: int
@@ -228,6 +232,7 @@ def frame_out(frame: Frame) -> dict[str, Any]:
         "goal": frame.goal,
         "inputs": frame.inputs,
         "status": frame.status,
+        "failure_reason": frame.failure_reason or None,
         "budget": {
             "total": frame.budget_total,
             "used": frame.budget_used,

@@ -432,20 +432,31 @@ def frame_pop(
 
 
 def frame_close(
-    *, session: Session, frame: Frame, status: str, result_refs: list | None = None, actor: str = ""
+    *,
+    session: Session,
+    frame: Frame,
+    status: str,
+    result_refs: list | None = None,
+    actor: str = "",
+    failure_reason: str = "",
 ) -> None:
     """Close a locked frame and settle it with its parent; call inside the caller's transaction.
 
-    Shared by a pop, a rejected suspension and the end of a session, so a frame closes
-    the same way, with the same ``frame.popped`` event, whatever closed it.
+    Shared by a pop, a rejected or expired suspension and the end of a session, so a frame
+    closes the same way, with the same ``frame.popped`` event, whatever closed it.
+    ``failure_reason`` says why a frame failed when the system failed it.
     """
     parent = frame_lock(frame.parent_id) if frame.parent_id else None
     now = timezone.now()
     frame.status = status
     frame.completed_at = now
     frame.result_refs = [*frame.result_refs, *(result_refs or [])]
+    frame.failure_reason = failure_reason
     Frame.objects.filter(pk=frame.pk).update(
-        status=status, completed_at=now, result_refs=frame.result_refs
+        status=status,
+        completed_at=now,
+        result_refs=frame.result_refs,
+        failure_reason=failure_reason,
     )
     if parent is not None:
         settled = parent.budget.settle_subcall(
@@ -473,6 +484,7 @@ def frame_close(
             "returned": max(0, frame.budget_total - frame.budget_used),
             "result_refs": result_refs or [],
             "completed_at": now.isoformat(),
+            **({"failure_reason": failure_reason} if failure_reason else {}),
         },
     )
     if parent is not None and parent_status != parent.status:

@@ -1,5 +1,15 @@
 from .core import ContextHandle, Event, Frame, Session, Usage
+from .pricing import ModelPrice
 from .suspension import Suspension, token_hash
 
-__all__ = ["ContextHandle", "Event", "Frame", "Session", "Suspension", "Usage", "token_hash"]
+__all__ = [
+    "ContextHandle",
+    "Event",
+    "Frame",
+    "ModelPrice",
+    "Session",
+    "Suspension",
+    "Usage",
+    "token_hash",
+]
 from .context import ContextPackRecord  # noqa: E402,F401

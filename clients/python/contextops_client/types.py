@@ -114,6 +114,7 @@ class FrameData(TypedDict):
     goal: str
     inputs: dict[str, Any]
     status: str
+    failure_reason: str | None
     budget: FrameBudget
     result_refs: list[Any]
     children_count: int
