@@ -1,5 +1,6 @@
 """Sessions, frames, budgets, handles, resume and the event log: ``/sessions``, ``/frames``."""
 
+from decimal import Decimal
 from uuid import UUID
 
 from ninja import Query, Router, Schema
@@ -11,9 +12,11 @@ from contextops.errors import Conflict
 from contextops.http import ApiRequest
 
 from . import selectors, services
+from .costs import CostTotal
 from .models import Frame, Session
 from .schemas import (
     EventOut,
+    FrameDetailOut,
     FrameHandleOut,
     FrameIn,
     FrameOut,
@@ -42,13 +45,17 @@ def session_body(session: Session) -> dict:
     return session_body_with_top(session, selectors.top_frame(session))
 
 
-def session_body_with_top(session: Session, top: Frame | None) -> dict:
+def session_body_with_top(
+    session: Session, top: Frame | None, cost: CostTotal | None = None
+) -> dict:
     """``session_body`` for a caller that has read the top of the stack already (the
-    sessions list reads a whole page's in one query)."""
+    sessions list reads a whole page's in one query), and maybe the cost (a write reads
+    it before its commit: nothing is read after it)."""
     return session_out(
         session,
         pressure=selectors.pressure_of(session, top),
         top_frame_id=top.pk if top is not None else None,
+        cost=selectors.session_cost(session) if cost is None else cost,
     )
 
 
@@ -66,8 +73,8 @@ def session_create(request, payload: SessionIn):
         eviction_policy=payload.eviction_policy,
         actor=actor_of(request),
     )
-    # A new session has no frame yet: its answer needs no read after the commit.
-    return Status(201, session_body_with_top(session, None))
+    # A new session has no frame and no call yet: its answer needs no read after the commit.
+    return Status(201, session_body_with_top(session, None, CostTotal(Decimal(0))))
 
 
 class SessionFilters(Schema):
@@ -84,7 +91,8 @@ def session_list(request, filters: Query[SessionFilters]):
     count = sessions.count()
     page = selectors.top_frames(sessions, slice(filters.offset, filters.offset + filters.limit))
     next_offset = filters.offset + filters.limit if filters.offset + filters.limit < count else None
-    items = [session_body_with_top(session, top) for session, top in page]
+    costs = selectors.sessions_costs([session.pk for session, _ in page])
+    items = [session_body_with_top(session, top, costs[session.pk]) for session, top in page]
     return {"items": items, "count": count, "next_offset": next_offset}
 
 
@@ -106,10 +114,11 @@ def session_get(request, session_id: str):
 )
 def session_patch(request: ApiRequest, session_id: str, payload: SessionPatchIn) -> dict:
     session = selectors.session_get(organization=request.organization, session_id=session_id)
+    cost = selectors.session_cost(session)  # a policy changes no cost: read before the write
     updated = services.session_eviction_policy_set(
         session=session, policy=payload.eviction_policy, actor=actor_of(request)
     )
-    return session_body_with_top(updated.session, updated.top)
+    return session_body_with_top(updated.session, updated.top, cost)
 
 
 @router.put(
@@ -149,9 +158,17 @@ def frame_push(request, session_id: str, payload: FrameIn):
     return Status(201, frame_out(frame))
 
 
-@router.get("/frames/{frame_id}", response=FrameOut, summary="A frame with its budget")
+@router.get(
+    "/frames/{frame_id}", response=FrameDetailOut, summary="A frame with its budget and cost"
+)
 def frame_get(request, frame_id: str):
-    return frame_out(selectors.frame_get(organization=request.organization, frame_id=frame_id))
+    frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
+    cost = selectors.frame_cost(frame)
+    return {
+        **frame_out(frame),
+        "cost_usd": cost.usd_float,
+        "unpriced_models": list(cost.unpriced_models),
+    }
 
 
 @router.get(

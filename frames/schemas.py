@@ -7,6 +7,7 @@ from uuid import UUID
 from ninja import Schema
 from pydantic import ConfigDict, Field
 
+from .costs import CostTotal
 from .models import ContextHandle, Frame, Session
 
 MAX_BUDGET = 1_000_000_000
@@ -78,6 +79,14 @@ class SessionOut(Schema):
         "price, cache writes at 1.25x, cache reads at a tenth. A cost figure: window "
         "occupancy and the compaction trigger use the full counts.",
     )
+    cost_usd: float = Field(
+        ...,
+        description="What the session's model calls cost in US dollars, from the price "
+        "table; calls on a model without a price are left out (see unpriced_models).",
+    )
+    unpriced_models: list[str] = Field(
+        ..., description="Models of this session's calls that have no price: unknown cost."
+    )
     api_calls: int
     last_event_seq: int
     created_at: datetime
@@ -145,6 +154,15 @@ class FrameOut(Schema):
     created_at: datetime
     completed_at: datetime | None
     dashboard_url: str
+
+
+class FrameDetailOut(FrameOut):
+    cost_usd: float = Field(
+        ...,
+        description="What the frame's model calls and all its descendants' cost in US dollars; "
+        "calls on a model without a price are left out (see unpriced_models).",
+    )
+    unpriced_models: list[str]
 
 
 class ReserveIn(Schema):
@@ -252,7 +270,7 @@ def frame_out(frame: Frame) -> dict[str, Any]:
     }
 
 
-def session_out(session: Session, *, pressure, top_frame_id) -> dict[str, Any]:
+def session_out(session: Session, *, pressure, top_frame_id, cost: CostTotal) -> dict[str, Any]:
     return {
         "id": session.pk,
         "title": session.title,
@@ -268,6 +286,8 @@ def session_out(session: Session, *, pressure, top_frame_id) -> dict[str, Any]:
         "top_frame_id": top_frame_id,
         "usage_totals": session.usage_totals,
         "effective_tokens": session.effective_tokens,
+        "cost_usd": cost.usd_float,
+        "unpriced_models": list(cost.unpriced_models),
         "api_calls": session.api_calls_total,
         "last_event_seq": session.last_event_seq,
         "created_at": session.created_at,

@@ -8,13 +8,23 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models import OuterRef, Q, QuerySet, Subquery, Sum
 
 from contextops.errors import NotFound
 
-from .models import ContextHandle, ContextPackRecord, Event, Frame, Session, Usage
+from .costs import CostTotal, Price, call_cost, cost_total, price_for
+from .models import (
+    ContextHandle,
+    ContextPackRecord,
+    Event,
+    Frame,
+    ModelPrice,
+    Session,
+    Usage,
+)
 from .pressure import LEVELS, LOW, Pressure, level_next, utilization_of
 
 
@@ -314,3 +324,73 @@ def pressure_of(session: Session, top: Frame | None) -> Pressure:
 def session_pressure(session: Session) -> Pressure:
     """The pressure the session's gauge shows: that of the frame at the top of its stack."""
     return pressure_of(session, top_frame(session))
+
+
+USAGE_SUMS = {
+    "input_tokens": Sum("input_tokens"),
+    "output_tokens": Sum("output_tokens"),
+    "cache_creation_input_tokens": Sum("cache_creation_input_tokens"),
+    "cache_read_input_tokens": Sum("cache_read_input_tokens"),
+}
+
+
+def price_table() -> dict[str, Price]:
+    """Every model's price, by model name (one query)."""
+    return {
+        row.model: Price(
+            input=row.input_per_mtok,
+            output=row.output_per_mtok,
+            cache_write_5m=row.cache_write_5m_per_mtok,
+            cache_write_1h=row.cache_write_1h_per_mtok,
+            cache_read=row.cache_read_per_mtok,
+        )
+        for row in ModelPrice.objects.all()
+    }
+
+
+def usage_cost(usage: Usage, prices: dict[str, Price]) -> Decimal | None:
+    """One call's cost in US dollars; None when its model has no price."""
+    return call_cost(
+        price_for(usage.model, prices),
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_creation_input_tokens=usage.cache_creation_input_tokens,
+        cache_read_input_tokens=usage.cache_read_input_tokens,
+    )
+
+
+def session_cost(session: Session, prices: dict[str, Price] | None = None) -> CostTotal:
+    """What the session's calls cost (one query, plus the price table when not given)."""
+    rows = Usage.objects.filter(session=session).values("model").annotate(**USAGE_SUMS)
+    return cost_total(rows, price_table() if prices is None else prices)
+
+
+def sessions_costs(session_ids: list, prices: dict[str, Price] | None = None) -> dict:
+    """Each session's ``CostTotal``, by session id, in one query."""
+    prices = price_table() if prices is None else prices
+    rows: dict = {}
+    for row in (
+        Usage.objects.filter(session_id__in=session_ids)
+        .values("session_id", "model")
+        .annotate(**USAGE_SUMS)
+    ):
+        rows.setdefault(row["session_id"], []).append(row)
+    return {pk: cost_total(rows.get(pk, []), prices) for pk in session_ids}
+
+
+def frame_cost(frame: Frame, prices: dict[str, Price] | None = None) -> CostTotal:
+    """What the frame's calls and all its descendants' calls cost: two queries, the
+    session's frame parents and its usage by frame and model."""
+    parents = dict(Frame.objects.filter(session_id=frame.session_id).values_list("pk", "parent_id"))
+    subtree = {frame.pk}
+    changed = True
+    while changed:
+        grown = {pk for pk, parent in parents.items() if parent in subtree} | subtree
+        changed = len(grown) != len(subtree)
+        subtree = grown
+    rows = (
+        Usage.objects.filter(session_id=frame.session_id, frame_id__in=subtree)
+        .values("model")
+        .annotate(**USAGE_SUMS)
+    )
+    return cost_total(rows, price_table() if prices is None else prices)

@@ -95,6 +95,7 @@ def session_detail(request: MemberRequest, session_id) -> HttpResponse:
         "pressure": session_pressure(session),
         "lifecycle_steps": LIFECYCLE_STEPS,
         "events": _recent_events(session),
+        "cost": selectors.session_cost(session),
         # Read with the session, before the roots: a frame pushed in between is then both
         # on the page and in the first update, and the page keeps the node it has.
         "after": session.last_event_seq,
@@ -134,6 +135,7 @@ def session_changes(request: MemberRequest, session_id) -> HttpResponse:
         "poll_seconds": TREE_POLL_SECONDS,
         "lifecycle_steps": LIFECYCLE_STEPS,
         "events": _recent_events(session),
+        "cost": selectors.session_cost(session),
         "oob": True,
     }
     return render(request, "frames/partials/_session_changes.html", context)
@@ -168,13 +170,18 @@ def frame_detail(request: MemberRequest, frame_id) -> HttpResponse:
     calls out of band: what the open page polls every FRAME_POLL_SECONDS."""
     request.nav_section = "sessions"
     frame = _get_or_404(selectors.frame_get, organization=request.organization, frame_id=frame_id)
+    prices = selectors.price_table()
     live = {
         "frame": frame,
         "session": frame.session,
         "segments": frame.budget.segments(),
         "overrun": frame.budget.overrun,
         "budgeted": not frame.session.source,
-        "usage": selectors.frame_usage_recent(frame=frame, limit=USAGE_SHOWN),
+        "usage": [
+            (call, selectors.usage_cost(call, prices))
+            for call in selectors.frame_usage_recent(frame=frame, limit=USAGE_SHOWN)
+        ],
+        "cost": selectors.frame_cost(frame, prices),
         "poll_seconds": FRAME_POLL_SECONDS,
     }
     if request.htmx and not request.htmx.boosted:

@@ -83,8 +83,7 @@ def _decision(
         raise Http404(str(error)) from None
     if answer.done:
         if request.htmx:
-            decided = selectors.suspensions_decided(organization=request.organization)
-            context = {**answer.row, "decided": decided, "oob": True}
+            context = {**answer.row, "decided": answer.decided, "oob": True}
             return render(request, DECISION_TEMPLATE, context)
         return redirect("suspensions:inbox")
     if request.htmx:
