@@ -1,6 +1,8 @@
 """Sessions, frames, budgets, handles, resume and the event log: ``/sessions``, ``/frames``."""
 
+from datetime import datetime
 from decimal import Decimal
+from typing import Literal
 from uuid import UUID
 
 from ninja import Query, Router, Schema
@@ -79,15 +81,36 @@ def session_create(request, payload: SessionIn):
 
 class SessionFilters(Schema):
     search: str = Field("", max_length=200)
+    status: Literal[tuple(Session.Lifecycle.values)] | None = Field(  # type: ignore[valid-type]
+        None, description="The lifecycle state, e.g. ended"
+    )
+    pressure: Literal["low", "medium", "high", "critical"] | None = Field(
+        None, description="The level the session's gauge shows (the top of its stack)"
+    )
+    agent: str = Field("", max_length=200, description="The agent's name")
+    since: datetime | None = Field(None, description="Started at or after")
+    until: datetime | None = Field(None, description="Started before")
+    order: Literal["newest", "oldest", "last_activity", "tokens", "calls"] = "newest"
     limit: int = Field(50, ge=1, le=200)
     offset: int = Field(0, ge=0, le=10**9)
 
 
 @router.get(
-    "/sessions", response=SessionListOut, summary="The organization's sessions, newest first"
+    "/sessions",
+    response=SessionListOut,
+    summary="The organization's sessions, filtered and ordered (newest first by default)",
 )
 def session_list(request, filters: Query[SessionFilters]):
-    sessions = selectors.session_list(organization=request.organization, search=filters.search)
+    sessions = selectors.session_list(
+        organization=request.organization,
+        search=filters.search,
+        status=filters.status or "",
+        pressure=filters.pressure or "",
+        agent=filters.agent,
+        since=filters.since,
+        until=filters.until,
+        order=filters.order,
+    )
     count = sessions.count()
     page = selectors.top_frames(sessions, slice(filters.offset, filters.offset + filters.limit))
     next_offset = filters.offset + filters.limit if filters.offset + filters.limit < count else None

@@ -6,12 +6,14 @@ the API never says 403 for objects a caller may not know exist.
 
 import time
 import uuid
+from datetime import datetime
 from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import F, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce
 
 from contextops.errors import NotFound
 
@@ -57,12 +59,57 @@ def frame_get(*, organization, frame_id: Any) -> Frame:
     return frame
 
 
-def session_list(*, organization, search: str = "") -> QuerySet[Session]:
-    """The organization's sessions, newest first, matching ``search`` in title, agent or ids."""
+SESSION_ORDERS = {
+    "newest": ("-created_at", "-pk"),
+    "oldest": ("created_at", "pk"),
+    "last_activity": ("-updated_at", "-pk"),
+    "tokens": ("-window_tokens", "-created_at"),
+    "calls": ("-api_calls_total", "-created_at"),
+}
+
+
+def _top_pressure(**status: Any) -> Subquery:
+    return Subquery(
+        Frame.objects.filter(session=OuterRef("pk"), **status)
+        .order_by(*_STACK_ORDER)
+        .values("pressure_level")[:1]
+    )
+
+
+def session_list(
+    *,
+    organization,
+    search: str = "",
+    status: str = "",
+    pressure: str = "",
+    agent: str = "",
+    since: datetime | None = None,
+    until: datetime | None = None,
+    order: str = "newest",
+) -> QuerySet[Session]:
+    """The organization's sessions matching the filters, in ``order`` (``SESSION_ORDERS``).
+
+    ``search`` looks in title, agent, model and ids; ``status`` is the lifecycle state;
+    ``pressure`` the level the session's gauge shows (that of the top of its stack, as
+    ``pressure_of`` reads it, so a list and a page never disagree); ``agent`` the agent's
+    name; ``since`` / ``until`` bound when the session started. Each row carries
+    ``gauge_level`` and ``window_tokens`` (every token its calls put in the window).
+    """
     sessions = (
         Session.objects.filter(organization=organization)
         .select_related("agent")
-        .order_by("-created_at")
+        .annotate(
+            gauge_level=Coalesce(
+                _top_pressure(status=Frame.Status.ACTIVE),
+                _top_pressure(status__in=Frame.OPEN_STATUSES),
+                F("pressure_level"),
+            ),
+            window_tokens=F("input_tokens_total")
+            + F("output_tokens_total")
+            + F("cache_creation_tokens_total")
+            + F("cache_read_tokens_total"),
+        )
+        .order_by(*SESSION_ORDERS.get(order, SESSION_ORDERS["newest"]))
     )
     search = search.strip()
     if search:
@@ -75,7 +122,28 @@ def session_list(*, organization, search: str = "") -> QuerySet[Session]:
         if pk is not None:
             condition |= Q(pk=pk)
         sessions = sessions.filter(condition)
+    if status:
+        sessions = sessions.filter(lifecycle_state=status)
+    if pressure:
+        sessions = sessions.filter(gauge_level=pressure)
+    if agent:
+        sessions = sessions.filter(agent__name=agent)
+    if since is not None:
+        sessions = sessions.filter(started_at__gte=since)
+    if until is not None:
+        sessions = sessions.filter(started_at__lt=until)
     return sessions
+
+
+def agent_names(*, organization) -> list[str]:
+    """The names of the organization's agents that have sessions, sorted."""
+    return sorted(
+        set(
+            Session.objects.filter(organization=organization, agent__isnull=False).values_list(
+                "agent__name", flat=True
+            )
+        )
+    )
 
 
 def frame_ancestry(frame: Frame) -> list[Frame]:

@@ -5,9 +5,12 @@ since the last event it has seen (``session_changes``), the frame page re-reads 
 budget card (an htmx request for ``frame_detail``).
 """
 
+from datetime import date, datetime, time, timedelta
+
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
@@ -17,9 +20,11 @@ from contextops.http import MemberRequest
 
 from . import selectors
 from .models import Event, Frame, Session
+from .pressure import LEVELS
 from .selectors import session_pressure
 
 SESSIONS_PER_PAGE = 25
+LIST_POLL_SECONDS = 10
 CHILDREN_PER_REQUEST = 100
 RECENT_EVENTS = 15
 USAGE_SHOWN = 20
@@ -46,13 +51,63 @@ def _get_or_404(getter, **kwargs):
 @organization_required
 @vary_on_headers("HX-Request")
 def session_list(request: MemberRequest) -> HttpResponse:
+    """The sessions list, filtered and sorted as the API's ``GET /sessions`` is; for htmx
+    only its results, which the open page asks for again every LIST_POLL_SECONDS."""
     request.nav_section = "sessions"
-    search = request.GET.get("q", "")[:200].replace("\x00", "")
-    sessions = selectors.session_list(organization=request.organization, search=search)
-    page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
-    return render_page(
-        request, "frames/session_list.html", {"page": page, "q": search}, partial="results"
-    )
+    query = request.GET
+    search = query.get("q", "")[:200].replace("\x00", "")
+    filters = {
+        "status": _choice(query.get("status"), Session.Lifecycle.values),
+        "pressure": _choice(query.get("pressure"), LEVELS),
+        "agent": query.get("agent", "")[:200].replace("\x00", ""),
+        "since": _day(query.get("since")),
+        "until": _day(query.get("until"), end=True),
+        "order": _choice(query.get("order"), list(selectors.SESSION_ORDERS)) or "newest",
+    }
+    sessions = selectors.session_list(organization=request.organization, search=search, **filters)
+    page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(query.get("page"))
+    costs = selectors.sessions_costs([s.pk for s in page.object_list])
+    rows = [(s, costs[s.pk]) for s in page.object_list]
+    kept = query.copy()
+    kept.pop("page", None)
+    context = {
+        "page": page,
+        "rows": rows,
+        "q": search,
+        "filters": {**filters, "since": query.get("since", ""), "until": query.get("until", "")},
+        "querystring": kept.urlencode(),
+        "statuses": Session.Lifecycle.choices,
+        "levels": LEVELS,
+        "orders": SESSION_ORDER_LABELS,
+        "agents": selectors.agent_names(organization=request.organization),
+        "poll_seconds": LIST_POLL_SECONDS,
+    }
+    return render_page(request, "frames/session_list.html", context, partial="results")
+
+
+SESSION_ORDER_LABELS = [
+    ("newest", "Newest first"),
+    ("oldest", "Oldest first"),
+    ("last_activity", "Last activity"),
+    ("tokens", "Most tokens"),
+    ("calls", "Most model calls"),
+]
+
+
+def _choice(value: str | None, allowed) -> str:
+    return value if value in allowed else ""
+
+
+def _day(value: str | None, *, end: bool = False) -> datetime | None:
+    """A date from the filter form as the start of that day (or of the next, for an end),
+    in the server's zone; None when empty or not a date."""
+    try:
+        day = date.fromisoformat(value or "")
+    except ValueError:
+        return None
+    if end:
+        day += timedelta(days=1)
+    return timezone.make_aware(datetime.combine(day, time.min))
 
 
 def _tree_nodes(frames: list[Frame], session: Session) -> list[dict]:

@@ -48,9 +48,12 @@ def test_it_ships_current_prices_as_data(db):
 def test_a_million_uncached_sonnet_input_tokens_cost_three_dollars(api, start_session, push_ok):
     session = start_session(model="claude-sonnet-4-5")
     frame = push_ok(session["id"], 2_000_000)
-    assert api.post(
-        f"/frames/{frame['id']}/usage", {"input_tokens": 1_000_000, "output_tokens": 0}
-    ).status_code == 200
+    assert (
+        api.post(
+            f"/frames/{frame['id']}/usage", {"input_tokens": 1_000_000, "output_tokens": 0}
+        ).status_code
+        == 200
+    )
     answer = api.get(f"/sessions/{session['id']}").json()
     assert answer["cost_usd"] == 3.0 and answer["unpriced_models"] == []
     listed = api.get("/sessions").json()["items"][0]
