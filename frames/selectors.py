@@ -6,9 +6,9 @@ the API never says 403 for objects a caller may not know exist.
 
 import time
 import uuid
-from datetime import datetime
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 

@@ -5,8 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from frames import services
-from frames.models import Frame, Session
+from frames.models import Session
 
 
 @pytest.fixture
