@@ -5,15 +5,15 @@ from decimal import Decimal
 from typing import Literal
 from uuid import UUID
 
-from ninja import Query, Router, Schema
+from ninja import Path, Query, Router, Schema
 from ninja.responses import Status
 from pydantic import Field
 
 from contextops.actors import request_actor
-from contextops.errors import Conflict
+from contextops.errors import Conflict, NotFound
 from contextops.http import ApiRequest
 
-from . import selectors, services
+from . import projections, selectors, services
 from .costs import CostTotal
 from .models import Frame, Session
 from .schemas import (
@@ -27,6 +27,7 @@ from .schemas import (
     ReserveIn,
     ResultsIn,
     ResumeOut,
+    SessionAtOut,
     SessionIn,
     SessionListOut,
     SessionOut,
@@ -313,6 +314,27 @@ def session_resume(request, session_id: str):
         "frame_stack": [frame_out(f) for f in state.frame_stack],
         "pending_work": [vars(p) for p in state.pending_work],
         "recovery_summary": state.recovery_summary,
+    }
+
+
+@router.get(
+    "/sessions/{session_id}/at/{seq}",
+    response=SessionAtOut,
+    summary="The session as it stood after event seq, rebuilt from its event log",
+)
+def session_at(request, session_id: str, seq: int = Path(..., ge=0, le=2**62)):
+    session = selectors.session_get(organization=request.organization, session_id=session_id)
+    if seq > session.last_event_seq:
+        raise NotFound(f"The session has no event {seq}; its newest is {session.last_event_seq}.")
+    at = projections.session_at(session, seq)
+    return {
+        "session_id": session.pk,
+        "seq": at.seq,
+        "last_event_seq": session.last_event_seq,
+        "frames": at.frames,
+        "top_frame_id": at.top_frame_id,
+        "pressure": {"level": at.pressure_level, "utilization": at.utilization},
+        "usage_totals": at.usage_totals,
     }
 
 

@@ -304,3 +304,35 @@ class SessionPatchIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
     eviction_policy: Literal["lru", "size_first", "keep_relational", "keep_technical"]
+
+
+class BudgetAtOut(Schema):
+    total: int
+    used: int
+    reserved: int
+    subcall_allocation: int
+    available: int
+    overrun: int
+
+
+class FrameAtOut(Schema):
+    id: UUID
+    parent_frame_id: UUID | None
+    depth: int
+    goal: str
+    status: str
+    failure_reason: str | None
+    children_count: int
+    budget: BudgetAtOut
+    pressure_level: str
+    occupancy_tokens: int
+
+
+class SessionAtOut(Schema):
+    session_id: UUID
+    seq: int = Field(..., description="The last event applied")
+    last_event_seq: int = Field(..., description="The session's newest event now")
+    frames: list[FrameAtOut] = Field(..., description="Frames pushed up to seq, in push order")
+    top_frame_id: UUID | None
+    pressure: SessionPressureOut
+    usage_totals: UsageTotalsOut

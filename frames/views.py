@@ -18,7 +18,7 @@ from contextops.dashboard import organization_required, render_page
 from contextops.errors import NotFound
 from contextops.http import MemberRequest
 
-from . import selectors
+from . import projections, selectors
 from .models import Event, Frame, Session
 from .pressure import LEVELS
 from .selectors import session_pressure
@@ -255,3 +255,32 @@ def frame_detail(request: MemberRequest, frame_id) -> HttpResponse:
         "events": selectors.event_list(session=frame.session, frame=frame, limit=50),
     }
     return render(request, "frames/frame_detail.html", context)
+
+
+@require_GET
+@organization_required
+@vary_on_headers("HX-Request")
+def session_at(request: MemberRequest, session_id) -> HttpResponse:
+    """The session's frame tree as it stood after event ``seq`` (default: the newest),
+    rebuilt from the log, with controls to step one event back or forward; htmx gets the
+    stepper alone (what the session page's history card swaps)."""
+    request.nav_section = "sessions"
+    session = _get_or_404(
+        selectors.session_get, organization=request.organization, session_id=session_id
+    )
+    last = session.last_event_seq
+    try:
+        seq = min(max(0, int(request.GET.get("seq", last))), last)
+    except ValueError:
+        seq = last
+    at = projections.session_at(session, seq)
+    event = selectors.event_list(session=session, after=seq - 1, limit=1) if seq else []
+    context = {
+        "session": session,
+        "at": at,
+        "event": event[0] if event else None,
+        "last": last,
+        "previous": max(0, seq - 1),
+        "next": min(last, seq + 1),
+    }
+    return render_page(request, "frames/session_at.html", context, partial="history")
