@@ -17,6 +17,7 @@ from . import projections, selectors, services
 from .costs import CostTotal
 from .models import Frame, Session
 from .schemas import (
+    CallListOut,
     EventOut,
     FrameDetailOut,
     FrameHandleOut,
@@ -33,6 +34,7 @@ from .schemas import (
     SessionOut,
     SessionPatchIn,
     UsageIn,
+    call_out,
     frame_out,
     session_out,
 )
@@ -335,6 +337,28 @@ def session_at(request, session_id: str, seq: int = Path(..., ge=0, le=2**62)):
         "top_frame_id": at.top_frame_id,
         "pressure": {"level": at.pressure_level, "utilization": at.utilization},
         "usage_totals": at.usage_totals,
+    }
+
+
+class CallFilters(Schema):
+    limit: int = Field(100, ge=1, le=500)
+    offset: int = Field(0, ge=0, le=10**9)
+
+
+@router.get(
+    "/sessions/{session_id}/calls",
+    response=CallListOut,
+    summary="The session's model calls in order: timing, model, tokens and cost",
+)
+def call_list(request, session_id: str, filters: Query[CallFilters]):
+    session = selectors.session_get(organization=request.organization, session_id=session_id)
+    calls, count = selectors.call_list(session=session, limit=filters.limit, offset=filters.offset)
+    prices = selectors.price_table()
+    end = filters.offset + filters.limit
+    return {
+        "items": [call_out(call, selectors.usage_cost(call, prices)) for call in calls],
+        "count": count,
+        "next_offset": end if end < count else None,
     }
 
 

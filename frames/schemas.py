@@ -177,6 +177,10 @@ class UsageIn(Schema):
     cache_read_input_tokens: int = Field(0, ge=0, le=MAX_BUDGET)
     model: str = Field("", max_length=120)
     message_id: str = Field("", max_length=200)
+    started_at: datetime | None = Field(None, description="When the call was sent")
+    latency_ms: int | None = Field(
+        None, ge=0, le=86_400_000, description="How long its answer took, in milliseconds"
+    )
 
 
 class PopIn(Schema):
@@ -336,3 +340,39 @@ class SessionAtOut(Schema):
     top_frame_id: UUID | None
     pressure: SessionPressureOut
     usage_totals: UsageTotalsOut
+
+
+class CallOut(Schema):
+    id: int
+    frame_id: UUID | None
+    started_at: datetime | None = Field(..., description="When the call was sent, if recorded")
+    latency_ms: int | None
+    recorded_at: datetime
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+    cost_usd: float | None = Field(..., description="null: the model has no price")
+
+
+class CallListOut(Schema):
+    items: list[CallOut]
+    count: int
+    next_offset: int | None
+
+
+def call_out(call, cost) -> dict[str, Any]:
+    return {
+        "id": call.pk,
+        "frame_id": call.frame_id,
+        "started_at": call.started_at,
+        "latency_ms": call.latency_ms,
+        "recorded_at": call.created_at,
+        "model": call.model,
+        "input_tokens": call.input_tokens,
+        "output_tokens": call.output_tokens,
+        "cache_creation_input_tokens": call.cache_creation_input_tokens,
+        "cache_read_input_tokens": call.cache_read_input_tokens,
+        "cost_usd": float(round(cost, 6)) if cost is not None else None,
+    }

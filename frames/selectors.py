@@ -462,3 +462,24 @@ def frame_cost(frame: Frame, prices: dict[str, Price] | None = None) -> CostTota
         .annotate(**USAGE_SUMS)
     )
     return cost_total(rows, price_table() if prices is None else prices)
+
+
+def call_list(*, session: Session, limit: int, offset: int) -> tuple[list[Usage], int]:
+    """One page of the session's model calls in the order they were made (when they were
+    sent, else when recorded), and how many there are."""
+    calls = Usage.objects.filter(session=session).order_by(
+        Coalesce("started_at", "created_at"), "id"
+    )
+    return list(calls[offset : offset + limit]), calls.count()
+
+
+def call_get(*, session: Session, call_id: Any) -> Usage:
+    """One model call of ``session``; NotFound for another session's or a malformed id."""
+    try:
+        pk = int(call_id)
+    except (TypeError, ValueError):
+        pk = None
+    call = Usage.objects.filter(session=session, pk=pk).first() if pk is not None else None
+    if call is None:
+        raise NotFound("No such model call in this session.")
+    return call

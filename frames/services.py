@@ -336,9 +336,12 @@ def usage_record(
     cache_read_input_tokens: int = 0,
     model: str = "",
     message_id: str = "",
+    started_at: datetime | None = None,
+    latency_ms: int | None = None,
     actor: str = "",
 ) -> Usage:
     """Store one model call's usage; charge it to ``frame`` and the session's totals.
+    ``started_at`` and ``latency_ms`` are the call's timing as the caller measured it.
 
     The frame's ``used`` rises by every token the call put in the window (full input
     plus output); the frame's occupancy becomes this call's, and its pressure level
@@ -379,6 +382,8 @@ def usage_record(
             frame=frame,
             model=model or session.model,
             message_id=message_id,
+            started_at=started_at,
+            latency_ms=latency_ms,
             **counts,
         )
         Session.objects.filter(pk=session.pk).update(
@@ -401,7 +406,14 @@ def usage_record(
             type="usage.recorded",
             frame=frame,
             actor=actor,
-            payload={**counts, "tokens": spent, "model": usage.model, "usage_id": usage.pk},
+            payload={
+                **counts,
+                "tokens": spent,
+                "model": usage.model,
+                "usage_id": usage.pk,
+                **({"started_at": started_at.isoformat()} if started_at else {}),
+                **({"latency_ms": latency_ms} if latency_ms is not None else {}),
+            },
         )
         if frame is not None:
             pressure_update(session=session, frame=frame)

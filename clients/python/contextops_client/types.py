@@ -74,6 +74,8 @@ class SessionData(TypedDict):
     top_frame_id: str | None
     usage_totals: UsageTotals
     effective_tokens: int
+    cost_usd: float
+    unpriced_models: list[str]
     api_calls: int
     last_event_seq: int
     created_at: str
