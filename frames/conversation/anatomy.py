@@ -134,6 +134,12 @@ def _input_messages(call: Usage) -> list[Message]:
     rows.reverse()
     while rows and rows[-1].role == "assistant":
         rows.pop()
+    # A transcript's compaction restarts the window at its summary message.
+    for index in range(len(rows) - 1, -1, -1):
+        if rows[index].role == "user" and _text_of(rows[index].content).startswith(
+            SUMMARY_OPENINGS
+        ):
+            return rows[index:]
     return rows
 
 
