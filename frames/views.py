@@ -6,6 +6,7 @@ budget card (an htmx request for ``frame_detail``).
 """
 
 from datetime import date, datetime, time, timedelta
+from typing import Any
 
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
@@ -56,7 +57,7 @@ def session_list(request: MemberRequest) -> HttpResponse:
     request.nav_section = "sessions"
     query = request.GET
     search = query.get("q", "")[:200].replace("\x00", "")
-    filters = {
+    filters: dict[str, Any] = {
         "status": _choice(query.get("status"), Session.Lifecycle.values),
         "pressure": _choice(query.get("pressure"), LEVELS),
         "agent": query.get("agent", "")[:200].replace("\x00", ""),
@@ -95,7 +96,7 @@ SESSION_ORDER_LABELS = [
 
 
 def _choice(value: str | None, allowed) -> str:
-    return value if value in allowed else ""
+    return value if value is not None and value in allowed else ""
 
 
 def _day(value: str | None, *, end: bool = False) -> datetime | None:
@@ -284,3 +285,41 @@ def session_at(request: MemberRequest, session_id) -> HttpResponse:
         "next": min(last, seq + 1),
     }
     return render_page(request, "frames/session_at.html", context, partial="history")
+
+
+CALLS_PER_PAGE = 50
+
+
+@require_GET
+@organization_required
+def session_calls(request: MemberRequest, session_id) -> HttpResponse:
+    """The session's model calls as a timeline, one page at a time: when each was sent,
+    how long it took (a bar, against the slowest on the page), tokens and cost."""
+    request.nav_section = "sessions"
+    session = _get_or_404(
+        selectors.session_get, organization=request.organization, session_id=session_id
+    )
+    try:
+        offset = max(0, int(request.GET.get("offset", 0)))
+    except ValueError:
+        offset = 0
+    calls, count = selectors.call_list(session=session, limit=CALLS_PER_PAGE, offset=offset)
+    prices = selectors.price_table()
+    slowest = max((c.latency_ms or 0 for c in calls), default=0) or 1
+    rows = [
+        {
+            "call": call,
+            "cost": selectors.usage_cost(call, prices),
+            "latency_width": round(100 * (call.latency_ms or 0) / slowest, 1),
+        }
+        for call in calls
+    ]
+    context = {
+        "session": session,
+        "rows": rows,
+        "count": count,
+        "offset": offset,
+        "previous": max(0, offset - CALLS_PER_PAGE) if offset else None,
+        "next": offset + CALLS_PER_PAGE if offset + CALLS_PER_PAGE < count else None,
+    }
+    return render_page(request, "frames/session_calls.html", context, partial="calls")

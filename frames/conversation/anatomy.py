@@ -114,9 +114,19 @@ def _blocks(message: Message) -> list[tuple[str, str, str]]:
     return parts
 
 
-def _input_messages(call: Usage) -> list[Message]:
-    """The stored messages of the call's branch up to the call, without its own reply
-    (the assistant messages at the end, recorded with or just before the call)."""
+def call_exchange(call: Usage, *, shown: int = 30) -> tuple[list[Message], list[Message]]:
+    """What the call's page shows as its request (the last ``shown`` messages it read)
+    and its response (the assistant messages recorded with it)."""
+    reply = []
+    for message in reversed(_branch_messages(call)):
+        if message.role != "assistant":
+            break
+        reply.append(message)
+    return _input_messages(call)[-shown:], list(reversed(reply))
+
+
+def _branch_messages(call: Usage) -> list[Message]:
+    """The stored messages of the call's branch up to the call, oldest first."""
     branch = (
         Turn.objects.filter(session_id=call.session_id, frame_id=call.frame_id)
         .values_list("branch", flat=True)
@@ -132,6 +142,13 @@ def _input_messages(call: Usage) -> list[Message]:
         .order_by("-seq")[:MESSAGES_READ]
     )
     rows.reverse()
+    return rows
+
+
+def _input_messages(call: Usage) -> list[Message]:
+    """The stored messages of the call's branch up to the call, without its own reply
+    (the assistant messages at the end, recorded with or just before the call)."""
+    rows = _branch_messages(call)
     while rows and rows[-1].role == "assistant":
         rows.pop()
     # A transcript's compaction restarts the window at its summary message.

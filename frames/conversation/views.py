@@ -1,5 +1,7 @@
 """The conversation tab of a session: turns, anchors, summaries, compaction runs."""
 
+import json
+
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
@@ -8,10 +10,11 @@ from contextops.actors import user_actor
 from contextops.dashboard import organization_required, render_page
 from contextops.errors import DomainError, NotFound
 from contextops.http import MemberRequest
+from frames import selectors as frames_selectors
 from frames.models import Session
 from frames.selectors import session_get
 
-from . import selection, selectors
+from . import anatomy, selection, selectors
 from .compaction import compaction_request_listed
 from .models import CompactionRun
 
@@ -141,3 +144,76 @@ def compaction_start(request: MemberRequest, session_id) -> HttpResponse:
         return redirect("conversation:turns", session_id=session.pk)
     context = {**_runs_context(session, runs), "branch": "", "error": error}
     return render_page(request, TEMPLATE, context, partial="runs", status=422 if error else 200)
+
+
+CATEGORY_LABELS = {
+    "system_and_tools": "System prompt and tools",
+    "user_text": "User text",
+    "assistant_text": "Assistant text",
+    "thinking": "Thinking",
+    "tool_calls": "Tool calls",
+    "tool_results": "Tool results",
+    "summaries": "Summaries",
+}
+# Message text longer than this shows collapsed, its opening as the summary line.
+COLLAPSE_CHARS = 600
+
+
+def _shown(message) -> dict:
+    """A message as the call page shows it: its text, or its blocks as formatted JSON."""
+    content = message.content
+    if isinstance(content, str):
+        body = content
+    elif (
+        isinstance(content, list)
+        and len(content) == 1
+        and isinstance(content[0], dict)
+        and content[0].get("type") == "text"
+    ):
+        body = str(content[0].get("text", ""))
+    else:
+        body = json.dumps(content, indent=2, ensure_ascii=False)
+    return {
+        "message": message,
+        "body": body,
+        "long": len(body) > COLLAPSE_CHARS,
+        "opening": body[:200],
+    }
+
+
+@require_GET
+@organization_required
+def call_detail(request: MemberRequest, session_id, call_id: int) -> HttpResponse:
+    """One model call: its figures, its input's anatomy as a stacked bar, and the
+    request and response with long content collapsed."""
+    request.nav_section = "sessions"
+    session = _session(request, session_id)
+    try:
+        call = frames_selectors.call_get(session=session, call_id=call_id)
+    except NotFound:
+        raise Http404("No such model call.") from None
+    found = anatomy.call_anatomy(session=session, call=call).as_dict()
+    full = max(found["full_input_tokens"], 1)
+    categories = [
+        {
+            **category,
+            "label": CATEGORY_LABELS[category["category"]],
+            "width": round(100 * category["tokens"] / full, 2),
+        }
+        for category in found["categories"]
+    ]
+    request_messages, response_messages = anatomy.call_exchange(call)
+    context = {
+        "session": session,
+        "call": call,
+        "cost": frames_selectors.usage_cost(call, frames_selectors.price_table()),
+        "anatomy": found,
+        "categories": categories,
+        "threshold_share": round(
+            100 * found["threshold_tokens"] / max(found["window_tokens"], 1), 2
+        ),
+        "window_share": round(100 * found["full_input_tokens"] / max(found["window_tokens"], 1), 2),
+        "request_messages": [_shown(m) for m in request_messages],
+        "response_messages": [_shown(m) for m in response_messages],
+    }
+    return render_page(request, "conversation/call_detail.html", context)
