@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db.models import F, OuterRef, Q, QuerySet, Subquery, Sum
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, TruncDate
 
 from contextops.errors import NotFound
 
@@ -483,3 +483,47 @@ def call_get(*, session: Session, call_id: Any) -> Usage:
     if call is None:
         raise NotFound("No such model call in this session.")
     return call
+
+
+@dataclass(frozen=True)
+class UsageDay:
+    day: Any
+    model: str
+    agent: str
+    tokens: int
+    cost: Decimal | None
+
+
+def usage_by_day(*, organization, since: datetime) -> list[UsageDay]:
+    """The organization's model calls since ``since``, summed per day (when each was sent,
+    else recorded; UTC), model and agent, each with its window tokens and cost (None for
+    a model without a price). One query and the price table."""
+    prices = price_table()
+    rows = (
+        Usage.objects.filter(session__organization=organization)
+        .annotate(moment=Coalesce("started_at", "created_at"))
+        .filter(moment__gte=since)
+        .annotate(day=TruncDate("moment"))
+        .values("day", "model", "session__agent__name")
+        .annotate(**USAGE_SUMS)
+        .order_by("day", "model")
+    )
+    return [
+        UsageDay(
+            day=row["day"],
+            model=row["model"] or "",
+            agent=row["session__agent__name"] or "",
+            tokens=row["input_tokens"]
+            + row["output_tokens"]
+            + row["cache_creation_input_tokens"]
+            + row["cache_read_input_tokens"],
+            cost=call_cost(
+                price_for(row["model"], prices),
+                input_tokens=row["input_tokens"],
+                output_tokens=row["output_tokens"],
+                cache_creation_input_tokens=row["cache_creation_input_tokens"],
+                cache_read_input_tokens=row["cache_read_input_tokens"],
+            ),
+        )
+        for row in rows
+    ]

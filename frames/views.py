@@ -5,7 +5,8 @@ since the last event it has seen (``session_changes``), the frame page re-reads 
 budget card (an htmx request for ``frame_detail``).
 """
 
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.core.paginator import Paginator
@@ -19,7 +20,7 @@ from contextops.dashboard import organization_required, render_page
 from contextops.errors import NotFound
 from contextops.http import MemberRequest
 
-from . import projections, selectors
+from . import charts, projections, selectors
 from .models import Event, Frame, Session
 from .pressure import LEVELS
 from .selectors import session_pressure
@@ -323,3 +324,56 @@ def session_calls(request: MemberRequest, session_id) -> HttpResponse:
         "next": offset + CALLS_PER_PAGE if offset + CALLS_PER_PAGE < count else None,
     }
     return render_page(request, "frames/session_calls.html", context, partial="calls")
+
+
+USAGE_DAYS = 30
+
+
+def _series(rows, days: list, key: str, value: str) -> dict[str, list]:
+    """Per ``key`` (model or agent), one summed ``value`` per day."""
+    index = {day: i for i, day in enumerate(days)}
+    series: dict[str, list] = {}
+    for row in rows:
+        amount = getattr(row, value)
+        if amount is None:
+            continue
+        series.setdefault(getattr(row, key), [0] * len(days))[index[row.day]] += amount
+    return dict(sorted(series.items(), key=lambda item: -sum(float(v) for v in item[1])))
+
+
+@require_GET
+@organization_required
+def usage(request: MemberRequest) -> HttpResponse:
+    """Tokens and cost per day over the last USAGE_DAYS days, by model and by agent."""
+    request.nav_section = "usage"
+    today = timezone.now().date()
+    days = [today - timedelta(days=n) for n in range(USAGE_DAYS - 1, -1, -1)]
+    since = timezone.make_aware(datetime.combine(days[0], time.min), UTC)
+    rows = selectors.usage_by_day(organization=request.organization, since=since)
+    unpriced = sorted({row.model or "(unnamed)" for row in rows if row.cost is None})
+    total_cost = sum((row.cost for row in rows if row.cost is not None), Decimal(0))
+    context = {
+        "days": USAGE_DAYS,
+        "charts": [
+            (
+                "Tokens per day by model",
+                charts.stacked(days, _series(rows, days, "model", "tokens")),
+            ),
+            (
+                "Cost per day by model",
+                charts.stacked(days, _series(rows, days, "model", "cost"), money=True),
+            ),
+            (
+                "Tokens per day by agent",
+                charts.stacked(days, _series(rows, days, "agent", "tokens")),
+            ),
+            (
+                "Cost per day by agent",
+                charts.stacked(days, _series(rows, days, "agent", "cost"), money=True),
+            ),
+        ],
+        "total_tokens": sum(row.tokens for row in rows),
+        "total_cost": total_cost,
+        "unpriced": unpriced,
+    }
+    return render_page(request, "frames/usage.html", context)
