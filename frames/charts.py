@@ -56,7 +56,7 @@ def stacked(days: list, series: dict[str, list[float | Decimal]], *, money: bool
     bar = max(2.0, slot * 0.7)
     for index, day in enumerate(days):
         x = LEFT + index * slot + (slot - bar) / 2
-        y = HEIGHT - BOTTOM
+        y = float(HEIGHT - BOTTOM)
         for name in names:
             value = float(series[name][index])
             if value <= 0:

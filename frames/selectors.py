@@ -499,7 +499,7 @@ def usage_by_day(*, organization, since: datetime) -> list[UsageDay]:
     else recorded; UTC), model and agent, each with its window tokens and cost (None for
     a model without a price). One query and the price table."""
     prices = price_table()
-    rows = (
+    rows: Any = (
         Usage.objects.filter(session__organization=organization)
         .annotate(moment=Coalesce("started_at", "created_at"))
         .filter(moment__gte=since)

@@ -5,6 +5,7 @@ since the last event it has seen (``session_changes``), the frame page re-reads 
 budget card (an htmx request for ``frame_detail``).
 """
 
+import json
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
@@ -40,6 +41,19 @@ LIFECYCLE_STEPS = [
     (value, "Active under pressure" if value == "active_pressure" else label)
     for value, label in Session.Lifecycle.choices
 ]
+
+
+def _json(value: Any) -> str:
+    """A value as a person reads it: formatted JSON, never a Python repr."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def _readable(mapping: dict) -> list[tuple[str, str]]:
+    """A dict's items with text as it is and anything else as compact JSON."""
+    return [
+        (key, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+        for key, value in mapping.items()
+    ]
 
 
 def _get_or_404(getter, **kwargs):
@@ -153,6 +167,8 @@ def session_detail(request: MemberRequest, session_id) -> HttpResponse:
         "lifecycle_steps": LIFECYCLE_STEPS,
         "events": _recent_events(session),
         "cost": selectors.session_cost(session),
+        "identity": _readable(session.identity),
+        "environment": _readable(session.environment),
         # Read with the session, before the roots: a frame pushed in between is then both
         # on the page and in the first update, and the page keeps the node it has.
         "after": session.last_event_seq,
@@ -255,6 +271,8 @@ def frame_detail(request: MemberRequest, frame_id) -> HttpResponse:
         "next_offset": CHILDREN_PER_REQUEST,
         "parent": frame,
         "events": selectors.event_list(session=frame.session, frame=frame, limit=50),
+        "inputs_json": _json(frame.inputs) if frame.inputs else "",
+        "results_json": _json(frame.result_refs) if frame.result_refs else "",
     }
     return render(request, "frames/frame_detail.html", context)
 

@@ -3,7 +3,7 @@
 import pytest
 from playwright.sync_api import expect
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("prices")]
 
 IDENTITY = {"user_name": "Ada", "user_id": "u-1", "authority": "employee"}
 

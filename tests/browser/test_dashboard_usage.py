@@ -4,7 +4,7 @@ calls timeline, a call's page with its anatomy; no console error, no CSP violati
 import pytest
 from playwright.sync_api import expect
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("prices")]
 
 IDENTITY = {"user_name": "Ada", "user_id": "u-1", "authority": "employee"}
 

@@ -1,11 +1,14 @@
 """The calls timeline on the session page and a call's own page with its anatomy."""
 
 import pytest
+from django.test import Client
 
 from frames.conversation.importing import transcript_import
 from frames.conversation.readers import read_transcript
 from frames.models import Usage
-from tests.conversation.test_anatomy import SPOTTER  # noqa: F401  (the same fixture file)
+from tests.conversation.test_anatomy import SPOTTER
+
+pytestmark = pytest.mark.usefixtures("prices")
 
 
 @pytest.fixture
@@ -34,8 +37,6 @@ def test_a_call_page_shows_its_anatomy_and_collapses_long_content(member_client,
 
 
 def test_another_organizations_call_page_is_404(make_user, imported):
-    from django.test import Client
-
     outsider = Client()
     outsider.force_login(make_user(username="globex", org="Globex"))
     call = Usage.objects.filter(session=imported).first()

@@ -1,6 +1,10 @@
 """Model calls as a trace: timing, model, tokens and cost of each recorded call."""
 
+import pytest
+
 from frames.models import Usage
+
+pytestmark = pytest.mark.usefixtures("prices")
 
 
 def test_it_keeps_each_calls_timing_and_lists_the_calls_in_order(api, start_session, push_ok):

@@ -2,10 +2,13 @@
 
 from decimal import Decimal
 
+import pytest
 from django.test import Client
 
 from frames.costs import Price, call_cost, price_for
 from frames.models import ModelPrice
+
+pytestmark = pytest.mark.usefixtures("prices")
 
 SONNET = Price(Decimal("3"), Decimal("15"), Decimal("3.75"), Decimal("6"), Decimal("0.30"))
 

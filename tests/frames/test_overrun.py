@@ -2,7 +2,7 @@
 
 import pytest
 
-from frames.models import Session
+from frames.models import Frame, Session
 
 
 def test_it_answers_the_overrun_of_an_overspent_frame(api, start_session, push_ok):
@@ -48,3 +48,14 @@ def test_an_imported_session_shows_no_invented_budget(member_client, overspent):
     assert "no budget" in tree and "/ 10,000" not in tree
     children = member_client.get(f"/frames/{overspent['root']['id']}/children/").content.decode()
     assert "no budget" in children and "over</strong>" not in children
+
+
+def test_pages_show_json_formatted_never_python_reprs(api, member_client, start_session, push_ok):
+    session = start_session(environment={"external_data": {"plan": "pro", "seats": 3}})
+    frame = push_ok(session["id"], 1000, goal="Shaped inputs")
+    Frame.objects.filter(pk=frame["id"]).update(inputs={"order": 4411, "urgent": True})
+    page = member_client.get(f"/frames/{frame['id']}/").content.decode()
+    assert "&quot;urgent&quot;: true" in page and "&#x27;urgent&#x27;" not in page
+    session_page = member_client.get(f"/sessions/{session['id']}/").content.decode()
+    assert "{&quot;plan&quot;: &quot;pro&quot;, &quot;seats&quot;: 3}" in session_page
+    assert "&#x27;plan&#x27;" not in session_page

@@ -1,6 +1,9 @@
 """The Usage page: tokens and cost per day by model and by agent, drawn as SVG."""
 
+import pytest
 from django.test import Client
+
+pytestmark = pytest.mark.usefixtures("prices")
 
 
 def test_it_charts_tokens_and_cost_by_model_and_agent(api, start_session, push_ok, member_client):
