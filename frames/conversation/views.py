@@ -31,20 +31,34 @@ def _session(request: MemberRequest, session_id) -> Session:
 
 
 def _chart(session: Session, series: list[tuple[int, int]]) -> dict:
-    """An SVG polyline of occupancy per turn, with the compaction threshold as a line."""
-    width, height = 600, 120
+    """An SVG chart of occupancy per turn: axes with token ticks and turn numbers, the
+    compaction threshold and the window as lines, and a dot for every turn's point."""
+    width, height, left, bottom, top_margin = 600, 140, 56, 18, 6
     window = max(1, session.context_window_tokens)
     top = max([window] + [o for _, o in series])
-    last = max([1] + [i for i, _ in series])
+    first = min([i for i, _ in series] or [0])
+    last = max([first + 1] + [i for i, _ in series])
+    plot_height = height - bottom - top_margin
+
+    def x(index: int) -> float:
+        return round(left + (index - first) / (last - first) * (width - left - 8), 1)
 
     def y(tokens: int) -> float:
-        return round(height - tokens / top * height, 1)
+        return round(height - bottom - tokens / top * plot_height, 1)
 
-    points = " ".join(f"{round(i / last * width, 1)},{y(o)}" for i, o in series)
+    dots = [{"x": x(i), "y": y(o), "title": f"turn {i}: {o:,} tokens"} for i, o in series]
     return {
         "width": width,
         "height": height,
-        "points": points,
+        "left": left,
+        "axis_y": height - bottom,
+        "points": " ".join(f"{d['x']},{d['y']}" for d in dots),
+        "dots": dots,
+        "ticks": [{"y": y(top * k // 4), "text": f"{top * k // 4:,}"} for k in range(5)],
+        "labels": [
+            {"x": x(first), "text": f"turn {first}"},
+            {"x": x(last), "text": f"turn {last}"},
+        ],
         "threshold_y": y(int(session.compaction_threshold * window)),
         "window_y": y(window),
     }
