@@ -165,6 +165,19 @@ def frame_children(
     return list(children[offset : offset + limit])
 
 
+def frames_children_of(parents: list[Frame], *, session: Session) -> dict[Any, list[Frame]]:
+    """The children of each of ``parents``, by parent id, in order (one query)."""
+    found: dict[Any, list[Frame]] = {}
+    if not parents:
+        return found
+    rows = Frame.objects.filter(session=session, parent__in=[p.pk for p in parents]).order_by(
+        "created_at", "id"
+    )
+    for frame in rows:
+        found.setdefault(frame.parent_id, []).append(frame)
+    return found
+
+
 def session_top_frame(session: Session) -> Frame | None:
     top = top_frame(session)
     return Frame.objects.get(pk=top.pk) if top is not None else None

@@ -27,6 +27,8 @@ from .pressure import LEVELS
 from .selectors import session_pressure
 
 SESSIONS_PER_PAGE = 25
+# Children shown expanded under the roots when the session page opens, at most.
+EXPANDED_CHILDREN = 200
 LIST_POLL_SECONDS = 10
 CHILDREN_PER_REQUEST = 100
 RECENT_EVENTS = 15
@@ -141,6 +143,21 @@ def _tree_nodes(frames: list[Frame], session: Session) -> list[dict]:
     ]
 
 
+def _expand(nodes: list[dict], session: Session) -> None:
+    """Open the first level of the tree: the roots' children come with the page (one
+    query), as long as they fit in EXPANDED_CHILDREN; other roots load on expand."""
+    wanted, room = [], EXPANDED_CHILDREN
+    for node in nodes:
+        count = node["frame"].children_count
+        if count and count <= room:
+            wanted.append(node)
+            room -= count
+    children = selectors.frames_children_of([node["frame"] for node in wanted], session=session)
+    for node in wanted:
+        node["children"] = _tree_nodes(children.get(node["frame"].pk, []), session)
+        node["expanded"] = True
+
+
 def _recent_events(session: Session) -> list[Event]:
     return selectors.event_list(
         session=session, after=max(0, session.last_event_seq - RECENT_EVENTS), limit=RECENT_EVENTS
@@ -156,10 +173,12 @@ def session_detail(request: MemberRequest, session_id) -> HttpResponse:
         selectors.session_get, organization=request.organization, session_id=session_id
     )
     roots = selectors.frame_children(frame=None, session=session, limit=CHILDREN_PER_REQUEST + 1)
+    nodes = _tree_nodes(roots[:CHILDREN_PER_REQUEST], session)
+    _expand(nodes, session)
     top = selectors.session_top_frame(session)
     context = {
         "session": session,
-        "roots": _tree_nodes(roots[:CHILDREN_PER_REQUEST], session),
+        "roots": nodes,
         "more_roots": len(roots) > CHILDREN_PER_REQUEST,
         "next_offset": CHILDREN_PER_REQUEST,
         "top": top,

@@ -32,8 +32,9 @@ def test_the_frame_page_shows_the_overrun_in_red(member_client, overspent):
 
 
 def test_the_tree_shows_the_overrun_of_each_node(member_client, overspent):
+    # The tree opens at its first level: the roots' children come with the page.
     page = member_client.get(f"/sessions/{overspent['session']['id']}/").content.decode()
-    assert "used 0 / 10,000" in page and "over</strong>" not in page
+    assert "used 0 / 10,000" in page and "+4,010 over" in page and "<details open>" in page
     children = member_client.get(f"/frames/{overspent['root']['id']}/children/").content.decode()
     assert "+4,010 over" in children
 
