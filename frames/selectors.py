@@ -168,11 +168,10 @@ def frame_children(
 def frames_children_of(parents: list[Frame], *, session: Session) -> dict[Any, list[Frame]]:
     """The children of each of ``parents``, by parent id, in order (one query)."""
     found: dict[Any, list[Frame]] = {}
-    if not parents:
-        return found
-    rows = Frame.objects.filter(session=session, parent__in=[p.pk for p in parents]).order_by(
-        "created_at", "id"
-    )
+    # Queried even for no parents (an id no frame has), so a page costs the same queries
+    # whatever its tree looks like.
+    wanted = [p.pk for p in parents] or [uuid.UUID(int=0)]
+    rows = Frame.objects.filter(session=session, parent__in=wanted).order_by("created_at", "id")
     for frame in rows:
         found.setdefault(frame.parent_id, []).append(frame)
     return found

@@ -77,15 +77,20 @@ def test_it_never_shows_another_organizations_sessions(make_api, member_client):
 def test_the_session_page_shows_roots_and_expand_loads_children(api, member_client):
     session = _session(api)
     root = services.frame_push(session=session, goal="Write the report", budget_total=8000)
-    services.frame_push(session=session, parent=root, goal="Collect the sources", budget_total=3000)
+    child = services.frame_push(
+        session=session, parent=root, goal="Collect the sources", budget_total=3000
+    )
+    services.frame_push(session=session, parent=child, goal="Read the archive", budget_total=500)
     page = member_client.get(f"/sessions/{session.pk}/").content.decode()
     assert "Write the report" in page
-    assert "Collect the sources" not in page  # children load on expand
-    assert f'hx-get="/frames/{root.pk}/children/"' in page
+    # Issue 19: the tree opens at its first level; deeper levels load on expand.
+    assert "Collect the sources" in page
+    assert "Read the archive" not in page
+    assert f'hx-get="/frames/{child.pk}/children/"' in page
     fragment = member_client.get(
-        f"/frames/{root.pk}/children/", HTTP_HX_REQUEST="true"
+        f"/frames/{child.pk}/children/", HTTP_HX_REQUEST="true"
     ).content.decode()
-    assert "Collect the sources" in fragment and "<html" not in fragment
+    assert "Read the archive" in fragment and "<html" not in fragment
     assert "Active" in page and 'aria-current="step"' in page
 
 
