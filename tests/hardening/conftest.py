@@ -130,4 +130,9 @@ def acme(api):
     )
     ids["import_id"] = upload["id"]
     secrets.add(upload["id"])
+    call = services.usage_record(
+        session=session, frame=frame, input_tokens=10, output_tokens=2, model="claude-sonnet-4-5"
+    )
+    ids["call_id"] = str(call.pk)
+    ids["seq"] = "1"
     return {"ids": ids, "secrets": secrets, "session": session, "frame": frame}
