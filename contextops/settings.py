@@ -80,6 +80,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.humanize",
     # Swagger UI for /api/v1/docs from our own static files (no CDN, no inline script).
     "ninja",
     "django_htmx",

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import ContextHandle, Event, Frame, Session, Suspension
+from .models import ContextHandle, Event, Frame, ModelPrice, Session, Suspension
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -56,3 +56,29 @@ class EventAdmin(ReadOnlyAdmin):
 class SuspensionAdmin(ReadOnlyAdmin):
     list_display = ["frame", "status", "reason", "suspended_at", "expires_at"]
     raw_id_fields = ["frame", "session"]
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(admin.ModelAdmin):
+    """Prices per million tokens; admins keep them current. A model without a row has no
+    price: its calls show "unknown model: no price"."""
+
+    list_display = [
+        "model",
+        "provider",
+        "input_per_mtok",
+        "output_per_mtok",
+        "cache_write_5m_per_mtok",
+        "cache_write_1h_per_mtok",
+        "cache_read_per_mtok",
+        "updated_at",
+    ]
+    list_editable = [
+        "input_per_mtok",
+        "output_per_mtok",
+        "cache_write_5m_per_mtok",
+        "cache_write_1h_per_mtok",
+        "cache_read_per_mtok",
+    ]
+    list_filter = ["provider"]
+    search_fields = ["model"]

@@ -1,19 +1,25 @@
 """Sessions, frames, budgets, handles, resume and the event log: ``/sessions``, ``/frames``."""
 
+from datetime import datetime
+from decimal import Decimal
+from typing import Literal
 from uuid import UUID
 
-from ninja import Query, Router, Schema
+from ninja import Path, Query, Router, Schema
 from ninja.responses import Status
 from pydantic import Field
 
 from contextops.actors import request_actor
-from contextops.errors import Conflict
+from contextops.errors import Conflict, NotFound
 from contextops.http import ApiRequest
 
-from . import selectors, services
+from . import projections, selectors, services
+from .costs import CostTotal
 from .models import Frame, Session
 from .schemas import (
+    CallListOut,
     EventOut,
+    FrameDetailOut,
     FrameHandleOut,
     FrameIn,
     FrameOut,
@@ -22,11 +28,13 @@ from .schemas import (
     ReserveIn,
     ResultsIn,
     ResumeOut,
+    SessionAtOut,
     SessionIn,
     SessionListOut,
     SessionOut,
     SessionPatchIn,
     UsageIn,
+    call_out,
     frame_out,
     session_out,
 )
@@ -42,13 +50,17 @@ def session_body(session: Session) -> dict:
     return session_body_with_top(session, selectors.top_frame(session))
 
 
-def session_body_with_top(session: Session, top: Frame | None) -> dict:
+def session_body_with_top(
+    session: Session, top: Frame | None, cost: CostTotal | None = None
+) -> dict:
     """``session_body`` for a caller that has read the top of the stack already (the
-    sessions list reads a whole page's in one query)."""
+    sessions list reads a whole page's in one query), and maybe the cost (a write reads
+    it before its commit: nothing is read after it)."""
     return session_out(
         session,
         pressure=selectors.pressure_of(session, top),
         top_frame_id=top.pk if top is not None else None,
+        cost=selectors.session_cost(session) if cost is None else cost,
     )
 
 
@@ -66,25 +78,47 @@ def session_create(request, payload: SessionIn):
         eviction_policy=payload.eviction_policy,
         actor=actor_of(request),
     )
-    # A new session has no frame yet: its answer needs no read after the commit.
-    return Status(201, session_body_with_top(session, None))
+    # A new session has no frame and no call yet: its answer needs no read after the commit.
+    return Status(201, session_body_with_top(session, None, CostTotal(Decimal(0))))
 
 
 class SessionFilters(Schema):
     search: str = Field("", max_length=200)
+    status: Literal[tuple(Session.Lifecycle.values)] | None = Field(  # type: ignore[valid-type]
+        None, description="The lifecycle state, e.g. ended"
+    )
+    pressure: Literal["low", "medium", "high", "critical"] | None = Field(
+        None, description="The level the session's gauge shows (the top of its stack)"
+    )
+    agent: str = Field("", max_length=200, description="The agent's name")
+    since: datetime | None = Field(None, description="Started at or after")
+    until: datetime | None = Field(None, description="Started before")
+    order: Literal["newest", "oldest", "last_activity", "tokens", "calls"] = "newest"
     limit: int = Field(50, ge=1, le=200)
     offset: int = Field(0, ge=0, le=10**9)
 
 
 @router.get(
-    "/sessions", response=SessionListOut, summary="The organization's sessions, newest first"
+    "/sessions",
+    response=SessionListOut,
+    summary="The organization's sessions, filtered and ordered (newest first by default)",
 )
 def session_list(request, filters: Query[SessionFilters]):
-    sessions = selectors.session_list(organization=request.organization, search=filters.search)
+    sessions = selectors.session_list(
+        organization=request.organization,
+        search=filters.search,
+        status=filters.status or "",
+        pressure=filters.pressure or "",
+        agent=filters.agent,
+        since=filters.since,
+        until=filters.until,
+        order=filters.order,
+    )
     count = sessions.count()
     page = selectors.top_frames(sessions, slice(filters.offset, filters.offset + filters.limit))
     next_offset = filters.offset + filters.limit if filters.offset + filters.limit < count else None
-    items = [session_body_with_top(session, top) for session, top in page]
+    costs = selectors.sessions_costs([session.pk for session, _ in page])
+    items = [session_body_with_top(session, top, costs[session.pk]) for session, top in page]
     return {"items": items, "count": count, "next_offset": next_offset}
 
 
@@ -106,10 +140,11 @@ def session_get(request, session_id: str):
 )
 def session_patch(request: ApiRequest, session_id: str, payload: SessionPatchIn) -> dict:
     session = selectors.session_get(organization=request.organization, session_id=session_id)
+    cost = selectors.session_cost(session)  # a policy changes no cost: read before the write
     updated = services.session_eviction_policy_set(
         session=session, policy=payload.eviction_policy, actor=actor_of(request)
     )
-    return session_body_with_top(updated.session, updated.top)
+    return session_body_with_top(updated.session, updated.top, cost)
 
 
 @router.put(
@@ -149,9 +184,17 @@ def frame_push(request, session_id: str, payload: FrameIn):
     return Status(201, frame_out(frame))
 
 
-@router.get("/frames/{frame_id}", response=FrameOut, summary="A frame with its budget")
+@router.get(
+    "/frames/{frame_id}", response=FrameDetailOut, summary="A frame with its budget and cost"
+)
 def frame_get(request, frame_id: str):
-    return frame_out(selectors.frame_get(organization=request.organization, frame_id=frame_id))
+    frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
+    cost = selectors.frame_cost(frame)
+    return {
+        **frame_out(frame),
+        "cost_usd": cost.usd_float,
+        "unpriced_models": list(cost.unpriced_models),
+    }
 
 
 @router.get(
@@ -274,6 +317,49 @@ def session_resume(request, session_id: str):
         "frame_stack": [frame_out(f) for f in state.frame_stack],
         "pending_work": [vars(p) for p in state.pending_work],
         "recovery_summary": state.recovery_summary,
+    }
+
+
+@router.get(
+    "/sessions/{session_id}/at/{seq}",
+    response=SessionAtOut,
+    summary="The session as it stood after event seq, rebuilt from its event log",
+)
+def session_at(request, session_id: str, seq: int = Path(..., ge=0, le=2**62)):
+    session = selectors.session_get(organization=request.organization, session_id=session_id)
+    if seq > session.last_event_seq:
+        raise NotFound(f"The session has no event {seq}; its newest is {session.last_event_seq}.")
+    at = projections.session_at(session, seq)
+    return {
+        "session_id": session.pk,
+        "seq": at.seq,
+        "last_event_seq": session.last_event_seq,
+        "frames": at.frames,
+        "top_frame_id": at.top_frame_id,
+        "pressure": {"level": at.pressure_level, "utilization": at.utilization},
+        "usage_totals": at.usage_totals,
+    }
+
+
+class CallFilters(Schema):
+    limit: int = Field(100, ge=1, le=500)
+    offset: int = Field(0, ge=0, le=10**9)
+
+
+@router.get(
+    "/sessions/{session_id}/calls",
+    response=CallListOut,
+    summary="The session's model calls in order: timing, model, tokens and cost",
+)
+def call_list(request, session_id: str, filters: Query[CallFilters]):
+    session = selectors.session_get(organization=request.organization, session_id=session_id)
+    calls, count = selectors.call_list(session=session, limit=filters.limit, offset=filters.offset)
+    prices = selectors.price_table()
+    end = filters.offset + filters.limit
+    return {
+        "items": [call_out(call, selectors.usage_cost(call, prices)) for call in calls],
+        "count": count,
+        "next_offset": end if end < count else None,
     }
 
 

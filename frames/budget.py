@@ -39,6 +39,12 @@ class Budget:
         return segments
 
     @property
+    def overrun(self) -> int:
+        """How far the frame spent and committed past its total:
+        ``used + reserved + subcall_allocation - total``, 0 when it stayed within it."""
+        return max(0, self.used + self.reserved + self.subcall_allocation - self.total)
+
+    @property
     def available(self) -> int:
         """total - used - reserved - subcall_allocation; 0 when the frame overspent."""
         return max(0, self.total - self.used - self.reserved - self.subcall_allocation)

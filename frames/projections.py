@@ -14,7 +14,8 @@ from django.db.models import Sum
 
 from .archive import session_events
 from .budget import Budget
-from .models import Frame, Session, Usage
+from .models import Event, Frame, Session, Usage
+from .pressure import LEVELS, LOW, level_next, utilization_of
 
 FRAME_FIELDS = (
     "parent_id",
@@ -28,6 +29,7 @@ FRAME_FIELDS = (
     "children_count",
     "reservations",
     "result_refs",
+    "failure_reason",
 )
 SESSION_FIELDS = (
     "input_tokens_total",
@@ -55,17 +57,30 @@ class Difference:
 class Replay:
     frames: dict[str, dict[str, Any]] = field(default_factory=dict)
     session: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SESSION_FIELDS, 0))
+    # What the replay also learns but the tables do not compare: goals, creation times,
+    # each frame's latest occupancy and pressure level, by frame id.
+    extra: dict[str, dict[str, Any]] = field(default_factory=dict)
+    last_seq: int = 0
 
 
-def replay(events) -> Replay:
-    """Apply events in sequence order with the same rules the services apply."""
+def replay(events, *, window_tokens: int | None = None) -> Replay:
+    """Apply events in sequence order with the same rules the services apply. With
+    ``window_tokens``, also step each frame's pressure level as the services do."""
     state = Replay()
     frames = state.frames
+    extra = state.extra
     for event in events:
         payload = event.payload
         frame_id = str(event.frame_id) if event.frame_id else ""  # "": a session-level event
         kind = event.type
+        state.last_seq = event.seq
         if kind == "frame.pushed":
+            extra[frame_id] = {
+                "goal": payload.get("goal", ""),
+                "created_at": payload.get("created_at", ""),
+                "occupancy": 0,
+                "pressure_level": LOW,
+            }
             parent_id = payload.get("parent_frame_id")
             frames[frame_id] = {
                 "parent_id": parent_id,
@@ -79,6 +94,7 @@ def replay(events) -> Replay:
                 "children_count": 0,
                 "reservations": {},
                 "result_refs": [],
+                "failure_reason": "",
             }
             if parent_id is not None:
                 parent = frames[parent_id]
@@ -101,10 +117,17 @@ def replay(events) -> Replay:
             session["api_calls_total"] += 1
             if frame_id:
                 frames[frame_id]["budget_used"] += payload["tokens"]
+                if window_tokens and frame_id in extra:
+                    figures = extra[frame_id]
+                    figures["occupancy"] = payload["tokens"]
+                    figures["pressure_level"] = level_next(
+                        figures["pressure_level"], utilization_of(payload["tokens"], window_tokens)
+                    )
         elif kind == "frame.popped":
             frame = frames[frame_id]
             frame["status"] = payload["status"]
             frame["result_refs"] = [*frame["result_refs"], *payload.get("result_refs", [])]
+            frame["failure_reason"] = payload.get("failure_reason", "")
             parent_id = frame["parent_id"]
             if parent_id is not None:
                 parent = frames[parent_id]
@@ -227,3 +250,79 @@ def budget_audit(session: Session) -> list[str]:
                 f"frame {pk}: used {frame['budget_used']} != own calls + closed children {expected_used}"
             )
     return problems
+
+
+@dataclass
+class SessionAt:
+    """A session as it stood after event ``seq``: its frames (in push order, each with its
+    status, budget and pressure level), the top of its stack and its gauge."""
+
+    seq: int
+    frames: list[dict[str, Any]]
+    top_frame_id: str | None
+    pressure_level: str
+    utilization: float
+    usage_totals: dict[str, int]
+
+
+def session_at(session: Session, seq: int) -> SessionAt:
+    """Rebuild ``session`` from its event log up to and including event ``seq``: frames
+    pushed later are absent, budgets and statuses are those of that moment. The top of
+    the stack is chosen as ``frames.selectors.top_frame`` chooses it (the deepest, newest
+    active frame, else open frame) and the gauge is its pressure."""
+    events = Event.objects.filter(session=session, seq__lte=seq).order_by("seq")
+    state = replay(events.iterator(chunk_size=2000), window_tokens=session.context_window_tokens)
+    frames = []
+    for frame_id, row in state.frames.items():
+        figures = state.extra.get(frame_id, {})
+        budget = Budget(
+            row["budget_total"],
+            row["budget_used"],
+            row["budget_reserved"],
+            row["subcall_allocation"],
+        )
+        frames.append(
+            {
+                "id": frame_id,
+                "parent_frame_id": row["parent_id"],
+                "depth": row["depth"],
+                "goal": figures.get("goal", ""),
+                "status": row["status"],
+                "failure_reason": row["failure_reason"] or None,
+                "children_count": row["children_count"],
+                "budget": {
+                    "total": budget.total,
+                    "used": budget.used,
+                    "reserved": budget.reserved,
+                    "subcall_allocation": budget.subcall_allocation,
+                    "available": budget.available,
+                    "overrun": budget.overrun,
+                },
+                "pressure_level": figures.get("pressure_level", LOW),
+                "occupancy_tokens": figures.get("occupancy", 0),
+                "created_at": figures.get("created_at", ""),
+            }
+        )
+    order = {frame["id"]: index for index, frame in enumerate(frames)}
+
+    def stack_key(frame: dict[str, Any]) -> tuple:
+        return (frame["depth"], order[frame["id"]])
+
+    active = [f for f in frames if f["status"] == "active"]
+    open_ = [f for f in frames if f["status"] in OPEN]
+    top = max(active, key=stack_key) if active else (max(open_, key=stack_key) if open_ else None)
+    level = top["pressure_level"] if top else LOW
+    occupancy = top["occupancy_tokens"] if top else 0
+    return SessionAt(
+        seq=seq,
+        frames=frames,
+        top_frame_id=top["id"] if top else None,
+        pressure_level=level if level in LEVELS else LOW,
+        utilization=round(utilization_of(occupancy, session.context_window_tokens), 4),
+        usage_totals={
+            "input_tokens": state.session["input_tokens_total"],
+            "output_tokens": state.session["output_tokens_total"],
+            "cache_creation_input_tokens": state.session["cache_creation_tokens_total"],
+            "cache_read_input_tokens": state.session["cache_read_tokens_total"],
+        },
+    )

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from contextops.bodies import BodyIn
 
+from .costs import CostTotal
 from .models import ContextHandle, Frame, Session
 
 MAX_BUDGET = 1_000_000_000
@@ -80,6 +81,14 @@ class SessionOut(Schema):
         "price, cache writes at 1.25x, cache reads at a tenth. A cost figure: window "
         "occupancy and the compaction trigger use the full counts.",
     )
+    cost_usd: float = Field(
+        ...,
+        description="What the session's model calls cost in US dollars, from the price "
+        "table; calls on a model without a price are left out (see unpriced_models).",
+    )
+    unpriced_models: list[str] = Field(
+        ..., description="Models of this session's calls that have no price: unknown cost."
+    )
     api_calls: int
     last_event_seq: int
     created_at: datetime
@@ -119,6 +128,11 @@ class BudgetOut(Schema):
     reserved: int
     subcall_allocation: int
     available: int
+    overrun: int = Field(
+        ...,
+        description="How far the frame went past its total: "
+        "max(0, used + reserved + subcall_allocation - total).",
+    )
     max_subframe_depth: int
     reservations: dict[str, int]
 
@@ -131,6 +145,10 @@ class FrameOut(Schema):
     goal: str
     inputs: dict[str, Any]
     status: str
+    failure_reason: str | None = Field(
+        ...,
+        description='Why the system failed the frame ("suspension_expired"); null otherwise.',
+    )
     budget: BudgetOut
     result_refs: list[Any]
     children_count: int
@@ -138,6 +156,15 @@ class FrameOut(Schema):
     created_at: datetime
     completed_at: datetime | None
     dashboard_url: str
+
+
+class FrameDetailOut(FrameOut):
+    cost_usd: float = Field(
+        ...,
+        description="What the frame's model calls and all its descendants' cost in US dollars; "
+        "calls on a model without a price are left out (see unpriced_models).",
+    )
+    unpriced_models: list[str]
 
 
 class ReserveIn(BodyIn):
@@ -152,6 +179,10 @@ class UsageIn(BodyIn):
     cache_read_input_tokens: int = Field(0, ge=0, le=MAX_BUDGET)
     model: str = Field("", max_length=120)
     message_id: str = Field("", max_length=200)
+    started_at: datetime | None = Field(None, description="When the call was sent")
+    latency_ms: int | None = Field(
+        None, ge=0, le=86_400_000, description="How long its answer took, in milliseconds"
+    )
 
 
 class PopIn(BodyIn):
@@ -227,12 +258,14 @@ def frame_out(frame: Frame) -> dict[str, Any]:
         "goal": frame.goal,
         "inputs": frame.inputs,
         "status": frame.status,
+        "failure_reason": frame.failure_reason or None,
         "budget": {
             "total": frame.budget_total,
             "used": frame.budget_used,
             "reserved": frame.budget_reserved,
             "subcall_allocation": frame.subcall_allocation,
             "available": frame.budget_available,
+            "overrun": frame.budget.overrun,
             "max_subframe_depth": frame.max_subframe_depth,
             "reservations": frame.reservations,
         },
@@ -245,7 +278,7 @@ def frame_out(frame: Frame) -> dict[str, Any]:
     }
 
 
-def session_out(session: Session, *, pressure, top_frame_id) -> dict[str, Any]:
+def session_out(session: Session, *, pressure, top_frame_id, cost: CostTotal) -> dict[str, Any]:
     return {
         "id": session.pk,
         "title": session.title,
@@ -261,6 +294,8 @@ def session_out(session: Session, *, pressure, top_frame_id) -> dict[str, Any]:
         "top_frame_id": top_frame_id,
         "usage_totals": session.usage_totals,
         "effective_tokens": session.effective_tokens,
+        "cost_usd": cost.usd_float,
+        "unpriced_models": list(cost.unpriced_models),
         "api_calls": session.api_calls_total,
         "last_event_seq": session.last_event_seq,
         "created_at": session.created_at,
@@ -275,3 +310,71 @@ class SessionPatchIn(BodyIn):
     """What may change on a running session (seed 003 ``set_priority``): its eviction policy."""
 
     eviction_policy: Literal["lru", "size_first", "keep_relational", "keep_technical"]
+
+
+class BudgetAtOut(Schema):
+    total: int
+    used: int
+    reserved: int
+    subcall_allocation: int
+    available: int
+    overrun: int
+
+
+class FrameAtOut(Schema):
+    id: UUID
+    parent_frame_id: UUID | None
+    depth: int
+    goal: str
+    status: str
+    failure_reason: str | None
+    children_count: int
+    budget: BudgetAtOut
+    pressure_level: str
+    occupancy_tokens: int
+
+
+class SessionAtOut(Schema):
+    session_id: UUID
+    seq: int = Field(..., description="The last event applied")
+    last_event_seq: int = Field(..., description="The session's newest event now")
+    frames: list[FrameAtOut] = Field(..., description="Frames pushed up to seq, in push order")
+    top_frame_id: UUID | None
+    pressure: SessionPressureOut
+    usage_totals: UsageTotalsOut
+
+
+class CallOut(Schema):
+    id: int
+    frame_id: UUID | None
+    started_at: datetime | None = Field(..., description="When the call was sent, if recorded")
+    latency_ms: int | None
+    recorded_at: datetime
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+    cost_usd: float | None = Field(..., description="null: the model has no price")
+
+
+class CallListOut(Schema):
+    items: list[CallOut]
+    count: int
+    next_offset: int | None
+
+
+def call_out(call, cost) -> dict[str, Any]:
+    return {
+        "id": call.pk,
+        "frame_id": call.frame_id,
+        "started_at": call.started_at,
+        "latency_ms": call.latency_ms,
+        "recorded_at": call.created_at,
+        "model": call.model,
+        "input_tokens": call.input_tokens,
+        "output_tokens": call.output_tokens,
+        "cache_creation_input_tokens": call.cache_creation_input_tokens,
+        "cache_read_input_tokens": call.cache_read_input_tokens,
+        "cost_usd": float(round(cost, 6)) if cost is not None else None,
+    }

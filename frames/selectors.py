@@ -8,21 +8,25 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
-from django.db.models import Case, OuterRef, Q, QuerySet, Subquery, Value, When
-from django.db.models.functions import Coalesce
+from django.db.models import Case, F, OuterRef, Q, QuerySet, Subquery, Sum, Value, When
+from django.db.models.functions import Coalesce, TruncDate
 
 from contextops.errors import NotFound
 from contextops.models import Organization
 
 from .archive import session_events
+from .costs import CostTotal, Price, call_cost, cost_total, price_for
 from .models import (
     ContextHandle,
     ContextPackRecord,
     Event,
     EventArchive,
     Frame,
+    ModelPrice,
     Session,
     Usage,
 )
@@ -60,12 +64,57 @@ def frame_get(*, organization, frame_id: Any) -> Frame:
     return frame
 
 
-def session_list(*, organization, search: str = "") -> QuerySet[Session]:
-    """The organization's sessions, newest first, matching ``search`` in title, agent or ids."""
+SESSION_ORDERS = {
+    "newest": ("-created_at", "-pk"),
+    "oldest": ("created_at", "pk"),
+    "last_activity": ("-updated_at", "-pk"),
+    "tokens": ("-window_tokens", "-created_at"),
+    "calls": ("-api_calls_total", "-created_at"),
+}
+
+
+def _top_pressure(**status: Any) -> Subquery:
+    return Subquery(
+        Frame.objects.filter(session=OuterRef("pk"), **status)
+        .order_by(*_STACK_ORDER)
+        .values("pressure_level")[:1]
+    )
+
+
+def session_list(
+    *,
+    organization,
+    search: str = "",
+    status: str = "",
+    pressure: str = "",
+    agent: str = "",
+    since: datetime | None = None,
+    until: datetime | None = None,
+    order: str = "newest",
+) -> QuerySet[Session]:
+    """The organization's sessions matching the filters, in ``order`` (``SESSION_ORDERS``).
+
+    ``search`` looks in title, agent, model and ids; ``status`` is the lifecycle state;
+    ``pressure`` the level the session's gauge shows (that of the top of its stack, as
+    ``pressure_of`` reads it, so a list and a page never disagree); ``agent`` the agent's
+    name; ``since`` / ``until`` bound when the session started. Each row carries
+    ``gauge_level`` and ``window_tokens`` (every token its calls put in the window).
+    """
     sessions = (
         Session.objects.filter(organization=organization)
         .select_related("agent")
-        .order_by("-created_at")
+        .annotate(
+            gauge_level=Coalesce(
+                _top_pressure(status=Frame.Status.ACTIVE),
+                _top_pressure(status__in=Frame.OPEN_STATUSES),
+                F("pressure_level"),
+            ),
+            window_tokens=F("input_tokens_total")
+            + F("output_tokens_total")
+            + F("cache_creation_tokens_total")
+            + F("cache_read_tokens_total"),
+        )
+        .order_by(*SESSION_ORDERS.get(order, SESSION_ORDERS["newest"]))
     )
     search = search.strip()
     if search:
@@ -78,7 +127,28 @@ def session_list(*, organization, search: str = "") -> QuerySet[Session]:
         if pk is not None:
             condition |= Q(pk=pk)
         sessions = sessions.filter(condition)
+    if status:
+        sessions = sessions.filter(lifecycle_state=status)
+    if pressure:
+        sessions = sessions.filter(gauge_level=pressure)
+    if agent:
+        sessions = sessions.filter(agent__name=agent)
+    if since is not None:
+        sessions = sessions.filter(started_at__gte=since)
+    if until is not None:
+        sessions = sessions.filter(started_at__lt=until)
     return sessions
+
+
+def agent_names(*, organization) -> list[str]:
+    """The names of the organization's agents that have sessions, sorted."""
+    return sorted(
+        set(
+            Session.objects.filter(organization=organization, agent__isnull=False).values_list(
+                "agent__name", flat=True
+            )
+        )
+    )
 
 
 def frame_ancestry(frame: Frame) -> list[Frame]:
@@ -98,6 +168,18 @@ def frame_children(
     """One page of a frame's children (or the session's roots when ``frame`` is None)."""
     children = Frame.objects.filter(session=session, parent=frame).order_by("created_at", "id")
     return list(children[offset : offset + limit])
+
+
+def frames_children_of(parents: list[Frame], *, session: Session) -> dict[Any, list[Frame]]:
+    """The children of each of ``parents``, by parent id, in order (one query)."""
+    found: dict[Any, list[Frame]] = {}
+    # Queried even for no parents (an id no frame has), so a page costs the same queries
+    # whatever its tree looks like.
+    wanted = [p.pk for p in parents] or [uuid.UUID(int=0)]
+    rows = Frame.objects.filter(session=session, parent__in=wanted).order_by("created_at", "id")
+    for frame in rows:
+        found.setdefault(frame.parent_id, []).append(frame)
+    return found
 
 
 def session_top_frame(session: Session) -> Frame | None:
@@ -371,3 +453,138 @@ def pressure_of(session: Session, top: Frame | None) -> Pressure:
 def session_pressure(session: Session) -> Pressure:
     """The pressure the session's gauge shows: that of the frame at the top of its stack."""
     return pressure_of(session, top_frame(session))
+
+
+USAGE_SUMS = {
+    "input_tokens": Sum("input_tokens"),
+    "output_tokens": Sum("output_tokens"),
+    "cache_creation_input_tokens": Sum("cache_creation_input_tokens"),
+    "cache_read_input_tokens": Sum("cache_read_input_tokens"),
+}
+
+
+def price_table() -> dict[str, Price]:
+    """Every model's price, by model name (one query)."""
+    return {
+        row.model: Price(
+            input=row.input_per_mtok,
+            output=row.output_per_mtok,
+            cache_write_5m=row.cache_write_5m_per_mtok,
+            cache_write_1h=row.cache_write_1h_per_mtok,
+            cache_read=row.cache_read_per_mtok,
+        )
+        for row in ModelPrice.objects.all()
+    }
+
+
+def usage_cost(usage: Usage, prices: dict[str, Price]) -> Decimal | None:
+    """One call's cost in US dollars; None when its model has no price."""
+    return call_cost(
+        price_for(usage.model, prices),
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_creation_input_tokens=usage.cache_creation_input_tokens,
+        cache_read_input_tokens=usage.cache_read_input_tokens,
+    )
+
+
+def session_cost(session: Session, prices: dict[str, Price] | None = None) -> CostTotal:
+    """What the session's calls cost (one query, plus the price table when not given)."""
+    rows = Usage.objects.filter(session=session).values("model").annotate(**USAGE_SUMS)
+    return cost_total(rows, price_table() if prices is None else prices)
+
+
+def sessions_costs(session_ids: list, prices: dict[str, Price] | None = None) -> dict:
+    """Each session's ``CostTotal``, by session id, in one query."""
+    prices = price_table() if prices is None else prices
+    rows: dict = {}
+    for row in (
+        Usage.objects.filter(session_id__in=session_ids)
+        .values("session_id", "model")
+        .annotate(**USAGE_SUMS)
+    ):
+        rows.setdefault(row["session_id"], []).append(row)
+    return {pk: cost_total(rows.get(pk, []), prices) for pk in session_ids}
+
+
+def frame_cost(frame: Frame, prices: dict[str, Price] | None = None) -> CostTotal:
+    """What the frame's calls and all its descendants' calls cost: two queries, the
+    session's frame parents and its usage by frame and model."""
+    parents = dict(Frame.objects.filter(session_id=frame.session_id).values_list("pk", "parent_id"))
+    subtree = {frame.pk}
+    changed = True
+    while changed:
+        grown = {pk for pk, parent in parents.items() if parent in subtree} | subtree
+        changed = len(grown) != len(subtree)
+        subtree = grown
+    rows = (
+        Usage.objects.filter(session_id=frame.session_id, frame_id__in=subtree)
+        .values("model")
+        .annotate(**USAGE_SUMS)
+    )
+    return cost_total(rows, price_table() if prices is None else prices)
+
+
+def call_list(*, session: Session, limit: int, offset: int) -> tuple[list[Usage], int]:
+    """One page of the session's model calls in the order they were made (when they were
+    sent, else when recorded), and how many there are."""
+    calls = Usage.objects.filter(session=session).order_by(
+        Coalesce("started_at", "created_at"), "id"
+    )
+    return list(calls[offset : offset + limit]), calls.count()
+
+
+def call_get(*, session: Session, call_id: Any) -> Usage:
+    """One model call of ``session``; NotFound for another session's or a malformed id."""
+    try:
+        pk = int(call_id)
+    except (TypeError, ValueError):
+        pk = None
+    call = Usage.objects.filter(session=session, pk=pk).first() if pk is not None else None
+    if call is None:
+        raise NotFound("No such model call in this session.")
+    return call
+
+
+@dataclass(frozen=True)
+class UsageDay:
+    day: Any
+    model: str
+    agent: str
+    tokens: int
+    cost: Decimal | None
+
+
+def usage_by_day(*, organization, since: datetime) -> list[UsageDay]:
+    """The organization's model calls since ``since``, summed per day (when each was sent,
+    else recorded; UTC), model and agent, each with its window tokens and cost (None for
+    a model without a price). One query and the price table."""
+    prices = price_table()
+    rows: Any = (
+        Usage.objects.filter(session__organization=organization)
+        .annotate(moment=Coalesce("started_at", "created_at"))
+        .filter(moment__gte=since)
+        .annotate(day=TruncDate("moment"))
+        .values("day", "model", "session__agent__name")
+        .annotate(**USAGE_SUMS)
+        .order_by("day", "model")
+    )
+    return [
+        UsageDay(
+            day=row["day"],
+            model=row["model"] or "",
+            agent=row["session__agent__name"] or "",
+            tokens=row["input_tokens"]
+            + row["output_tokens"]
+            + row["cache_creation_input_tokens"]
+            + row["cache_read_input_tokens"],
+            cost=call_cost(
+                price_for(row["model"], prices),
+                input_tokens=row["input_tokens"],
+                output_tokens=row["output_tokens"],
+                cache_creation_input_tokens=row["cache_creation_input_tokens"],
+                cache_read_input_tokens=row["cache_read_input_tokens"],
+            ),
+        )
+        for row in rows
+    ]

@@ -336,9 +336,12 @@ def usage_record(
     cache_read_input_tokens: int = 0,
     model: str = "",
     message_id: str = "",
+    started_at: datetime | None = None,
+    latency_ms: int | None = None,
     actor: str = "",
 ) -> Usage:
     """Store one model call's usage; charge it to ``frame`` and the session's totals.
+    ``started_at`` and ``latency_ms`` are the call's timing as the caller measured it.
 
     The frame's ``used`` rises by every token the call put in the window (full input
     plus output); the frame's occupancy becomes this call's, and its pressure level
@@ -412,6 +415,8 @@ def usage_record(
             frame=frame,
             model=model or session.model,
             message_id=message_id,
+            started_at=started_at,
+            latency_ms=latency_ms,
             **counts,
         )
         top_level = None
@@ -434,7 +439,14 @@ def usage_record(
             type="usage.recorded",
             frame_id=frame.pk if frame is not None else None,
             actor=actor,
-            payload={**counts, "tokens": spent, "model": usage.model, "usage_id": usage.pk},
+            payload={
+                **counts,
+                "tokens": spent,
+                "model": usage.model,
+                "usage_id": usage.pk,
+                **({"started_at": started_at.isoformat()} if started_at else {}),
+                **({"latency_ms": latency_ms} if latency_ms is not None else {}),
+            },
         )
         if frame is not None and top_level is not None:
             _session_gauge_follow(session, frame, *top_level)
@@ -492,12 +504,19 @@ def _frame_lock_for_close(frame: Frame) -> Frame:
 
 
 def frame_close(
-    *, session: Session, frame: Frame, status: str, result_refs: list | None = None, actor: str = ""
+    *,
+    session: Session,
+    frame: Frame,
+    status: str,
+    result_refs: list | None = None,
+    actor: str = "",
+    failure_reason: str = "",
 ) -> None:
     """Close a locked frame and settle it with its parent; call inside the caller's transaction.
 
-    Shared by a pop, a rejected suspension and the end of a session, so a frame closes
-    the same way, with the same ``frame.popped`` event, whatever closed it. A frame from
+    Shared by a pop, a rejected or expired suspension and the end of a session, so a frame
+    closes the same way, with the same ``frame.popped`` event, whatever closed it.
+    ``failure_reason`` says why a frame failed when the system failed it. A frame from
     ``_frame_lock_for_close`` brings its locked parent and ``open_siblings`` along; any
     other has them read here.
     """
@@ -508,8 +527,12 @@ def frame_close(
     frame.status = status
     frame.completed_at = now
     frame.result_refs = [*frame.result_refs, *(result_refs or [])]
+    frame.failure_reason = failure_reason
     Frame.objects.filter(pk=frame.pk).update(
-        status=status, completed_at=now, result_refs=frame.result_refs
+        status=status,
+        completed_at=now,
+        result_refs=frame.result_refs,
+        failure_reason=failure_reason,
     )
     events = [
         EventSpec(
@@ -521,6 +544,7 @@ def frame_close(
                 "returned": max(0, frame.budget_total - frame.budget_used),
                 "result_refs": result_refs or [],
                 "completed_at": now.isoformat(),
+                **({"failure_reason": failure_reason} if failure_reason else {}),
             },
         )
     ]

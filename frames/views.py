@@ -5,9 +5,15 @@ since the last event it has seen (``session_changes``), the frame page re-reads 
 budget card (an htmx request for ``frame_detail``).
 """
 
+import json
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
+from typing import Any
+
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
@@ -15,11 +21,15 @@ from contextops.dashboard import organization_required, render_page
 from contextops.errors import NotFound
 from contextops.http import MemberRequest
 
-from . import selectors
+from . import charts, projections, selectors
 from .models import Event, Frame, Session
+from .pressure import LEVELS
 from .selectors import session_pressure
 
 SESSIONS_PER_PAGE = 25
+# Children shown expanded under the roots when the session page opens, at most.
+EXPANDED_CHILDREN = 200
+LIST_POLL_SECONDS = 10
 CHILDREN_PER_REQUEST = 100
 RECENT_EVENTS = 15
 USAGE_SHOWN = 20
@@ -35,6 +45,19 @@ LIFECYCLE_STEPS = [
 ]
 
 
+def _json(value: Any) -> str:
+    """A value as a person reads it: formatted JSON, never a Python repr."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def _readable(mapping: dict) -> list[tuple[str, str]]:
+    """A dict's items with text as it is and anything else as compact JSON."""
+    return [
+        (key, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+        for key, value in mapping.items()
+    ]
+
+
 def _get_or_404(getter, **kwargs):
     try:
         return getter(**kwargs)
@@ -46,17 +69,93 @@ def _get_or_404(getter, **kwargs):
 @organization_required
 @vary_on_headers("HX-Request")
 def session_list(request: MemberRequest) -> HttpResponse:
+    """The sessions list, filtered and sorted as the API's ``GET /sessions`` is; for htmx
+    only its results, which the open page asks for again every LIST_POLL_SECONDS."""
     request.nav_section = "sessions"
-    search = request.GET.get("q", "")[:200].replace("\x00", "")
-    sessions = selectors.session_list(organization=request.organization, search=search)
-    page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
-    return render_page(
-        request, "frames/session_list.html", {"page": page, "q": search}, partial="results"
-    )
+    query = request.GET
+    search = query.get("q", "")[:200].replace("\x00", "")
+    filters: dict[str, Any] = {
+        "status": _choice(query.get("status"), Session.Lifecycle.values),
+        "pressure": _choice(query.get("pressure"), LEVELS),
+        "agent": query.get("agent", "")[:200].replace("\x00", ""),
+        "since": _day(query.get("since")),
+        "until": _day(query.get("until"), end=True),
+        "order": _choice(query.get("order"), list(selectors.SESSION_ORDERS)) or "newest",
+    }
+    sessions = selectors.session_list(organization=request.organization, search=search, **filters)
+    page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(query.get("page"))
+    costs = selectors.sessions_costs([s.pk for s in page.object_list])
+    rows = [(s, costs[s.pk]) for s in page.object_list]
+    kept = query.copy()
+    kept.pop("page", None)
+    context = {
+        "page": page,
+        "rows": rows,
+        "q": search,
+        "filters": {**filters, "since": query.get("since", ""), "until": query.get("until", "")},
+        "querystring": kept.urlencode(),
+        "statuses": Session.Lifecycle.choices,
+        "levels": LEVELS,
+        "orders": SESSION_ORDER_LABELS,
+        "agents": selectors.agent_names(organization=request.organization),
+        "poll_seconds": LIST_POLL_SECONDS,
+    }
+    return render_page(request, "frames/session_list.html", context, partial="results")
 
 
-def _tree_nodes(frames: list[Frame]) -> list[dict]:
-    return [{"frame": f, "segments": f.budget.segments()} for f in frames]
+SESSION_ORDER_LABELS = [
+    ("newest", "Newest first"),
+    ("oldest", "Oldest first"),
+    ("last_activity", "Last activity"),
+    ("tokens", "Most tokens"),
+    ("calls", "Most model calls"),
+]
+
+
+def _choice(value: str | None, allowed) -> str:
+    return value if value is not None and value in allowed else ""
+
+
+def _day(value: str | None, *, end: bool = False) -> datetime | None:
+    """A date from the filter form as the start of that day (or of the next, for an end),
+    in the server's zone; None when empty or not a date."""
+    try:
+        day = date.fromisoformat(value or "")
+    except ValueError:
+        return None
+    if end:
+        day += timedelta(days=1)
+    return timezone.make_aware(datetime.combine(day, time.min))
+
+
+def _tree_nodes(frames: list[Frame], session: Session) -> list[dict]:
+    """Tree nodes with their budget figures; an imported session's frames carry no real
+    budget (the importer sizes them to what they spent), so they show none."""
+    budgeted = not session.source
+    return [
+        {
+            "frame": f,
+            "segments": f.budget.segments(),
+            "overrun": f.budget.overrun,
+            "budgeted": budgeted,
+        }
+        for f in frames
+    ]
+
+
+def _expand(nodes: list[dict], session: Session) -> None:
+    """Open the first level of the tree: the roots' children come with the page (one
+    query), as long as they fit in EXPANDED_CHILDREN; other roots load on expand."""
+    wanted, room = [], EXPANDED_CHILDREN
+    for node in nodes:
+        count = node["frame"].children_count
+        if count and count <= room:
+            wanted.append(node)
+            room -= count
+    children = selectors.frames_children_of([node["frame"] for node in wanted], session=session)
+    for node in wanted:
+        node["children"] = _tree_nodes(children.get(node["frame"].pk, []), session)
+        node["expanded"] = True
 
 
 def _recent_events(session: Session) -> list[Event]:
@@ -74,16 +173,21 @@ def session_detail(request: MemberRequest, session_id) -> HttpResponse:
         selectors.session_get, organization=request.organization, session_id=session_id
     )
     roots = selectors.frame_children(frame=None, session=session, limit=CHILDREN_PER_REQUEST + 1)
+    nodes = _tree_nodes(roots[:CHILDREN_PER_REQUEST], session)
+    _expand(nodes, session)
     top = selectors.session_top_frame(session)
     context = {
         "session": session,
-        "roots": _tree_nodes(roots[:CHILDREN_PER_REQUEST]),
+        "roots": nodes,
         "more_roots": len(roots) > CHILDREN_PER_REQUEST,
         "next_offset": CHILDREN_PER_REQUEST,
         "top": top,
         "pressure": session_pressure(session),
         "lifecycle_steps": LIFECYCLE_STEPS,
         "events": _recent_events(session),
+        "cost": selectors.session_cost(session),
+        "identity": _readable(session.identity),
+        "environment": _readable(session.environment),
         # Read with the session, before the roots: a frame pushed in between is then both
         # on the page and in the first update, and the page keeps the node it has.
         "after": session.last_event_seq,
@@ -112,9 +216,9 @@ def session_changes(request: MemberRequest, session_id) -> HttpResponse:
     )
     changes = {
         "after": found.after,
-        "appended": _tree_nodes(found.appended),
-        "reshaped": _tree_nodes(found.reshaped),
-        "updated": _tree_nodes(found.updated),
+        "appended": _tree_nodes(found.appended, session),
+        "reshaped": _tree_nodes(found.reshaped, session),
+        "updated": _tree_nodes(found.updated, session),
     }
     context = {
         "session": session,
@@ -123,6 +227,7 @@ def session_changes(request: MemberRequest, session_id) -> HttpResponse:
         "poll_seconds": TREE_POLL_SECONDS,
         "lifecycle_steps": LIFECYCLE_STEPS,
         "events": _recent_events(session),
+        "cost": selectors.session_cost(session),
         "oob": True,
     }
     return render(request, "frames/partials/_session_changes.html", context)
@@ -142,7 +247,7 @@ def frame_children(request: MemberRequest, frame_id) -> HttpResponse:
     )
     context = {
         "parent": frame,
-        "nodes": _tree_nodes(children[:CHILDREN_PER_REQUEST]),
+        "nodes": _tree_nodes(children[:CHILDREN_PER_REQUEST], frame.session),
         "more": len(children) > CHILDREN_PER_REQUEST,
         "next_offset": offset + CHILDREN_PER_REQUEST,
     }
@@ -157,11 +262,18 @@ def frame_detail(request: MemberRequest, frame_id) -> HttpResponse:
     calls out of band: what the open page polls every FRAME_POLL_SECONDS."""
     request.nav_section = "sessions"
     frame = _get_or_404(selectors.frame_get, organization=request.organization, frame_id=frame_id)
+    prices = selectors.price_table()
     live = {
         "frame": frame,
         "session": frame.session,
         "segments": frame.budget.segments(),
-        "usage": selectors.frame_usage_recent(frame=frame, limit=USAGE_SHOWN),
+        "overrun": frame.budget.overrun,
+        "budgeted": not frame.session.source,
+        "usage": [
+            (call, selectors.usage_cost(call, prices))
+            for call in selectors.frame_usage_recent(frame=frame, limit=USAGE_SHOWN)
+        ],
+        "cost": selectors.frame_cost(frame, prices),
         "poll_seconds": FRAME_POLL_SECONDS,
     }
     if request.htmx and not request.htmx.boosted:
@@ -173,10 +285,132 @@ def frame_detail(request: MemberRequest, frame_id) -> HttpResponse:
     context = {
         **live,
         "ancestry": ancestry[:-1],
-        "nodes": _tree_nodes(children[:CHILDREN_PER_REQUEST]),
+        "nodes": _tree_nodes(children[:CHILDREN_PER_REQUEST], frame.session),
         "more": len(children) > CHILDREN_PER_REQUEST,
         "next_offset": CHILDREN_PER_REQUEST,
         "parent": frame,
         "events": selectors.event_list(session=frame.session, frame=frame, limit=50),
+        "inputs_json": _json(frame.inputs) if frame.inputs else "",
+        "results_json": _json(frame.result_refs) if frame.result_refs else "",
     }
     return render(request, "frames/frame_detail.html", context)
+
+
+@require_GET
+@organization_required
+@vary_on_headers("HX-Request")
+def session_at(request: MemberRequest, session_id) -> HttpResponse:
+    """The session's frame tree as it stood after event ``seq`` (default: the newest),
+    rebuilt from the log, with controls to step one event back or forward; htmx gets the
+    stepper alone (what the session page's history card swaps)."""
+    request.nav_section = "sessions"
+    session = _get_or_404(
+        selectors.session_get, organization=request.organization, session_id=session_id
+    )
+    last = session.last_event_seq
+    try:
+        seq = min(max(0, int(request.GET.get("seq", last))), last)
+    except ValueError:
+        seq = last
+    at = projections.session_at(session, seq)
+    event = selectors.event_list(session=session, after=seq - 1, limit=1) if seq else []
+    context = {
+        "session": session,
+        "at": at,
+        "event": event[0] if event else None,
+        "last": last,
+        "previous": max(0, seq - 1),
+        "next": min(last, seq + 1),
+    }
+    return render_page(request, "frames/session_at.html", context, partial="history")
+
+
+CALLS_PER_PAGE = 50
+
+
+@require_GET
+@organization_required
+def session_calls(request: MemberRequest, session_id) -> HttpResponse:
+    """The session's model calls as a timeline, one page at a time: when each was sent,
+    how long it took (a bar, against the slowest on the page), tokens and cost."""
+    request.nav_section = "sessions"
+    session = _get_or_404(
+        selectors.session_get, organization=request.organization, session_id=session_id
+    )
+    try:
+        offset = max(0, int(request.GET.get("offset", 0)))
+    except ValueError:
+        offset = 0
+    calls, count = selectors.call_list(session=session, limit=CALLS_PER_PAGE, offset=offset)
+    prices = selectors.price_table()
+    slowest = max((c.latency_ms or 0 for c in calls), default=0) or 1
+    rows = [
+        {
+            "call": call,
+            "cost": selectors.usage_cost(call, prices),
+            "latency_width": round(100 * (call.latency_ms or 0) / slowest, 1),
+        }
+        for call in calls
+    ]
+    context = {
+        "session": session,
+        "rows": rows,
+        "count": count,
+        "offset": offset,
+        "previous": max(0, offset - CALLS_PER_PAGE) if offset else None,
+        "next": offset + CALLS_PER_PAGE if offset + CALLS_PER_PAGE < count else None,
+    }
+    return render_page(request, "frames/session_calls.html", context, partial="calls")
+
+
+USAGE_DAYS = 30
+
+
+def _series(rows, days: list, key: str, value: str) -> dict[str, list]:
+    """Per ``key`` (model or agent), one summed ``value`` per day."""
+    index = {day: i for i, day in enumerate(days)}
+    series: dict[str, list] = {}
+    for row in rows:
+        amount = getattr(row, value)
+        if amount is None:
+            continue
+        series.setdefault(getattr(row, key), [0] * len(days))[index[row.day]] += amount
+    return dict(sorted(series.items(), key=lambda item: -sum(float(v) for v in item[1])))
+
+
+@require_GET
+@organization_required
+def usage(request: MemberRequest) -> HttpResponse:
+    """Tokens and cost per day over the last USAGE_DAYS days, by model and by agent."""
+    request.nav_section = "usage"
+    today = timezone.now().date()
+    days = [today - timedelta(days=n) for n in range(USAGE_DAYS - 1, -1, -1)]
+    since = timezone.make_aware(datetime.combine(days[0], time.min), UTC)
+    rows = selectors.usage_by_day(organization=request.organization, since=since)
+    unpriced = sorted({row.model or "(unnamed)" for row in rows if row.cost is None})
+    total_cost = sum((row.cost for row in rows if row.cost is not None), Decimal(0))
+    context = {
+        "days": USAGE_DAYS,
+        "charts": [
+            (
+                "Tokens per day by model",
+                charts.stacked(days, _series(rows, days, "model", "tokens")),
+            ),
+            (
+                "Cost per day by model",
+                charts.stacked(days, _series(rows, days, "model", "cost"), money=True),
+            ),
+            (
+                "Tokens per day by agent",
+                charts.stacked(days, _series(rows, days, "agent", "tokens")),
+            ),
+            (
+                "Cost per day by agent",
+                charts.stacked(days, _series(rows, days, "agent", "cost"), money=True),
+            ),
+        ],
+        "total_tokens": sum(row.tokens for row in rows),
+        "total_cost": total_cost,
+        "unpriced": unpriced,
+    }
+    return render_page(request, "frames/usage.html", context)

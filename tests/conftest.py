@@ -3,9 +3,11 @@
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from importlib import import_module
 from typing import Any
 
 import pytest
+from django.apps import apps
 from django.conf import settings
 from django.test import Client
 
@@ -209,6 +211,13 @@ def queued_jobs():
             ).message_count
 
     return count
+
+
+@pytest.fixture
+def prices(db):
+    """The price table the migration ships. A transactional test empties every table when
+    it ends, data migrations' rows included, so tests that read prices load them again."""
+    import_module("frames.migrations.0008_dashboard").prices_load(apps, None)
 
 
 # An S3-compatible bucket (moto's standalone server in a subprocess) for the storage tests.

@@ -14,7 +14,7 @@ from contextops.http import ApiRequest
 from frames.api import session_body_with_top
 from frames.models import ContextHandle, Frame
 from frames.schemas import SessionOut
-from frames.selectors import context_packs_newest_first, frame_get, session_get
+from frames.selectors import context_packs_newest_first, frame_get, session_cost, session_get
 
 from .annotations import handle_annotate
 from .compaction import frame_compact
@@ -60,9 +60,10 @@ def _handle(request: ApiRequest, handle_id: UUID) -> ContextHandle:
 @router.post("/sessions/{session_id}/end", response=SessionOut, summary="End the session")
 def session_end(request: ApiRequest, session_id: str):
     session = session_get(organization=request.organization, session_id=session_id)
+    cost = session_cost(session)  # ending records no call: read before the write
     ended = session_end_service(session=session, actor=request_actor(request))
     # An ended session has no open frame, so no top of its stack to read after the commit.
-    return session_body_with_top(ended, None)
+    return session_body_with_top(ended, None, cost)
 
 
 @router.post(

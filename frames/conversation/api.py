@@ -5,9 +5,10 @@ from ninja import Query, Router, Schema, Status
 
 from contextops.actors import request_actor
 from contextops.http import ApiRequest
+from frames import selectors as frames_selectors
 from frames.selectors import session_get
 
-from . import compaction, importing, ingest, selectors
+from . import anatomy, compaction, importing, ingest, selectors
 from .schemas import (
     CompactionIn,
     CompactionOut,
@@ -168,3 +169,36 @@ def import_create(request: ApiRequest, payload: ImportIn):
 )
 def import_detail(request: ApiRequest, import_id: str):
     return import_out(selectors.import_get(organization=request.organization, import_id=import_id))
+
+
+class AnatomyPartOut(Schema):
+    what: str
+    tokens: int
+    ref: str
+
+
+class AnatomyCategoryOut(Schema):
+    category: str
+    tokens: int
+    largest: list[AnatomyPartOut]
+
+
+class AnatomyOut(Schema):
+    full_input_tokens: int
+    output_tokens: int
+    window_tokens: int
+    threshold_tokens: int
+    categories: list[AnatomyCategoryOut]
+
+
+@router.get(
+    "/sessions/{session_id}/calls/{call_id}/anatomy",
+    response=AnatomyOut,
+    summary="What one model call's input was made of, by category",
+    description="The categories' tokens add up to full_input_tokens (input + cache creation "
+    "+ cache read); system_and_tools is what the stored messages do not account for.",
+)
+def call_anatomy(request: ApiRequest, session_id: str, call_id: str):
+    session = session_get(organization=request.organization, session_id=session_id)
+    call = frames_selectors.call_get(session=session, call_id=call_id)
+    return anatomy.call_anatomy(session=session, call=call).as_dict()

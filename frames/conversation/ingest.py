@@ -47,6 +47,8 @@ class UsageFigures:
     cache_read_input_tokens: int = 0
     model: str = ""
     message_id: str = ""
+    started_at: datetime | None = None
+    latency_ms: int | None = None
 
     @property
     def occupancy_tokens(self) -> int:
@@ -507,5 +509,7 @@ def usage_record_for(
         cache_read_input_tokens=usage.cache_read_input_tokens,
         model=usage.model,
         message_id=usage.message_id,
+        started_at=usage.started_at,
+        latency_ms=usage.latency_ms,
         actor=actor,
     )

@@ -21,6 +21,10 @@ class CallUsageIn(BodyIn):
     cache_read_input_tokens: int = Field(0, ge=0, le=100_000_000)
     model: str = Field("", max_length=120)
     message_id: str = Field("", max_length=200)
+    started_at: datetime | None = Field(None, description="When the call was sent")
+    latency_ms: int | None = Field(
+        None, ge=0, le=86_400_000, description="How long its answer took, in milliseconds"
+    )
 
 
 class MessageIn(BodyIn):

@@ -22,4 +22,5 @@ urlpatterns = [
         views.compaction_start,
         name="compaction_start",
     ),
+    path("sessions/<uuid:session_id>/calls/<int:call_id>/", views.call_detail, name="call"),
 ]

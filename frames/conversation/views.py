@@ -1,5 +1,7 @@
 """The conversation tab of a session: turns, anchors, summaries, compaction runs."""
 
+import json
+
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
@@ -8,12 +10,13 @@ from contextops.actors import user_actor
 from contextops.dashboard import organization_required, render_page
 from contextops.errors import DomainError, NotFound
 from contextops.http import MemberRequest
+from frames import selectors as frames_selectors
 from frames.models import Session
 from frames.selectors import session_get
 from frames.strategies import CONVERSATION, strategy_names
 
+from . import anatomy, selection, selectors
 from . import counterfactual as cf
-from . import selection, selectors
 from .compaction import compaction_request_listed
 from .models import CompactionRun
 
@@ -33,20 +36,34 @@ def _session(request: MemberRequest, session_id) -> Session:
 
 
 def _chart(session: Session, series: list[tuple[int, int]]) -> dict:
-    """An SVG polyline of occupancy per turn, with the compaction threshold as a line."""
-    width, height = 600, 120
+    """An SVG chart of occupancy per turn: axes with token ticks and turn numbers, the
+    compaction threshold and the window as lines, and a dot for every turn's point."""
+    width, height, left, bottom, top_margin = 600, 140, 56, 18, 6
     window = max(1, session.context_window_tokens)
     top = max([window] + [o for _, o in series])
-    last = max([1] + [i for i, _ in series])
+    first = min([i for i, _ in series] or [0])
+    last = max([first + 1] + [i for i, _ in series])
+    plot_height = height - bottom - top_margin
+
+    def x(index: int) -> float:
+        return round(left + (index - first) / (last - first) * (width - left - 8), 1)
 
     def y(tokens: int) -> float:
-        return round(height - tokens / top * height, 1)
+        return round(height - bottom - tokens / top * plot_height, 1)
 
-    points = " ".join(f"{round(i / last * width, 1)},{y(o)}" for i, o in series)
+    dots = [{"x": x(i), "y": y(o), "title": f"turn {i}: {o:,} tokens"} for i, o in series]
     return {
         "width": width,
         "height": height,
-        "points": points,
+        "left": left,
+        "axis_y": height - bottom,
+        "points": " ".join(f"{d['x']},{d['y']}" for d in dots),
+        "dots": dots,
+        "ticks": [{"y": y(top * k // 4), "text": f"{top * k // 4:,}"} for k in range(5)],
+        "labels": [
+            {"x": x(first), "text": f"turn {first}"},
+            {"x": x(last), "text": f"turn {last}"},
+        ],
         "threshold_y": y(int(session.compaction_threshold * window)),
         "window_y": y(window),
     }
@@ -268,3 +285,76 @@ def counterfactual_page(request: MemberRequest, session_id) -> HttpResponse:
     return render_page(
         request, COUNTERFACTUAL_TEMPLATE, context, partial="report", status=422 if error else 200
     )
+
+
+CATEGORY_LABELS = {
+    "system_and_tools": "System prompt and tools",
+    "user_text": "User text",
+    "assistant_text": "Assistant text",
+    "thinking": "Thinking",
+    "tool_calls": "Tool calls",
+    "tool_results": "Tool results",
+    "summaries": "Summaries",
+}
+# Message text longer than this shows collapsed, its opening as the summary line.
+COLLAPSE_CHARS = 600
+
+
+def _shown(message) -> dict:
+    """A message as the call page shows it: its text, or its blocks as formatted JSON."""
+    content = message.content
+    if isinstance(content, str):
+        body = content
+    elif (
+        isinstance(content, list)
+        and len(content) == 1
+        and isinstance(content[0], dict)
+        and content[0].get("type") == "text"
+    ):
+        body = str(content[0].get("text", ""))
+    else:
+        body = json.dumps(content, indent=2, ensure_ascii=False)
+    return {
+        "message": message,
+        "body": body,
+        "long": len(body) > COLLAPSE_CHARS,
+        "opening": body[:200],
+    }
+
+
+@require_GET
+@organization_required
+def call_detail(request: MemberRequest, session_id, call_id: int) -> HttpResponse:
+    """One model call: its figures, its input's anatomy as a stacked bar, and the
+    request and response with long content collapsed."""
+    request.nav_section = "sessions"
+    session = _session(request, session_id)
+    try:
+        call = frames_selectors.call_get(session=session, call_id=call_id)
+    except NotFound:
+        raise Http404("No such model call.") from None
+    found = anatomy.call_anatomy(session=session, call=call).as_dict()
+    full = max(found["full_input_tokens"], 1)
+    categories = [
+        {
+            **category,
+            "label": CATEGORY_LABELS[category["category"]],
+            "width": round(100 * category["tokens"] / full, 2),
+        }
+        for category in found["categories"]
+    ]
+    request_messages, response_messages = anatomy.call_exchange(call)
+    context = {
+        "session": session,
+        "call": call,
+        "cost": frames_selectors.usage_cost(call, frames_selectors.price_table()),
+        "anatomy": found,
+        "categories": categories,
+        "threshold_share": round(
+            100 * found["threshold_tokens"] / max(found["window_tokens"], 1), 2
+        ),
+        "window_share": round(100 * found["full_input_tokens"] / max(found["window_tokens"], 1), 2),
+        "request_messages": [_shown(m) for m in request_messages],
+        "response_messages": [_shown(m) for m in response_messages],
+    }
+    return render_page(request, "conversation/call_detail.html", context)

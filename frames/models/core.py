@@ -142,6 +142,8 @@ class Frame(models.Model):
     max_subframe_depth = models.PositiveIntegerField(default=8)
     reservations = models.JSONField(default=dict, blank=True)
     result_refs = models.JSONField(default=list, blank=True)
+    # Why a failed frame failed when no agent said so ("suspension_expired"); "" otherwise.
+    failure_reason = models.CharField(max_length=40, blank=True)
     children_count = models.PositiveIntegerField(default=0)
     # Window occupancy of this frame's latest model call: full input + output.
     last_occupancy_tokens = models.BigIntegerField(default=0)
@@ -255,6 +257,10 @@ class Usage(models.Model):
     output_tokens = models.PositiveIntegerField(default=0)
     cache_creation_input_tokens = models.PositiveIntegerField(default=0)
     cache_read_input_tokens = models.PositiveIntegerField(default=0)
+    # When the call was sent and how long its answer took, as the caller measured them;
+    # null for a record that did not say.
+    started_at = models.DateTimeField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -57,6 +57,8 @@ def suspension_get(request: ApiRequest, token: str, filters: Query[SuspensionWai
     suspension = selectors.suspension_wait(
         organization=request.organization, token=token, wait_seconds=filters.wait
     )
+    if services.suspension_expire_if_overdue(suspension):  # a read applies an expiry at once
+        suspension = selectors.suspension_get(organization=request.organization, token=token)
     return suspension_out(suspension, approve_url=_approve_url(request, suspension))
 
 

@@ -79,6 +79,7 @@ def pending_item(
         "hashed": token_hash(suspension.token),
         "ancestry": frame_ancestry(frame)[:-1],
         "segments": frame.budget.segments(),
+        "overrun": frame.budget.overrun,
         "preview": context_preview(suspension, budget=preview_budget),
         "error": error,
         "note": note,
@@ -140,6 +141,7 @@ class DecisionAnswer:
     row: dict[str, Any]
     row_pending: bool = False
     page: dict[str, Any] | None = None
+    decided: list[Suspension] | None = None
 
 
 def inbox_decide(
@@ -199,7 +201,12 @@ def inbox_decide(
             return DecisionAnswer(done=True, status=200, row={})
         shown = selectors.suspension_get(organization=organization, token=decided.token)
         verb = "Approved" if decided.status == Suspension.Status.APPROVED else "Rejected"
-        return DecisionAnswer(done=True, status=200, row=decided_item(shown, notice=f"{verb}."))
+        return DecisionAnswer(
+            done=True,
+            status=200,
+            row=decided_item(shown, notice=f"{verb}."),
+            decided=selectors.suspensions_decided(organization=organization),
+        )
 
 
 def _refused_page(

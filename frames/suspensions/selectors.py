@@ -10,6 +10,8 @@ import time
 from datetime import datetime
 from uuid import UUID
 
+from django.db.models import Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from contextops.errors import NotFound
@@ -98,10 +100,13 @@ def suspensions_pending(*, organization: Organization, limit: int = 50) -> list[
 
 
 def suspensions_decided(*, organization: Organization, limit: int = 20) -> list[Suspension]:
-    """The organization's most recently decided suspensions, newest decision first."""
+    """The organization's most recently decided suspensions, and those that expired before
+    anyone decided (at their expiry), newest first."""
     rows = (
         Suspension.objects.select_related("frame", "session", "decided_by")
-        .filter(session__organization=organization, decided_at__isnull=False)
-        .order_by("-decided_at")
+        .filter(session__organization=organization)
+        .filter(Q(decided_at__isnull=False) | Q(status=Suspension.Status.EXPIRED))
+        .annotate(ended_at=Coalesce("decided_at", "expires_at"))
+        .order_by("-ended_at", "-suspended_at")
     )
     return list(rows[:limit])

@@ -12,10 +12,12 @@ suspension row, then frames (the frame services lock session then frames too), s
 approve, reject, resume and the expiry job serialize per session and never deadlock
 with each other.
 
-Expiry leaves the frame suspended (only the token dies) and logs
-``suspension.expired``: the frame's work is not known to have failed, and the agent can
-ask for a fresh token by suspending the frame again (a suspended frame whose last
-suspension expired may be suspended anew).
+Expiry fails the frame: nobody answered in time, so the work the frame waited for will
+not happen. The suspension is marked expired (``suspension.expired``), the frame's open
+descendants are cancelled, and the frame closes as ``failed`` with ``failure_reason:
+"suspension_expired"`` through the same close as any pop (``frame.popped``, its budget
+settled with its parent). It happens on the first of: the periodic job, a read of the
+suspension (``GET /suspensions/{token}``, the inbox), a decision or a resume.
 """
 
 import secrets
@@ -23,19 +25,57 @@ from datetime import datetime, timedelta
 
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from contextops.actors import system_actor, user_actor
 from contextops.audit import audit_record
 from contextops.errors import Conflict, Gone, Invalid
+from contextops.models import Organization
 from frames.events import event_append
 from frames.locks import frame_lock, session_lock
 from frames.models import Frame, Session, Suspension, token_hash
-from frames.services import frame_pop, frame_status_set, suspension_expire_locked
+from frames.services import (
+    frame_close,
+    frame_pop,
+    frame_status_set,
+    suspension_expire_locked,
+)
 
 DEFAULT_EXPIRES_IN_SECONDS = 24 * 3600
 MAX_EXPIRES_IN_SECONDS = 30 * 24 * 3600
 EXPIRY_ACTOR = system_actor("suspension-expiry")
+EXPIRED_REASON = "suspension_expired"
+
+
+def _expire_locked(*, session: Session, suspension: Suspension, now: datetime) -> bool:
+    """Mark an overdue open suspension expired and fail its frame; inside the caller's
+    transaction, the session locked. True if this call was the one that expired it."""
+    if not suspension_expire_locked(
+        session=session,
+        suspension=suspension,
+        frame_id=suspension.frame_id,
+        actor=EXPIRY_ACTOR,
+        now=now,
+    ):
+        return False
+    frame = frame_lock(suspension.frame_id)
+    if frame.status == Frame.Status.SUSPENDED:
+        _cancel_open_descendants(
+            frame,
+            actor=EXPIRY_ACTOR,
+            note="An ancestor's suspension expired.",
+            result={"cancelled": "an ancestor's suspension expired"},
+        )
+        frame_close(
+            session=session,
+            frame=frame,
+            status=Frame.Status.FAILED,
+            result_refs=[{"failed": "the suspension expired before anyone resumed it"}],
+            actor=EXPIRY_ACTOR,
+            failure_reason=EXPIRED_REASON,
+        )
+    return True
 
 
 def _locked(suspension: Suspension) -> tuple[Session, Suspension]:
@@ -85,6 +125,10 @@ def suspension_create(
         )
     if not reason.strip():
         raise Invalid("Say why the frame is suspended.", field="reason")
+    overdue = Suspension.objects.filter(frame=frame, status__in=Suspension.OPEN_STATUSES).first()
+    if overdue is not None:
+        # Committed on its own: the refusal that follows for the failed frame keeps it.
+        suspension_expire_if_overdue(overdue)
     with transaction.atomic():
         session = session_lock(frame.session_id)
         frame = frame_lock(frame)
@@ -96,13 +140,8 @@ def suspension_create(
             and open_one is not None
             and open_one.is_expired()
         ):
-            suspension_expire_locked(
-                session=session,
-                suspension=open_one,
-                frame_id=frame.pk,
-                actor=EXPIRY_ACTOR,
-                now=timezone.now(),
-            )
+            _expire_locked(session=session, suspension=open_one, now=timezone.now())
+            frame.refresh_from_db()
             open_one = None
         resuspend = frame.status == Frame.Status.SUSPENDED and open_one is None
         if frame.status not in (Frame.Status.ACTIVE, Frame.Status.WAITING) and not resuspend:
@@ -150,7 +189,7 @@ def _decide(
     session, locked = _locked(suspension)
     frame = frame_lock(locked.frame_id)
     if locked.status == Suspension.Status.EXPIRED or locked.is_expired():
-        raise _gone()  # overdue since _expire_if_overdue looked: the job will mark it
+        raise _gone()  # overdue since suspension_expire_if_overdue looked: the job will mark it
     if locked.status != Suspension.Status.PENDING:
         raise Conflict(
             "already_decided", f"This suspension is already {locked.status}.", status=locked.status
@@ -187,21 +226,18 @@ def _decide(
     return session, locked, frame
 
 
-def _expire_if_overdue(suspension: Suspension) -> bool:
-    """In its own transaction: mark ``suspension`` expired if it is overdue; True if it is
-    (now) expired. Runs before a decision so the mark survives the 410 that follows."""
+def suspension_expire_if_overdue(suspension: Suspension) -> bool:
+    """In its own transaction: expire ``suspension`` (failing its frame) if it is overdue;
+    True if it is (now) expired. Runs before a decision so the mark survives the 410 that
+    follows, and on every read of a suspension so nobody sees an overdue one pending."""
+    if suspension.status != Suspension.Status.EXPIRED and not suspension.is_expired():
+        return False  # nothing to lock for: a suspension only becomes overdue with time
     with transaction.atomic():
         session, locked = _locked(suspension)
         if locked.status == Suspension.Status.EXPIRED:
             return True
         if locked.is_expired():
-            suspension_expire_locked(
-                session=session,
-                suspension=locked,
-                frame_id=locked.frame_id,
-                actor=EXPIRY_ACTOR,
-                now=timezone.now(),
-            )
+            _expire_locked(session=session, suspension=locked, now=timezone.now())
             return True
     return False
 
@@ -213,7 +249,7 @@ def suspension_approve(*, suspension: Suspension, user: User, note: str = "") ->
     in a transaction of its own; Conflict ``already_decided`` when it was decided (or
     resumed) before. Returns the suspension as decided (its frame not loaded).
     """
-    if _expire_if_overdue(suspension):
+    if suspension_expire_if_overdue(suspension):
         raise _gone()
     with transaction.atomic():
         _, decided, _ = _decide(
@@ -242,6 +278,29 @@ def _open_descendants(frame: Frame) -> list[Frame]:
     return found
 
 
+def _cancel_open_descendants(
+    frame: Frame, *, actor: str, note: str, result: dict, user: User | None = None
+) -> None:
+    """Cancel the frame's open descendants, deepest first, rejecting their own open
+    suspensions with ``note``; inside the caller's transaction."""
+    for child in _open_descendants(frame):
+        if child.status == Frame.Status.SUSPENDED:
+            Suspension.objects.filter(frame=child, status__in=Suspension.OPEN_STATUSES).update(
+                status=Suspension.Status.REJECTED,
+                decided_by=user,
+                decided_at=timezone.now(),
+                decision_note=note,
+            )
+            frame_status_set(
+                frame=child,
+                status=Frame.Status.ACTIVE,
+                event_type="frame.updated",
+                actor=actor,
+                payload={"reason": "ancestor rejected" if user else "ancestor expired"},
+            )
+        frame_pop(frame=child, status=Frame.Status.CANCELLED, result_refs=[result], actor=actor)
+
+
 def suspension_reject(*, suspension: Suspension, user: User, note: str) -> Suspension:
     """A person rejects: the frame fails with the note as its reason.
 
@@ -255,34 +314,20 @@ def suspension_reject(*, suspension: Suspension, user: User, note: str) -> Suspe
     note = (note or "").strip()
     if not note:
         raise Invalid("Say why the suspension is rejected.", field="note")
-    if _expire_if_overdue(suspension):
+    if suspension_expire_if_overdue(suspension):
         raise _gone()
     actor = user_actor(user)
     with transaction.atomic():
         _, decided, frame = _decide(
             suspension=suspension, user=user, status=Suspension.Status.REJECTED, note=note
         )
-        for child in _open_descendants(frame):
-            if child.status == Frame.Status.SUSPENDED:
-                Suspension.objects.filter(frame=child, status__in=Suspension.OPEN_STATUSES).update(
-                    status=Suspension.Status.REJECTED,
-                    decided_by=user,
-                    decided_at=timezone.now(),
-                    decision_note=f"An ancestor's suspension was rejected: {note}",
-                )
-                frame_status_set(
-                    frame=child,
-                    status=Frame.Status.ACTIVE,
-                    event_type="frame.updated",
-                    actor=actor,
-                    payload={"reason": "ancestor rejected"},
-                )
-            frame_pop(
-                frame=child,
-                status=Frame.Status.CANCELLED,
-                result_refs=[{"cancelled": "an ancestor's suspension was rejected"}],
-                actor=actor,
-            )
+        _cancel_open_descendants(
+            frame,
+            actor=actor,
+            note=f"An ancestor's suspension was rejected: {note}",
+            result={"cancelled": "an ancestor's suspension was rejected"},
+            user=user,
+        )
         frame_status_set(
             frame=frame,
             status=Frame.Status.ACTIVE,
@@ -304,7 +349,7 @@ def suspension_resume(*, suspension: Suspension, actor: str = "") -> Frame:
     once overdue (the expiry mark committed first, in a transaction of its own). Returns
     the frame as it stands at the commit.
     """
-    if _expire_if_overdue(suspension):
+    if suspension_expire_if_overdue(suspension):
         raise _gone()
     with transaction.atomic():
         session, locked = _locked(suspension)
@@ -347,19 +392,26 @@ def suspension_resume(*, suspension: Suspension, actor: str = "") -> Frame:
     return frame
 
 
-def suspensions_expire(*, now: datetime | None = None, batch: int = 500) -> int:
-    """Mark every open suspension past its expiry expired; return how many this call did.
+def suspensions_expire(
+    *, now: datetime | None = None, batch: int = 500, organization: Organization | None = None
+) -> int:
+    """Mark every open suspension past its expiry expired and fail its frame; return how
+    many this call did. With ``organization``, only that organization's (what a page
+    showing them runs first).
 
     Each is claimed with a conditional UPDATE under its session's lock, so a decision or
     resume racing with this job either happens first (and the row no longer matches)
-    or sees the suspension expired. Frames stay suspended (see the module docstring).
-    Open suspensions whose frame was closed meanwhile (the session ended and cancelled
-    it) are expired too, so no agent waits on a token that can never be used.
+    or sees the suspension expired. Open suspensions whose frame was closed meanwhile
+    (the session ended and cancelled it) are expired too, so no agent waits on a token
+    that can never be used.
     """
     now = now or timezone.now()
     expired = 0
+    scope: QuerySet[Suspension] = Suspension.objects.all()
+    if organization is not None:
+        scope = scope.filter(session__organization=organization)
     for frame_closed in (False, True):
-        open_rows = Suspension.objects.filter(status__in=Suspension.OPEN_STATUSES)
+        open_rows = scope.filter(status__in=Suspension.OPEN_STATUSES)
         if frame_closed:
             open_rows = open_rows.exclude(frame__status=Frame.Status.SUSPENDED)
         else:
@@ -373,13 +425,16 @@ def suspensions_expire(*, now: datetime | None = None, batch: int = 500) -> int:
                 seen.add(suspension.pk)
                 with transaction.atomic():
                     session = session_lock(suspension.session_id, open_only=False)
-                    if suspension_expire_locked(
-                        session=session,
-                        suspension=suspension,
-                        frame_id=suspension.frame_id,
-                        actor=EXPIRY_ACTOR,
-                        now=now,
-                        frame_closed=frame_closed,
-                    ):
-                        expired += 1
+                    if frame_closed:
+                        done = suspension_expire_locked(
+                            session=session,
+                            suspension=suspension,
+                            frame_id=suspension.frame_id,
+                            actor=EXPIRY_ACTOR,
+                            now=now,
+                            frame_closed=True,
+                        )
+                    else:
+                        done = _expire_locked(session=session, suspension=suspension, now=now)
+                    expired += done
     return expired

@@ -19,7 +19,7 @@ from contextops.dashboard import organization_required, render_page
 from contextops.errors import NotFound
 from contextops.http import MemberRequest
 
-from . import selectors
+from . import selectors, services
 from .inbox import Verdict, inbox_context, inbox_decide, pending_fingerprint
 
 PREVIEW_BUDGET = 2000
@@ -28,6 +28,7 @@ INBOX_POLL_SECONDS = 10
 PERMISSION = "frames.approve_suspension"
 ROW_TEMPLATE = "frames/partials/_suspension_row.html"
 DECIDED_TEMPLATE = "frames/partials/_suspension_decided.html"
+DECISION_TEMPLATE = "frames/partials/_suspension_decision.html"
 
 
 @require_GET
@@ -37,6 +38,7 @@ def inbox(request: MemberRequest) -> HttpResponse:
     """The inbox; for htmx its pending list (and, out of band, the recent decisions), or
     204 when ``shown`` is the fingerprint of the list as it still is."""
     request.nav_section = "inbox"
+    services.suspensions_expire(organization=request.organization)  # none shows as pending
     pending = selectors.suspensions_pending(
         organization=request.organization, limit=INBOX_LIMIT + 1
     )
@@ -81,7 +83,8 @@ def _decision(
         raise Http404(str(error)) from None
     if answer.done:
         if request.htmx:
-            return render(request, DECIDED_TEMPLATE, answer.row)
+            context = {**answer.row, "decided": answer.decided, "oob": True}
+            return render(request, DECISION_TEMPLATE, context)
         return redirect("suspensions:inbox")
     if request.htmx:
         if answer.row_pending:

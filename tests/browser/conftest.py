@@ -79,6 +79,11 @@ def page(browser, live_server, celery_worker) -> Iterator:
     page.console_errors = errors
     yield page
     context.close()
+    # Any console error (a CSP violation is one) fails the test, even one that never looked;
+    # a test that provokes some on purpose says which with ``page.console_errors_expected``.
+    expected = getattr(page, "console_errors_expected", None) or (lambda _: False)
+    unexpected = [error for error in errors if not expected(error)]
+    assert unexpected == [], f"console errors: {unexpected}"
 
 
 @pytest.fixture

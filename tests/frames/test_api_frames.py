@@ -29,6 +29,7 @@ def test_it_reproduces_the_seed_budget_propagation_example_figure_for_figure(
         "reserved": 700,
         "subcall_allocation": 3000,
         "available": 2300,
+        "overrun": 0,
         "max_subframe_depth": 8,
         "reservations": {"brief_context": 500, "breadcrumbs": 200},
     }

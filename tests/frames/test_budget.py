@@ -48,3 +48,9 @@ def test_it_never_allocates_beyond_the_total(total, requests):
             pass
         assert budget.subcall_allocation <= total
         assert budget.available == total - budget.subcall_allocation
+
+
+def test_it_reports_how_far_a_frame_went_past_its_total():
+    assert Budget(1000).record_usage(5010).overrun == 4010
+    assert Budget(1000, used=500, reserved=300, subcall_allocation=400).overrun == 200
+    assert Budget(1000, used=999).overrun == 0

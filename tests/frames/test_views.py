@@ -77,15 +77,20 @@ def test_it_never_shows_another_organizations_sessions(make_api, member_client):
 def test_the_session_page_shows_roots_and_expand_loads_children(api, member_client):
     session = _session(api)
     root = services.frame_push(session=session, goal="Write the report", budget_total=8000)
-    services.frame_push(session=session, parent=root, goal="Collect the sources", budget_total=3000)
+    child = services.frame_push(
+        session=session, parent=root, goal="Collect the sources", budget_total=3000
+    )
+    services.frame_push(session=session, parent=child, goal="Read the archive", budget_total=500)
     page = member_client.get(f"/sessions/{session.pk}/").content.decode()
     assert "Write the report" in page
-    assert "Collect the sources" not in page  # children load on expand
-    assert f'hx-get="/frames/{root.pk}/children/"' in page
+    # Issue 19: the tree opens at its first level; deeper levels load on expand.
+    assert "Collect the sources" in page
+    assert "Read the archive" not in page
+    assert f'hx-get="/frames/{child.pk}/children/"' in page
     fragment = member_client.get(
-        f"/frames/{root.pk}/children/", HTTP_HX_REQUEST="true"
+        f"/frames/{child.pk}/children/", HTTP_HX_REQUEST="true"
     ).content.decode()
-    assert "Collect the sources" in fragment and "<html" not in fragment
+    assert "Read the archive" in fragment and "<html" not in fragment
     assert "Active" in page and 'aria-current="step"' in page
 
 
@@ -119,7 +124,7 @@ def test_the_frame_page_shows_the_stacked_budget(api, member_client):
         ("Delegated to children", 3000),
         ("Available", 2300),
     ):
-        assert f'{label}</th><td class="num">{tokens}</td>' in page
+        assert f'{label}</th><td class="num">{tokens:,}</td>' in page
     budget = member_client.get(f"/frames/{root.pk}/", HTTP_HX_REQUEST="true").content.decode()
     assert 'id="budget"' in budget and "<html" not in budget
 
@@ -249,7 +254,7 @@ def test_the_frame_page_polls_its_budget_and_htmx_gets_only_the_live_parts(api, 
         session=session, frame=root, input_tokens=1500, output_tokens=500, model="claude-x"
     )
     html = member_client.get(f"/frames/{root.pk}/", HTTP_HX_REQUEST="true").content.decode()
-    assert 'id="budget"' in html and 'Used</th><td class="num">2000</td>' in html
+    assert 'id="budget"' in html and 'Used</th><td class="num">2,000</td>' in html
     assert '<p id="frame-status" hx-swap-oob="true">' in html
     assert 'id="frame-calls" hx-swap-oob="true"' in html and "claude-x" in html
     assert "A child" not in html and "<html" not in html
@@ -311,8 +316,8 @@ def test_the_session_page_shows_what_the_calls_cost_beside_what_they_filled(api,
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
     # 100 + 100 + 1.25 x 400 + 0.1 x 10,000 = 1,700 effective tokens of cost,
     # while the window held 10,600 tokens.
-    assert "Cost (effective) 1700 tokens" in text
-    assert "Cache reads 10000" in text
+    assert "Cost (effective) 1,700 tokens" in text
+    assert "Cache reads 10,000" in text
 
 
 def test_the_session_page_loads_the_top_frames_handles_with_their_buttons(api, member_client):

@@ -162,4 +162,9 @@ def acme(api):
     )
     ids["a"] = ids["b"] = pack["id"]
     secrets.add(pack["id"])
+    call = services.usage_record(
+        session=session, frame=frame, input_tokens=10, output_tokens=2, model="claude-sonnet-4-5"
+    )
+    ids["call_id"] = str(call.pk)
+    ids["seq"] = "1"
     return {"ids": ids, "secrets": secrets, "session": session, "frame": frame}

@@ -27,12 +27,18 @@ ORGANIZATION_PATHS = {
     "IdempotencyKey": "organization",
     "AuditEntry": "organization",
 }
+# Rows of no organization: the price table admins keep for everyone.
+SHARED_MODELS = {"ModelPrice"}
 
 
 def _models():
     for model in apps.get_models():
         # An API key's last_used_at moves with every call its owner makes.
-        if model._meta.app_label in APPS and model is not ApiKey:
+        if (
+            model._meta.app_label in APPS
+            and model is not ApiKey
+            and model.__name__ not in SHARED_MODELS
+        ):
             yield model
 
 

@@ -170,20 +170,31 @@ def test_it_answers_410_after_expiry_and_marks_it_expired(api, tree, suspend_ok,
     assert Suspension.objects.get(pk=token).status == "expired"
     assert Event.objects.filter(type="suspension.expired").count() == 1
     assert api.post(f"/suspensions/{token}/resume").status_code == 410
-    assert api.get(f"/frames/{tree['child']['id']}").json()["status"] == "suspended"
+    # The issue 19 contract: an expired suspension fails its frame (it used to stay suspended).
+    frame = api.get(f"/frames/{tree['child']['id']}").json()
+    assert (frame["status"], frame["failure_reason"]) == ("failed", "suspension_expired")
     verify_log()
 
 
-def test_it_lets_an_agent_suspend_again_after_expiry(api, tree, suspend_ok, suspend):
+def test_it_refuses_to_suspend_again_once_expiry_failed_the_frame(api, tree, suspend_ok, suspend):
+    # Issue 19 changed this: an expired suspension fails its frame, so there is nothing
+    # left to suspend anew (before, the frame stayed suspended and could be).
     first = suspend_ok(tree["child"]["id"])["token"]
     refused = suspend(tree["child"]["id"])
     assert refused.status_code == 409
     assert refused.json()["error"] == "frame_not_active"
     _overdue(first)
-    second = suspend_ok(tree["child"]["id"])["token"]
-    assert second != first
+    again = suspend(tree["child"]["id"])
+    assert again.status_code == 409
+    assert again.json() | {"detail": ""} == {
+        "error": "frame_not_active",
+        "detail": "",
+        "status": "failed",
+    }
     assert Suspension.objects.get(pk=first).status == "expired"
-    assert api.post(f"/suspensions/{second}/resume").status_code == 200
+    assert api.get(f"/frames/{tree['child']['id']}").json()["failure_reason"] == (
+        "suspension_expired"
+    )
 
 
 def test_it_refuses_to_suspend_a_closed_frame(api, tree, suspend):

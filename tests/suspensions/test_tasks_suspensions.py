@@ -32,8 +32,11 @@ def test_it_marks_overdue_suspensions_expired_once(api, tree, suspend_ok, push_o
     event = Event.objects.get(type="suspension.expired")
     assert event.payload["token_hash"] == suspensions.token_hash(overdue)
     assert overdue not in str(event.payload)
-    # The frame stays suspended: only the token died; the agent may suspend it anew.
-    assert Frame.objects.get(pk=tree["child"]["id"]).status == "suspended"
+    # Issue 19: the expired suspension fails its frame, settled with its parent as a pop.
+    frame = Frame.objects.get(pk=tree["child"]["id"])
+    assert (frame.status, frame.failure_reason) == ("failed", "suspension_expired")
+    root = Frame.objects.get(pk=tree["root"]["id"])
+    assert root.subcall_allocation == 500  # only the fresh sibling's total is still delegated
     response = api.post(f"/suspensions/{overdue}/resume")
     assert response.status_code == 410 and response.json()["error"] == "suspension_expired"
     verify_log()

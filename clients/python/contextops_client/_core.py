@@ -586,13 +586,17 @@ class Api:
         cache_read_input_tokens: int = 0,
         model: str = "",
         message_id: str = "",
+        started_at: str | None = None,
+        latency_ms: int | None = None,
     ) -> Frame:
         """``POST /frames/{id}/usage``: one model call's four usage fields → the frame.
 
         With ``message_id`` (the provider's response id) the server charges the call once
         however often the record arrives, so a record whose answer was lost is sent again.
+        ``started_at`` (ISO 8601) and ``latency_ms`` say when the call left and how long
+        its answer took; the calls trace shows them.
         """
-        body = {
+        body: dict[str, Any] = {
             "input_tokens": input_tokens,
             "output_tokens": output_tokens,
             "cache_creation_input_tokens": cache_creation_input_tokens,
@@ -600,6 +604,10 @@ class Api:
             "model": model,
             "message_id": message_id,
         }
+        if started_at is not None:
+            body["started_at"] = started_at
+        if latency_ms is not None:
+            body["latency_ms"] = latency_ms
         return self._call(
             "POST",
             f"/frames/{_id(frame)}/usage",

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from ._core import FINISHED_COMPACTION, Frame, _id, current_frame
@@ -424,6 +426,24 @@ class Recorder:
         # The handle each tool result became (``record_tool_results=``), by tool_use id.
         self.tool_handles: dict[str, str] = {}
         self._list_endpoint = True
+        self._sent_at: datetime | None = None
+        self._sent_clock = 0.0
+
+    # the call's timing
+    def sent(self) -> None:
+        """Note that the call leaves now: its ``started_at`` and the start of its latency."""
+        self._sent_at = datetime.now(UTC)
+        self._sent_clock = time.perf_counter()
+
+    def timed(self, usage: dict[str, Any]) -> dict[str, Any]:
+        """``usage`` with the call's ``started_at`` and ``latency_ms`` (from :meth:`sent`
+        to now: the whole answer, a stream's included) unless it carries them already."""
+        if self._sent_at is None:
+            return usage
+        latency = round((time.perf_counter() - self._sent_clock) * 1000)
+        timed = {"started_at": self._sent_at.isoformat(), "latency_ms": max(0, latency), **usage}
+        self._sent_at = None
+        return timed
 
     # which frame pays
     def frame_id(self) -> str | None:
@@ -484,6 +504,7 @@ class Recorder:
             for result in self._new_tool_results(messages):
                 handle = self.ops.handle_add(frame_id, **_handle_body(result))
                 self.tool_handles[result.tool_use_id] = str(handle["id"])
+        self.sent()
         return frame_id
 
     def _pack_args(
@@ -584,6 +605,7 @@ class Recorder:
         with the reply; ``new_canon`` the same in canonical form) and its ``usage`` to
         ``POST /sessions/{id}/messages`` on ``frame_id``; on a server without that
         endpoint, the usage alone to ``POST /frames/{id}/usage`` of that frame."""
+        usage = self.timed(usage)
         self._ensure_turn_base()
         try:
             answer = self.ops.messages_append(self.session_id, new, usage=usage, frame=frame_id)
@@ -643,6 +665,7 @@ class AsyncRecorder(Recorder):
             for result in self._new_tool_results(messages):
                 handle = await self.ops.handle_add(frame_id, **_handle_body(result))
                 self.tool_handles[result.tool_use_id] = str(handle["id"])
+        self.sent()
         return frame_id
 
     async def refresh_compaction(self) -> None:  # type: ignore[override]
@@ -672,6 +695,7 @@ class AsyncRecorder(Recorder):
         usage: dict[str, Any],
         frame_id: str | None,
     ) -> None:
+        usage = self.timed(usage)
         if self.history.next_turn is None:
             self.history.next_turn = self._turn_base(await self.ops.turns(self.session_id))
         try:

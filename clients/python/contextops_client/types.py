@@ -74,6 +74,8 @@ class SessionData(TypedDict):
     top_frame_id: str | None
     usage_totals: UsageTotals
     effective_tokens: int
+    cost_usd: float
+    unpriced_models: list[str]
     api_calls: int
     last_event_seq: int
     created_at: str
@@ -99,6 +101,7 @@ class FrameBudget(TypedDict):
     reserved: int
     subcall_allocation: int
     available: int
+    overrun: int
     max_subframe_depth: int
     reservations: dict[str, int]
 
@@ -113,6 +116,7 @@ class FrameData(TypedDict):
     goal: str
     inputs: dict[str, Any]
     status: str
+    failure_reason: str | None
     budget: FrameBudget
     result_refs: list[Any]
     children_count: int

@@ -1,0 +1,219 @@
+"""What one model call's input was made of: its anatomy.
+
+A call's full input (uncached + cache written + cache read) is split into the
+conversation it carried, read from the stored messages that came before the call in its
+branch: user text, assistant text, thinking, tool calls, tool results and summaries
+(compaction summaries, and a transcript's "continued from a previous conversation"
+message). What the messages do not account for is ``system_and_tools``: the system
+prompt and tool definitions, which no transcript stores. Our counts come from our own
+tokenizer, not the model's; when they exceed the reported input, the categories are
+scaled down to it, so the parts always add up to ``full_input_tokens``.
+"""
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from contextops.tokens import count_tokens
+from frames.budget import full_input_tokens
+from frames.models import Session, Usage
+
+from .models import Message, Summary, Turn
+
+CATEGORIES = (
+    "system_and_tools",
+    "user_text",
+    "assistant_text",
+    "thinking",
+    "tool_calls",
+    "tool_results",
+    "summaries",
+)
+LARGEST = 5
+SUMMARY_OPENINGS = ("This session is being continued from a previous conversation",)
+# A call reads the messages stored before it; past this many, the oldest are left out.
+MESSAGES_READ = 5000
+
+
+@dataclass
+class Part:
+    what: str
+    tokens: int
+    ref: str
+
+
+@dataclass
+class Anatomy:
+    full_input_tokens: int
+    output_tokens: int
+    window_tokens: int
+    threshold_tokens: int
+    parts: dict[str, list[Part]] = field(default_factory=dict)
+    totals: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "full_input_tokens": self.full_input_tokens,
+            "output_tokens": self.output_tokens,
+            "window_tokens": self.window_tokens,
+            "threshold_tokens": self.threshold_tokens,
+            "categories": [
+                {
+                    "category": name,
+                    "tokens": self.totals.get(name, 0),
+                    "largest": [
+                        vars(p)
+                        for p in sorted(
+                            self.parts.get(name, []), key=lambda p: p.tokens, reverse=True
+                        )[:LARGEST]
+                    ],
+                }
+                for name in CATEGORIES
+            ],
+        }
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(_text_of(block) for block in content)
+    if isinstance(content, dict):
+        if content.get("type") == "text":
+            return str(content.get("text", ""))
+        return _text_of(content.get("content", ""))
+    return ""
+
+
+def _blocks(message: Message) -> list[tuple[str, str, str]]:
+    """The message's parts as (category, what, text)."""
+    content = message.content
+    text_category = "user_text" if message.role == "user" else "assistant_text"
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    parts = []
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            text = str(block.get("text", ""))
+            if message.role == "user" and text.startswith(SUMMARY_OPENINGS):
+                parts.append(("summaries", "Summary of the earlier conversation", text))
+            else:
+                parts.append((text_category, f"{message.role} text", text))
+        elif kind in ("thinking", "redacted_thinking"):
+            parts.append(("thinking", "thinking", str(block.get("thinking") or "")))
+        elif kind == "tool_use":
+            name = str(block.get("name") or "tool")
+            parts.append(("tool_calls", f"{name} call", json.dumps(block.get("input") or {})))
+        elif kind == "tool_result":
+            parts.append(
+                ("tool_results", f"result of {block.get('tool_use_id', '')}", _text_of(block))
+            )
+    return parts
+
+
+def call_exchange(call: Usage, *, shown: int = 30) -> tuple[list[Message], list[Message]]:
+    """What the call's page shows as its request (the last ``shown`` messages it read)
+    and its response (the assistant messages recorded with it)."""
+    reply = []
+    for message in reversed(_branch_messages(call)):
+        if message.role != "assistant":
+            break
+        reply.append(message)
+    return _input_messages(call)[-shown:], list(reversed(reply))
+
+
+def _branch_messages(call: Usage) -> list[Message]:
+    """The stored messages of the call's branch up to the call, oldest first."""
+    branch = (
+        Turn.objects.filter(session_id=call.session_id, frame_id=call.frame_id)
+        .values_list("branch", flat=True)
+        .first()
+        if call.frame_id
+        else None
+    ) or ""
+    rows = list(
+        Message.objects.filter(
+            session_id=call.session_id, turn__branch=branch, created_at__lte=call.created_at
+        )
+        .select_related("turn")
+        .order_by("-seq")[:MESSAGES_READ]
+    )
+    rows.reverse()
+    return rows
+
+
+def _input_messages(call: Usage) -> list[Message]:
+    """The stored messages of the call's branch up to the call, without its own reply
+    (the assistant messages at the end, recorded with or just before the call)."""
+    rows = _branch_messages(call)
+    while rows and rows[-1].role == "assistant":
+        rows.pop()
+    # A transcript's compaction restarts the window at its summary message.
+    for index in range(len(rows) - 1, -1, -1):
+        if rows[index].role == "user" and _text_of(rows[index].content).startswith(
+            SUMMARY_OPENINGS
+        ):
+            return rows[index:]
+    return rows
+
+
+def call_anatomy(*, session: Session, call: Usage) -> Anatomy:
+    """The call's input by category, each with its largest parts; the categories' tokens
+    add up to the call's full input (see the module docstring)."""
+    full = full_input_tokens(
+        input_tokens=call.input_tokens,
+        cache_creation_input_tokens=call.cache_creation_input_tokens,
+        cache_read_input_tokens=call.cache_read_input_tokens,
+    )
+    names: dict[str, str] = {}
+    parts: dict[str, list[Part]] = {name: [] for name in CATEGORIES}
+    for message in _input_messages(call):
+        for category, what, text in _blocks(message):
+            if category == "tool_calls":
+                for block in message.content if isinstance(message.content, list) else []:
+                    if isinstance(block, dict) and block.get("type") == "tool_use":
+                        names[str(block.get("id"))] = str(block.get("name") or "tool")
+            if category == "tool_results":
+                tool_id = what.removeprefix("result of ")
+                what = f"{names.get(tool_id, 'tool')} result"
+            tokens = count_tokens(text) if text else 0
+            if tokens:
+                ref = f"turn {message.turn.index} · message {message.seq}"
+                parts[category].append(Part(what=what, tokens=tokens, ref=ref))
+    for summary in Summary.objects.filter(
+        session=session, created_at__lte=call.created_at, failed=False
+    ).order_by("created_at")[:100]:
+        if Turn.objects.filter(summary=summary, summarized=True).exists():
+            parts["summaries"].append(
+                Part(what=str(summary), tokens=summary.tokens, ref=f"summary {summary.pk}")
+            )
+    counted = {name: sum(p.tokens for p in items) for name, items in parts.items()}
+    conversation = sum(counted.values())
+    totals = dict(counted)
+    if conversation > full:
+        # Our tokenizer counted more than the model read: scale to the reported input.
+        scaled = {name: tokens * full // conversation for name, tokens in counted.items()}
+        leftover = full - sum(scaled.values())
+        for name in sorted(counted, key=lambda n: counted[n], reverse=True)[:leftover]:
+            scaled[name] += 1
+        totals = scaled
+    totals["system_and_tools"] = full - sum(v for k, v in totals.items() if k != "system_and_tools")
+    if totals["system_and_tools"]:
+        parts["system_and_tools"] = [
+            Part(
+                what="System prompt and tool definitions (what the messages do not account for)",
+                tokens=totals["system_and_tools"],
+                ref="",
+            )
+        ]
+    return Anatomy(
+        full_input_tokens=full,
+        output_tokens=call.output_tokens,
+        window_tokens=session.context_window_tokens,
+        threshold_tokens=int(session.context_window_tokens * session.compaction_threshold),
+        parts=parts,
+        totals=totals,
+    )
