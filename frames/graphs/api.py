@@ -168,13 +168,13 @@ def thread_delete(request: ApiRequest, thread_id: str):
     summary="Copy a thread's checkpoints and writes to another thread (copy_thread)",
 )
 def thread_copy(request: ApiRequest, thread_id: str, payload: GraphThreadCopyIn):
-    target = services.thread_copy(
+    target, checkpoints = services.thread_copy(
         organization=request.organization,
         source_thread_id=thread_id,
         target_thread_id=payload.target_thread_id,
         actor=request_actor(request),
     )
-    return Status(201, thread_out(target, target.checkpoints.count()))
+    return Status(201, thread_out(target, checkpoints))
 
 
 @router.post(

@@ -440,16 +440,17 @@ def runs_delete(*, organization: Organization, run_ids: Sequence[str], actor: st
 
 def thread_copy(
     *, organization: Organization, source_thread_id: str, target_thread_id: str, actor: str = ""
-) -> GraphThread:
+) -> tuple[GraphThread, int]:
     """Copy every checkpoint, blob and write of a thread to another (made in the same session).
 
-    What the target already holds stays; NotFound when the source does not exist.
+    What the target already holds stays; NotFound when the source does not exist. Returns
+    the target and how many checkpoints it holds, read inside the transaction.
     """
     thread_id_check(target_thread_id, field="target_thread_id")
     if source_thread_id == target_thread_id:
         raise Invalid("A thread cannot be copied onto itself.", field="target_thread_id")
 
-    def write() -> GraphThread:
+    def write() -> tuple[GraphThread, int]:
         with transaction.atomic():
             source = _thread_locked(organization=organization, thread_id=source_thread_id)
             if source is None:
@@ -515,7 +516,7 @@ def thread_copy(
                         "checkpoints": len(copies),
                     },
                 )
-            return target
+            return target, target.checkpoints.count()
 
     return _retrying_once(write)
 

@@ -318,6 +318,8 @@ def _dashboard_urls(ids: dict) -> dict[str, bool]:
         f"/sessions/{ids['session_id']}/export/": True,
         f"/sessions/{ids['session_id']}/turns/": True,
         f"/sessions/{ids['session_id']}/turns/compactions/": True,
+        f"/sessions/{ids['session_id']}/turns/counterfactual/": True,
+        f"/sessions/{ids['session_id']}/context-packs/diff/?a={ids['a']}&b={ids['b']}": True,
         f"/facts/{ids['key']}/lineage/": True,
         f"/rlm/{ids['state_id']}/": True,
         f"/langgraph/{ids['graph_thread_pk']}/": True,

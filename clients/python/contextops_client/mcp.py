@@ -363,6 +363,11 @@ TOOLS: tuple[Tool, ...] = (
                 "description": "Context handles to leave out.",
             },
             "min_compaction": _str("The least compaction to apply (default none)."),
+            "as_of_seq": _int(
+                "Replay: the pack the frame would have got right after this event of the "
+                "session's log (what the agent saw when it made a call).",
+                minimum=1,
+            ),
         },
         required=("budget_tokens",),
         path_descriptions={"session_id": SESSION_ID},

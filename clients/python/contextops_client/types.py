@@ -405,6 +405,7 @@ class ContextPack(TypedDict):
     dropped: list[PackDropped]
     token_summary: TokenSummary
     format: Literal["verbose", "dense", "ultra_dense"]
+    as_of_seq: int | None  # a replay: the pack as the session stood after this event
 
 
 class ContextPackRecord(TypedDict):
