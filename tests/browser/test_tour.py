@@ -44,4 +44,11 @@ def test_every_page_of_the_demo_opens_cleanly(page, live_server):
     page.goto(f"/sessions/{session.pk}/turns/")
     expect(page.get_by_text("Draft -07 moved").first).to_be_visible()
     screenshot(page, "turns")
+
+    page.goto(f"/sessions/{session.pk}/calls/")
+    expect(page.locator("main")).to_contain_text("claude-sonnet-4-5")
+    screenshot(page, "calls")
+    page.goto("/usage/")
+    expect(page.locator("svg.chart").first).to_be_visible()
+    screenshot(page, "usage")
     assert page.console_errors == []
