@@ -5,8 +5,10 @@ replays to exactly its tables and the pages show what an agent's work really pro
 """
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.db import transaction
+from django.utils import timezone
 
 from contextops.models import Organization
 from contextops.tenancy import api_key_create, user_create
@@ -16,7 +18,7 @@ from . import services
 from .context import lifecycle
 from .context.pack import context_pack_assemble
 from .conversation.ingest import messages_append
-from .models import Frame, Session
+from .models import Frame, Session, Usage
 from .rlm.protocol import state_initialize, variable_write
 from .rlm.snapshots import checkpoint_create
 from .suspensions.services import suspension_create
@@ -51,6 +53,11 @@ RFC_SECTIONS = [
 
 
 def _usage(session, frame, input_tokens, output_tokens, cache_read=0, cache_write=0):
+    """One model call of the demo, timed as a real one would be: one call every 20 s from
+    four minutes ago, each taking about 0.8 s plus 25 ms per output token."""
+    latency_ms = 800 + 25 * output_tokens
+    calls = Usage.objects.filter(session=session).count()
+    started_at = timezone.now() - timedelta(minutes=4) + timedelta(seconds=20 * calls)
     services.usage_record(
         session=session,
         frame=frame,
@@ -60,6 +67,8 @@ def _usage(session, frame, input_tokens, output_tokens, cache_read=0, cache_writ
         cache_creation_input_tokens=cache_write,
         model="claude-sonnet-4-5",
         actor="agent:research-agent",
+        started_at=started_at,
+        latency_ms=latency_ms,
     )
 
 
