@@ -54,8 +54,8 @@ RFC_SECTIONS = [
 
 def _usage(session, frame, input_tokens, output_tokens, cache_read=0, cache_write=0):
     """One model call of the demo, timed as a real one would be: one call every 20 s from
-    four minutes ago, each taking about 0.8 s plus 25 ms per output token."""
-    latency_ms = 800 + 25 * output_tokens
+    four minutes ago, each taking about 0.6 s plus 12 ms per output token."""
+    latency_ms = 600 + 12 * output_tokens
     calls = Usage.objects.filter(session=session).count()
     started_at = timezone.now() - timedelta(minutes=4) + timedelta(seconds=20 * calls)
     services.usage_record(
