@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 from frames.demo import demo_build
 from tests.browser.conftest import PASSWORD, login, screenshot
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("prices")]
 
 
 @pytest.fixture

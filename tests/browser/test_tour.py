@@ -8,7 +8,7 @@ from frames.demo import demo_build
 from frames.models import Session
 from tests.browser.conftest import PASSWORD, login, screenshot
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("prices")]
 
 
 def test_every_page_of_the_demo_opens_cleanly(page, live_server):
