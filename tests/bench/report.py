@@ -1,0 +1,94 @@
+"""Where benchmark figures go: markdown sections stamped with the commit they were
+measured at, and the machine-readable docs/benchmarks.json.
+
+Every benchmark (and `make load`) writes through these two functions, so no figure in
+docs/ is written by hand and each one names the commit and database it came from.
+
+- ``write_section(name, text, database=...)`` writes docs/benchmarks-<name>.md with a
+  closing line "Measured at commit <sha> on <database>, <date>."
+- ``record(figures, database=...)`` merges figures into docs/benchmarks.json (PostgreSQL,
+  the reference engine) or docs/benchmarks-<database>.json (any other engine). The file's
+  ``commit`` is the HEAD of the latest writer; ``commits`` maps each top-level figure to
+  the commit it was measured at when that differs.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+
+
+def commit() -> str:
+    """HEAD's short hash, with "+changes" when the work tree differs from it."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+changes" if dirty else "")
+
+
+def database_vendor() -> str:
+    from django.db import connection
+
+    return connection.vendor
+
+
+def stamp(database: str) -> str:
+    today = datetime.datetime.now(datetime.UTC).date().isoformat()
+    return f"Measured at commit `{commit()}` on {database}, {today}."
+
+
+def write_section(name: str, text: str, *, database: str | None = None) -> Path:
+    """Write docs/benchmarks-<name>.md: the section, then the line naming its commit."""
+    database = database or database_vendor()
+    path = DOCS / f"benchmarks-{name}.md"
+    path.write_text(text.rstrip() + "\n\n" + stamp(database) + "\n")
+    return path
+
+
+def json_path(database: str) -> Path:
+    return DOCS / ("benchmarks.json" if database == "postgresql" else f"benchmarks-{database}.json")
+
+
+def record(figures: dict[str, Any], *, database: str | None = None) -> Path:
+    """Merge ``figures`` (top-level keys of "figures") into the database's JSON file."""
+    database = database or database_vendor()
+    path = json_path(database)
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError):
+        document = {}
+    head = commit()
+    previous = document.get("commit")
+    commits: dict[str, str] = dict(document.get("commits") or {})
+    old = dict(document.get("figures") or {})
+    if previous and previous != head:
+        for key in old:
+            commits.setdefault(key, previous)
+    for key in figures:
+        commits.pop(key, None)
+    merged = {**old, **figures}
+    document = {"commit": head, "database": database, "figures": dict(sorted(merged.items()))}
+    if commits:
+        document["commits"] = dict(sorted(commits.items()))
+    path.write_text(json.dumps(document, indent=2) + "\n")
+    return path
