@@ -7,78 +7,33 @@ persistent connections, which the restart breaks. Every answer must be a success
 succeeds again, and the log and budgets are whole.
 """
 
-import glob
 import os
 import secrets
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
+import uuid
 from collections import Counter
-from pathlib import Path
 
 import httpx
 import pytest
 from django.conf import settings
 
 from tests.hardening.figures import figures_record
+from tests.servers import PrivatePostgres, free_port, postgres_missing
 
-BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
 pytestmark = [
-    pytest.mark.skipif(
-        not BIN or shutil.which("runuser") is None, reason="needs PostgreSQL's server binaries"
-    ),
-    pytest.mark.skipif(os.geteuid() != 0, reason="starts a private cluster as the postgres user"),
+    pytest.mark.skipif(bool(postgres_missing()), reason=postgres_missing() or "-"),
     pytest.mark.xdist_group("live"),
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _as_postgres(*args: str) -> None:
-    subprocess.run(
-        ["runuser", "-u", "postgres", "--", *args], check=True, capture_output=True, timeout=120
-    )
-
-
 @pytest.fixture
 def cluster():
-    # Not under pytest's temporary folder: the postgres user must be able to reach it.
-    root = Path(tempfile.mkdtemp(prefix="contextops-pg-"))
-    data = root / "data"
-    shutil.chown(root, "postgres", "postgres")
-    port = _free_port()
-    bin_dir = BIN[-1]
-    _as_postgres(f"{bin_dir}/initdb", "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync")
-    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
-
-    def ctl(*args):
-        _as_postgres(
-            f"{bin_dir}/pg_ctl",
-            "-D",
-            str(data),
-            "-o",
-            options,
-            "-w",
-            "-l",
-            str(root / "log"),
-            *args,
-        )
-
-    ctl("start")
-    yield {
-        "url": f"postgres://postgres@127.0.0.1:{port}/postgres",
-        "restart": lambda: ctl("restart", "-m", "fast"),
-    }
-    ctl("stop", "-m", "immediate")
-    shutil.rmtree(root, ignore_errors=True)
+    server = PrivatePostgres().start()
+    yield {"url": server.url, "restart": lambda: server.restart("fast")}
+    server.close()
 
 
 def test_a_database_restart_fails_requests_cleanly_and_later_ones_succeed(cluster, tmp_path):
@@ -122,7 +77,7 @@ def test_a_database_restart_fails_requests_cleanly_and_later_ones_succeed(cluste
         timeout=120,
     )
     key = next(word for word in created.stdout.split() if word.startswith("cops_"))
-    port = _free_port()
+    port = free_port()
     web = subprocess.Popen(
         [
             sys.executable,
@@ -161,17 +116,22 @@ def test_a_database_restart_fails_requests_cleanly_and_later_ones_succeed(cluste
         answers: list[tuple[int, dict]] = []
         stop = threading.Event()
 
-        def traffic():
+        def traffic(keyed: bool):
+            # Keyed requests cross the idempotency middleware, which reads the database
+            # (the key's owner, the claim) before any view.
             while not stop.is_set():
+                headers = {"Idempotency-Key": str(uuid.uuid4())} if keyed else {}
                 try:
                     r = api.post(
-                        f"/frames/{root['id']}/usage", json={"input_tokens": 3, "output_tokens": 2}
+                        f"/frames/{root['id']}/usage",
+                        json={"input_tokens": 3, "output_tokens": 2},
+                        headers=headers,
                     )
                     answers.append((r.status_code, r.json()))
                 except httpx.HTTPError as error:  # a connection the server dropped is not an answer
                     answers.append((0, {"error": type(error).__name__}))
 
-        threads = [threading.Thread(target=traffic) for _ in range(3)]
+        threads = [threading.Thread(target=traffic, args=(i > 0,)) for i in range(3)]
         for t in threads:
             t.start()
         time.sleep(1)

@@ -27,6 +27,7 @@ from frames.models import ContextHandle, Event
 from frames.projections import budget_audit, projection_diff
 from tests.conftest import IS_POSTGRES, IS_REDIS
 from tests.hardening.figures import figures_record
+from tests.servers import PrivateRedis
 
 pytestmark = [
     pytest.mark.skipif(
@@ -263,45 +264,15 @@ def private_redis(tmp_path, settings):
     It is everything Redis is in production: the broker and the cache that holds each
     key's rate-limit count (on, here).
     """
-    import socket
-
     from contextops.celery import app
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-
-    def start():
-        process = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(tmp_path),
-            ],
-            stdout=subprocess.DEVNULL,
-        )
-        assert _until(lambda: _answers(port), timeout=10)
-        return process
-
-    def _answers(port):
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return True
-        except OSError:
-            return False
+    server = PrivateRedis(tmp_path, appendonly=False)
+    port = server.port
 
     # Point the app's producers at this server, keeping the suite's own pools untouched
     # (closing them would break later tests in this process) and putting them back after.
     original = (app.conf.broker_url, app._pool, app.amqp._producer_pool)
-    state = {"process": start()}
+    server.start()
     app.conf.broker_url = f"redis://127.0.0.1:{port}/0"
     settings.CACHES = {
         "default": {
@@ -321,15 +292,13 @@ def private_redis(tmp_path, settings):
             return [k.decode() for k in redis.Redis(port=port, db=1).keys("*")]
 
         def stop(self):
-            state["process"].terminate()
-            state["process"].wait(10)
+            server.stop()
 
         def start(self):
-            state["process"] = start()
+            server.start()
 
     yield Handle()
-    state["process"].terminate()
-    state["process"].wait(10)
+    server.close()
     if app._pool is not None:
         app._pool.force_close_all()
     app.conf.broker_url, app._pool, app.amqp._producer_pool = original
