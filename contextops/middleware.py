@@ -121,6 +121,15 @@ class DatabaseUnavailableMiddleware:
         return response
 
 
+def _unavailable(key: str) -> JsonResponse:
+    logger.warning("database unavailable while claiming %s %s", HEADER, key)
+    response = _api_error(
+        503, "unavailable", "The database is unavailable; nothing was changed. Retry shortly."
+    )
+    response["Retry-After"] = "2"
+    return response
+
+
 class IdempotencyMiddleware:
     """``Idempotency-Key`` on API writes (contextops.idempotency): claim the key before the
     view runs, replay the stored answer to a repeat, store the first answer after.
@@ -168,6 +177,8 @@ class IdempotencyMiddleware:
             api_key = api_key_resolve(token.strip()) if scheme.lower() == "bearer" else None
         except DomainError:
             api_key = None
+        except (OperationalError, InterfaceError):
+            return _unavailable(key)
         if api_key is None or (api_key.read_only and is_write(request)):
             return None  # the API refuses it, and there is nothing to remember
         try:
@@ -186,14 +197,7 @@ class IdempotencyMiddleware:
                 response["Retry-After"] = str(exc.extra["retry_after"])
             return response
         except (OperationalError, InterfaceError):
-            logger.warning("database unavailable while claiming %s %s", HEADER, key)
-            response = _api_error(
-                503,
-                "unavailable",
-                "The database is unavailable; nothing was changed. Retry shortly.",
-            )
-            response["Retry-After"] = "2"
-            return response
+            return _unavailable(key)
         if isinstance(claimed, Replay):
             response = HttpResponse(
                 claimed.body, status=claimed.status, content_type=claimed.content_type or None

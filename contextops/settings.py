@@ -363,6 +363,9 @@ MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
 # The largest transcript one import holds (its files together); uploads come in parts of
 # at most the request body limit (DATA_UPLOAD_MAX_MEMORY_SIZE), the client splits them.
 CONTEXTOPS_IMPORT_MAX_BYTES = env_int("CONTEXTOPS_IMPORT_MAX_BYTES", 64 * 1024 * 1024)
+# An import claimed longer ago than this (its worker died, or the database went away
+# mid-job) is claimable again, and the requeue sweep sends its job again.
+CONTEXTOPS_IMPORT_STALE_SECONDS = env_int("CONTEXTOPS_IMPORT_STALE_SECONDS", 900)
 
 # --- Doors: idempotent writes, read-only keys (issue 20) ------------------------------
 # Any API write may carry an Idempotency-Key (contextops/idempotency.py): its first

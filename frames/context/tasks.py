@@ -1,6 +1,7 @@
 """Paging jobs (summarize a handle and move it to indexed) and the periodic resource check."""
 
 from celery import shared_task
+from django.db import InterfaceError, OperationalError
 
 from .freshness import resources_check as resources_check_service
 from .paging import handle_page_out_complete
@@ -8,7 +9,17 @@ from .paging import handle_page_out_complete
 __all__ = ["handle_page_out", "resources_check"]
 
 
-@shared_task(name="frames.handle_page_out", acks_late=True, ignore_result=True)
+# A page-out has no row of its own to sweep: when the database goes away mid-job the
+# job is sent again (backing off up to a minute) instead of ending with the handle loaded.
+@shared_task(
+    name="frames.handle_page_out",
+    acks_late=True,
+    ignore_result=True,
+    autoretry_for=(OperationalError, InterfaceError),
+    retry_backoff=1,
+    retry_backoff_max=60,
+    max_retries=20,
+)
 def handle_page_out(handle_id: str, actor: str = "") -> None:
     """Idempotent: a handle that is no longer active is left alone."""
     handle_page_out_complete(handle_id=handle_id, actor=actor)

@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -241,7 +241,9 @@ def compaction_execute(
     run = CompactionRun.objects.select_related("session").get(pk=run_id)
     try:
         return _compaction_apply(run, summarizer, retry_provider_errors)
-    except CompactionRetry:
+    except (CompactionRetry, OperationalError, InterfaceError):
+        # The database went away mid-run: nothing of the run committed, and it cannot be
+        # recorded as failed; it stays claimed until stale, then the sweep sends it again.
         raise
     except Exception as exc:  # the run must not stay "running" forever
         logger.exception("compaction %s failed", run_id)
@@ -585,7 +587,8 @@ def compaction_revert(*, run: CompactionRun, actor: str = "") -> CompactionRun:
 
 
 def compactions_requeue(*, older_than_seconds: int = 30) -> int:
-    """Send again the jobs of runs still queued after ``older_than_seconds``; return how many.
+    """Send again the jobs of runs still queued after ``older_than_seconds``, and of runs
+    claimed longer ago than ``CONTEXTOPS_COMPACTION_STALE_SECONDS``; return how many.
 
     A run stays queued when the broker was down as it was created; a job sent twice is
     harmless, because only one delivery can claim the run.
@@ -596,9 +599,15 @@ def compactions_requeue(*, older_than_seconds: int = 30) -> int:
     cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
     # A run waiting for a retry has its own job due at retry_at; send it only if that is overdue.
     stuck = Q(retry_at__isnull=True, created_at__lt=cutoff) | Q(retry_at__lt=cutoff)
+    # A run claimed by a worker that died, or whose job ended when the database went away,
+    # is claimable again once stale (compaction_claim): its job may be gone, send one.
+    stale = timezone.now() - timedelta(
+        seconds=getattr(settings, "CONTEXTOPS_COMPACTION_STALE_SECONDS", 900)
+    )
+    abandoned = Q(status=CompactionRun.Status.RUNNING, started_at__lt=stale)
     sent = 0
     for run_id in CompactionRun.objects.filter(
-        stuck, status=CompactionRun.Status.QUEUED
+        (stuck & Q(status=CompactionRun.Status.QUEUED)) | abandoned
     ).values_list("pk", flat=True)[:500]:
         sent += job_send(compaction_run, str(run_id))
     return sent

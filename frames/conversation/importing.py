@@ -26,8 +26,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
+from django.db import InterfaceError, OperationalError, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from contextops.errors import Conflict, DomainError, Invalid, TooLarge
@@ -672,11 +672,20 @@ def _job_queue(job: Import) -> None:
     job_send_on_commit(_import_task(), job.pk)
 
 
+def _stale_before() -> datetime:
+    return timezone.now() - timedelta(seconds=settings.CONTEXTOPS_IMPORT_STALE_SECONDS)
+
+
 def imports_requeue(*, older_than_seconds: int = 60) -> int:
     """Send again the jobs of imports still queued after ``older_than_seconds`` (sent while
-    the broker was down); return how many. A job sent twice is harmless: one claims it."""
+    the broker was down), and of imports claimed longer ago than
+    ``CONTEXTOPS_IMPORT_STALE_SECONDS`` (a worker that died, a database that went away
+    mid-job); return how many. A job sent twice is harmless: one claims it."""
     cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
-    queued = Import.objects.filter(status=Import.Status.QUEUED, created_at__lt=cutoff)
+    queued = Import.objects.filter(
+        Q(status=Import.Status.QUEUED, created_at__lt=cutoff)
+        | Q(status=Import.Status.RUNNING, started_at__lt=_stale_before())
+    )
     return sum(job_send(_import_task(), pk) for pk in queued.values_list("pk", flat=True)[:500])
 
 
@@ -684,9 +693,14 @@ def imports_requeue(*, older_than_seconds: int = 60) -> int:
 
 
 def import_claim(*, import_id: str) -> bool:
-    """Queued -> running, once: a second delivery of the job finds nothing to claim."""
+    """Queued -> running, once: a second delivery of the job finds nothing to claim. A run
+    claimed longer ago than ``CONTEXTOPS_IMPORT_STALE_SECONDS`` (its worker vanished) may be
+    claimed again: it goes on from what the dead run wrote (each batch records how far)."""
+    claimable = Q(status=Import.Status.QUEUED) | Q(
+        status=Import.Status.RUNNING, started_at__lt=_stale_before()
+    )
     return (
-        Import.objects.filter(pk=import_id, status=Import.Status.QUEUED).update(
+        Import.objects.filter(claimable, pk=import_id).update(
             status=Import.Status.RUNNING, started_at=timezone.now()
         )
         == 1
@@ -711,6 +725,10 @@ def import_execute(
         _import_failed(import_id, {"error": exc.code, "detail": exc.detail})
     except TranscriptError as exc:
         _import_failed(import_id, {"error": "transcript_invalid", "detail": str(exc)})
+    except (OperationalError, InterfaceError):
+        # The database went away mid-job: what committed stays, the rest is not a failure
+        # of the transcript; the job stays claimed until stale, then the sweep sends it again.
+        raise
     except Exception as exc:  # the job must not stay "running" forever
         logger.exception("import %s failed", import_id)
         _import_failed(
