@@ -58,10 +58,10 @@ bench: install ## Benchmarks: prints figures, asserts nothing about time (see do
 	$(PY) -m pip install --quiet --require-virtualenv --require-hashes -r requirements/bench.txt
 	$(PY) -m pytest -p no:cacheprovider tests/bench -s -q --bench
 
-load: install ## 50 agents against gunicorn + a worker on PostgreSQL and Redis (LOAD_SECONDS=60)
-	$(PY) -m tests.load.main --agents $${LOAD_AGENTS:-50} --seconds $${LOAD_SECONDS:-60}
+load: install ## 50 agents + jobs on gunicorn, a worker, PostgreSQL, Redis (LOAD_SECONDS=60; LOAD_FAULTS=1: kill/restart them)
+	LOAD_FAULTS=$${LOAD_FAULTS:-0} $(PY) -m tests.load.main --agents $${LOAD_AGENTS:-50} --seconds $${LOAD_SECONDS:-60}
 
-drill: install ## Back up PostgreSQL while agents write, restore it into a new database, check it there
+drill: install ## Back up PostgreSQL while agents write, restore it, check it there (writes docs/reliability.md)
 	$(PY) -m tests.drill.main --agents $${DRILL_AGENTS:-10} --seconds $${DRILL_SECONDS:-12}
 
 fuzz: install ## Schemathesis over every API operation with many more examples (CONTEXTOPS_FUZZ_EXAMPLES=300)

@@ -6,6 +6,10 @@ docs/ is written by hand and each one names the commit and database it came from
 
 - ``write_section(name, text, database=...)`` writes docs/benchmarks-<name>.md with a
   closing line "Measured at commit <sha> on <database>, <date>."
+- ``write_marked(document, name, text)`` replaces what stands between
+  ``<!-- <name>: begin -->`` and ``<!-- <name>: end -->`` in docs/<document> (the
+  commands' own sections of docs/reliability.md: `make load`, `make drill`), keeping
+  the rest of the file.
 - ``record(figures, database=...)`` merges figures into docs/benchmarks.json (PostgreSQL,
   the reference engine) or docs/benchmarks-<database>.json (any other engine). The file's
   ``commit`` is the HEAD of the latest writer; ``commits`` maps each top-level figure to
@@ -91,4 +95,17 @@ def record(figures: dict[str, Any], *, database: str | None = None) -> Path:
     if commits:
         document["commits"] = dict(sorted(commits.items()))
     path.write_text(json.dumps(document, indent=2) + "\n")
+    return path
+
+
+def write_marked(document: str, name: str, text: str) -> Path:
+    """Replace the text between the markers ``<!-- name: begin -->`` and
+    ``<!-- name: end -->`` in docs/<document>; the rest of the file stays as it is."""
+    path = DOCS / document
+    content = path.read_text()
+    begin, end = f"<!-- {name}: begin -->", f"<!-- {name}: end -->"
+    start, stop = content.find(begin), content.find(end)
+    if start < 0 or stop < start:
+        raise ValueError(f"{path} has no {begin} ... {end} markers")
+    path.write_text(content[: start + len(begin)] + "\n" + text.strip() + "\n" + content[stop:])
     return path

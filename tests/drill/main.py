@@ -8,11 +8,15 @@ the event log, and every budget sum is exact). Prints the commands it ran and th
 counts of both databases; exits non-zero when the restored database does not check out.
 The commands are those of docs/operating.md, "Backups".
 
-    python -m tests.drill.main [--agents 10] [--seconds 12] [--keep]
+Unless ``--no-docs``, what it printed goes verbatim into its section of
+docs/reliability.md (between the ``make drill`` markers), with the commit measured.
+
+    python -m tests.drill.main [--agents 10] [--seconds 12] [--keep] [--no-docs]
 """
 
 import argparse
 import asyncio
+import io
 import os
 import secrets
 import shlex
@@ -61,7 +65,41 @@ def _counts(url: str) -> dict[str, int]:
     return counts
 
 
+class _Tee(io.TextIOBase):
+    """stdout, and a copy of everything written to it."""
+
+    def __init__(self, stream) -> None:
+        self.stream, self.copy = stream, io.StringIO()
+
+    def write(self, text: str) -> int:
+        self.copy.write(text)
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
 def main() -> int:
+    args = _arguments()
+    tee = _Tee(sys.stdout)
+    sys.stdout = tee
+    try:
+        code = _drill(args)
+    finally:
+        sys.stdout = tee.stream
+    if args.docs:
+        from tests.bench.report import stamp, write_marked
+
+        write_marked(
+            "reliability.md",
+            "make drill",
+            f"`DRILL_AGENTS={args.agents} DRILL_SECONDS={args.seconds:g} make drill` printed, "
+            f"verbatim:\n\n```\n{tee.copy.getvalue().rstrip()}\n```\n\n{stamp('postgresql')}",
+        )
+    return code
+
+
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--agents", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=12)
@@ -71,8 +109,11 @@ def main() -> int:
         help="a PostgreSQL server to make the two scratch databases on",
     )
     parser.add_argument("--keep", action="store_true", help="keep both databases and the dump")
-    args = parser.parse_args()
+    parser.add_argument("--docs", action=argparse.BooleanOptionalAction, default=True)
+    return parser.parse_args()
 
+
+def _drill(args: argparse.Namespace) -> int:
     run = secrets.token_hex(4)
     source = _with_database(args.database_url, f"contextops_drill_{run}")
     restored = _with_database(args.database_url, f"contextops_drill_{run}_restored")
@@ -103,7 +144,7 @@ def main() -> int:
         django.setup()
         from contextops.tenancy import api_key_create
         from tests.load.agents import run_load
-        from tests.load.main import _free_port
+        from tests.servers import free_port as _free_port
 
         keys = [
             api_key_create(org_name=f"Drill {i % 3}", agent_name=f"agent-{i}")[1]
