@@ -30,6 +30,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def with_database(url: str, name: str) -> str:
+    """``url`` naming the database ``name`` instead."""
+    return url.rsplit("/", 1)[0] + "/" + name
+
+
 def port_answers(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.2):

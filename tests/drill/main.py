@@ -27,6 +27,8 @@ import threading
 import time
 from pathlib import Path
 
+from tests.servers import with_database
+
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = {
     "sessions": "frames.Session",
@@ -37,14 +39,10 @@ TABLES = {
 }
 
 
-def _with_database(url: str, name: str) -> str:
-    return url.rsplit("/", 1)[0] + "/" + name
-
-
 def _admin(url: str, statement: str) -> None:
     import psycopg
 
-    with psycopg.connect(_with_database(url, "postgres"), autocommit=True) as conn:
+    with psycopg.connect(with_database(url, "postgres"), autocommit=True) as conn:
         conn.execute(statement)
 
 
@@ -115,8 +113,8 @@ def _arguments() -> argparse.Namespace:
 
 def _drill(args: argparse.Namespace) -> int:
     run = secrets.token_hex(4)
-    source = _with_database(args.database_url, f"contextops_drill_{run}")
-    restored = _with_database(args.database_url, f"contextops_drill_{run}_restored")
+    source = with_database(args.database_url, f"contextops_drill_{run}")
+    restored = with_database(args.database_url, f"contextops_drill_{run}_restored")
     dump = Path(tempfile.mkdtemp(prefix="contextops-drill-")) / "contextops.dump"
     env = {
         **os.environ,

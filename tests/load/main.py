@@ -43,7 +43,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from tests.servers import PrivatePostgres, PrivateRedis, free_port
+from tests.servers import PrivatePostgres, PrivateRedis, free_port, with_database
 
 ROOT = Path(__file__).resolve().parents[2]
 SUMMARY_KEYS = (
@@ -69,15 +69,11 @@ FAULT_SETTINGS = {
 }
 
 
-def _with_database(url: str, name: str) -> str:
-    return url.rsplit("/", 1)[0] + "/" + name
-
-
 def _recreate_database(url: str) -> None:
     import psycopg
 
     name = url.rsplit("/", 1)[1]
-    with psycopg.connect(_with_database(url, "postgres"), autocommit=True) as conn:
+    with psycopg.connect(with_database(url, "postgres"), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
 
@@ -363,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.faults:
             postgres = PrivatePostgres(options="-c max_connections=200").start()
             cleanups.append(postgres.close)
-            args.database_url = _with_database(postgres.url, "contextops_load")
+            args.database_url = with_database(postgres.url, "contextops_load")
             redis = PrivateRedis().start()
             cleanups.append(redis.close)
             args.redis_url = redis.url(0)
@@ -449,7 +445,7 @@ def _run(args, var_dir: Path, postgres, redis) -> int:
         from tests.load.cpu import BackendSampler, process_cpu, tree_cpu
 
         database = args.database_url.rsplit("/", 1)[1]
-        backends = BackendSampler(_with_database(args.database_url, "postgres"), database)
+        backends = BackendSampler(with_database(args.database_url, "postgres"), database)
         cpu_before = {"web": tree_cpu(web.pid), "worker": tree_cpu(worker.process.pid)}
         worker_cpu = 0.0
         load_before = process_cpu(os.getpid())
