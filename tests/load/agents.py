@@ -4,7 +4,7 @@ Each agent starts a session and a root frame, then loops: push a child frame, re
 model calls on it, write a fact and supersede it, assemble a context pack, pop the child.
 With ``jobs`` it also appends a model call's messages to the conversation, adds a
 document handle to its root frame and queues its page-out each round, queues a
-compaction every third round (when its last one has finished) and, one agent in three,
+compaction every third round from the first (when its last one has finished) and, one agent in three,
 imports a Claude Code transcript every sixth round; the jobs are polled to their end
 after the load stops (``jobs_drain``).
 
@@ -336,7 +336,7 @@ async def _jobs_round(api, result, index, round_, session_id, root_id, compactio
         if await _call(api, result, "page_out", "POST", f"/handles/{handle['id']}/page-out"):
             queued.page_outs.append((handle["id"], index))
             queued.sessions[handle["id"]] = session_id
-    if round_ % 3 == 2:
+    if round_ % 3 == 1:
         if compaction is not None:
             run = await _call(api, result, "compaction.get", "GET", f"/compactions/{compaction}")
             if run is not None and run["status"] in ("queued", "running"):
