@@ -1,12 +1,12 @@
 """A bounded asyncio load generator: N concurrent agents working the API for T seconds.
 
-Each agent starts a session and a root frame, then loops: push a child frame, record two
-model calls on it, write a fact and supersede it, assemble a context pack, pop the child.
-With ``jobs`` it also appends a model call's messages to the conversation, adds a
-document handle to its root frame and queues its page-out each round, queues a
-compaction every third round from the first (when its last one has finished) and, one agent in three,
-imports a Claude Code transcript every sixth round; the jobs are polled to their end
-after the load stops (``jobs_drain``).
+Each agent starts a session and a root frame, then loops (at least once, then until the
+deadline): push a child frame, record two model calls on it, write a fact and supersede
+it, assemble a context pack, pop the child. With ``jobs`` it also appends a model call's
+messages to the conversation, adds a document handle to its root frame and queues its
+page-out each round, queues a compaction every third round from the first (when its last
+one has finished) and, one agent in three, imports a Claude Code transcript every sixth
+round; the jobs are polled to their end after the load stops (``jobs_drain``).
 
 Every write carries an ``Idempotency-Key`` and is retried the way the Python client
 retries (clients/python/contextops_client/_http.py, its own transport and policy): the
@@ -207,7 +207,8 @@ async def _agent(index, base_url, key, deadline, result, jobs):
         acked.frames.append(root["id"])
         compaction: str | None = None
         round_ = 0
-        while time.monotonic() < deadline:
+        # At least one round each, however long the start took on a busy machine.
+        while round_ == 0 or time.monotonic() < deadline:
             round_ += 1
             child = await _call(
                 api,

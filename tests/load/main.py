@@ -281,8 +281,13 @@ def _markdown(args, summary: dict, result, cpu: dict, faults: list, load_average
     if faults:
         text += "\n\nFaults injected:\n\n" + _faults_table(faults)
     text += (
-        "\n\nCPU during the run (tests/load/cpu.py: /proc of the web and worker process trees, "
-        "PostgreSQL's backends for the load's database), per request served:\n\n"
+        "\n\nCPU during the run (tests/load/cpu.py: /proc of the web and worker process trees"
+        + (
+            "; PostgreSQL's backends are not sampled while the cluster restarts"
+            if faults
+            else ", PostgreSQL's backends for the load's database"
+        )
+        + "), per request served:\n\n"
         "| part | CPU s | CPU ms per request |\n| --- | ---: | ---: |\n"
         + cpu_rows
         + f"\n\nThe machine's load average when the agents started: {load_average:.1f} on "
