@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from django.db import transaction
+from django.db.models import prefetch_related_objects
 from django.utils import timezone
 
 from contextops.errors import Conflict, Invalid, Unavailable
@@ -121,6 +122,9 @@ def handle_page_out_request(*, handle: ContextHandle, actor: str = "") -> Contex
     from .tasks import handle_page_out  # tasks imports this module: queue the job without a cycle
 
     transition_check(handle.state, INDEXED)
+    # The answer's notes, read before the job goes: once it is sent the answer may not
+    # need the database (a restart then would turn a queued page-out into a 500).
+    prefetch_related_objects([handle], "annotations")
     if not job_send(handle_page_out, str(handle.pk), actor):
         raise Unavailable(
             "The job queue is unreachable; the handle was left as it was. Retry shortly."
