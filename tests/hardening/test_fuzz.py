@@ -6,8 +6,9 @@ with a documented status validates against the schema. Path parameters are mostl
 ids of the caller's own objects, so generated bodies reach the handlers instead of
 stopping at 404; a share keeps the generated ids, for the 404 path. Every run draws a
 fresh seed (``tests/fuzz_seed.py``: printed, and ``CONTEXTOPS_FUZZ_SEED`` replays it).
-``CONTEXTOPS_FUZZ_EXAMPLES`` sets the examples per operation and stateful scenarios,
-``CONTEXTOPS_FUZZ_STEPS`` the calls per scenario (``make fuzz`` runs more of both).
+``CONTEXTOPS_FUZZ_EXAMPLES`` sets the examples per operation, ``CONTEXTOPS_FUZZ_SCENARIOS``
+the stateful scenarios and ``CONTEXTOPS_FUZZ_STEPS`` the calls in each (``make fuzz``
+runs more of all three).
 """
 
 import os
@@ -31,8 +32,9 @@ EXAMPLES = int(os.environ.get("CONTEXTOPS_FUZZ_EXAMPLES", "10"))
 SCENARIOS = int(os.environ.get("CONTEXTOPS_FUZZ_SCENARIOS", "25"))
 STEPS = int(os.environ.get("CONTEXTOPS_FUZZ_STEPS", "8"))
 
-# Out of ten cases of an operation with path parameters, how many keep the generated
-# (random) ids and so take the 404 path; the others get real ids.
+# Out of ten values drawn for each case of an operation with path parameters, how many
+# keep the generated (random) ids and so take the 404 path; the others get real ids.
+# Hypothesis weights the ends of a range, so it comes to about one case in seven.
 RANDOM_IDS_IN_TEN = 1
 
 # The document the server serves at /api/v1/openapi.json, without an app attached, so
