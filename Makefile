@@ -64,8 +64,11 @@ load: install ## 50 agents + jobs on gunicorn, a worker, PostgreSQL, Redis (LOAD
 drill: install ## Back up PostgreSQL while agents write, restore it, check it there (writes docs/reliability.md)
 	$(PY) -m tests.drill.main --agents $${DRILL_AGENTS:-10} --seconds $${DRILL_SECONDS:-12}
 
-fuzz: install ## Schemathesis over every API operation with many more examples (CONTEXTOPS_FUZZ_EXAMPLES=300)
-	CONTEXTOPS_FUZZ_EXAMPLES=$${CONTEXTOPS_FUZZ_EXAMPLES:-300} $(PY) -m pytest -p no:cacheprovider tests/hardening/test_fuzz.py -q -n 2
+fuzz: install ## Schemathesis, fresh seed (printed; CONTEXTOPS_FUZZ_SEED=N replays it), 300 examples an operation, 300 linked scenarios of 16 calls
+	CONTEXTOPS_FUZZ_EXAMPLES=$${CONTEXTOPS_FUZZ_EXAMPLES:-300} \
+	CONTEXTOPS_FUZZ_SCENARIOS=$${CONTEXTOPS_FUZZ_SCENARIOS:-300} \
+	CONTEXTOPS_FUZZ_STEPS=$${CONTEXTOPS_FUZZ_STEPS:-16} \
+	$(PY) -m pytest -p no:cacheprovider tests/hardening/test_fuzz.py -n 2
 
 lint: install ## ruff check and format check, mypy, import contracts (.importlinter)
 	$(BIN)/ruff check .

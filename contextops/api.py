@@ -254,18 +254,45 @@ api.add_router("/langgraph", graphs_router)
 __all__ = ["api"]
 
 
-# OpenAPI links: which response field feeds which path parameter of later calls, so
-# clients and stateful fuzzers can chain operations (create a session, then push a frame
-# into it, then pop that frame). Producer (method, path) -> (path parameter, body field).
-LINK_PRODUCERS = {
-    ("post", "/api/v1/sessions"): ("session_id", "id"),
-    ("post", "/api/v1/sessions/{session_id}/frames"): ("frame_id", "id"),
-    ("post", "/api/v1/frames/{frame_id}/handles"): ("handle_id", "id"),
-    ("post", "/api/v1/facts"): ("key", "key"),
-    ("post", "/api/v1/rlm/states"): ("state_id", "state_id"),
-    ("post", "/api/v1/frames/{frame_id}/suspend"): ("token", "token"),
-    ("post", "/api/v1/sessions/{session_id}/compactions"): ("compaction_id", "id"),
-    ("post", "/api/v1/langgraph/checkpoints"): ("thread_id", "thread_id"),
+# OpenAPI links: where a success answer names an object that later calls take in their
+# path, so clients and stateful fuzzers can chain operations (create a session, push a
+# frame into it, pop that frame). Producer (method, path) -> {path parameter: where its
+# value is}: a pointer into the answer's body, or ``$request.path.NAME`` for an object the
+# producer's own path names (it is then linked only to the operations on that same path).
+# Parameters the producer does not name come from its own path: a checkpoint made in a
+# state links to that state's checkpoint, not to another state's.
+LINK_PRODUCERS: dict[tuple[str, str], dict[str, str]] = {
+    ("post", "/api/v1/sessions"): {"session_id": "id", "seq": "last_event_seq"},
+    ("post", "/api/v1/sessions/{session_id}/frames"): {"frame_id": "id"},
+    ("post", "/api/v1/frames/{frame_id}/handles"): {"handle_id": "id"},
+    ("post", "/api/v1/frames/{frame_id}/suspend"): {"token": "token"},
+    ("post", "/api/v1/sessions/{session_id}/context-pack"): {"a": "id", "b": "id"},
+    ("get", "/api/v1/sessions/{session_id}/calls"): {"call_id": "items/0/id"},
+    ("put", "/api/v1/sessions/{session_id}/working-set/{key}"): {"key": "$request.path.key"},
+    ("post", "/api/v1/sessions/{session_id}/compactions"): {"compaction_id": "id"},
+    ("post", "/api/v1/imports"): {"import_id": "id"},
+    ("post", "/api/v1/facts"): {"key": "key"},
+    ("post", "/api/v1/rlm/states"): {
+        "state_id": "state_id",
+        "checkpoint_id": "checkpoints/0/checkpoint_id",
+    },
+    ("post", "/api/v1/rlm/states/import"): {"state_id": "state_id"},
+    ("put", "/api/v1/rlm/states/{state_id}/variables/{name}"): {"name": "$request.path.name"},
+    ("post", "/api/v1/rlm/states/{state_id}/checkpoints"): {"checkpoint_id": "checkpoint_id"},
+    ("post", "/api/v1/langgraph/checkpoints"): {"thread_id": "thread_id"},
+    ("post", "/api/v1/langgraph/threads/{thread_id}/copy"): {"thread_id": "thread_id"},
+}
+
+# Links that fill a request body: a checkpoint is what a rollback of its state takes.
+LINK_BODIES: dict[tuple[str, str], dict[tuple[str, str], dict[str, str]]] = {
+    ("post", "/api/v1/rlm/states"): {
+        ("post", "/api/v1/rlm/states/{state_id}/rollback"): {
+            "checkpoint_id": "checkpoints/0/checkpoint_id"
+        },
+    },
+    ("post", "/api/v1/rlm/states/{state_id}/checkpoints"): {
+        ("post", "/api/v1/rlm/states/{state_id}/rollback"): {"checkpoint_id": "checkpoint_id"},
+    },
 }
 
 
@@ -273,28 +300,54 @@ def _path_params(path: str) -> set[str]:
     return set(re.findall(r"\{(\w+)\}", path))
 
 
+def _expression(where: str) -> str:
+    return where if where.startswith("$") else f"$response.body#/{where}"
+
+
+def _link(
+    producer: tuple[str, str], named: dict[str, str], target: tuple[str, str], body: bool
+) -> dict[str, str] | None:
+    """The parameters of a link from ``producer`` to ``target``, or None where none fits:
+    the target takes none of the objects the producer names (in its path, or in its
+    ``body``), or takes a parameter that neither the answer nor the producer's own path
+    can fill."""
+    own = _path_params(producer[1])
+    wanted = _path_params(target[1])
+    from_path = {name for name, where in named.items() if where.startswith("$request.path.")}
+    if not (body or wanted & set(named)) or not wanted <= own | set(named):
+        return None
+    if wanted & from_path and target[1] != producer[1]:
+        return None
+    return {
+        name: _expression(named[name]) if name in named else f"$request.path.{name}"
+        for name in sorted(wanted)
+    }
+
+
 def openapi_links_add(schema: dict) -> dict:
-    """Add a link from each producer's success response to every operation it feeds."""
+    """Add links from each producer's success answers to every operation it feeds."""
     paths = schema.get("paths", {})
-    operations = [
-        (path, op)
+    operations = {
+        (method, path): op
         for path, item in paths.items()
-        for op in item.values()
+        for method, op in item.items()
         if isinstance(op, dict) and "operationId" in op
-    ]
-    for (method, path), (param, field) in LINK_PRODUCERS.items():
-        producer = paths.get(path, {}).get(method)
-        links = {
-            op["operationId"]: {
-                "operationId": op["operationId"],
-                "parameters": {param: f"$response.body#/{field}"},
-            }
-            for target_path, op in operations
-            if _path_params(target_path) == {param}
-        }
-        if not producer or not links:
+    }
+    for producer, named in LINK_PRODUCERS.items():
+        source = operations.get(producer)
+        if source is None:
             continue
-        for status, response in producer.get("responses", {}).items():
-            if str(status).startswith("2"):
+        bodies = LINK_BODIES.get(producer, {})
+        links = {}
+        for target, op in operations.items():
+            parameters = _link(producer, named, target, target in bodies)
+            if parameters is None:
+                continue
+            link: dict[str, Any] = {"operationId": op["operationId"], "parameters": parameters}
+            if target in bodies:
+                link["requestBody"] = {k: _expression(v) for k, v in bodies[target].items()}
+            links[op["operationId"]] = link
+        for status, response in source.get("responses", {}).items():
+            if links and str(status).startswith("2"):
                 response["links"] = links
     return schema

@@ -15,7 +15,7 @@ from contextops.tenancy import api_key_create, user_create
 
 # CONTEXTOPS_NO_SKIPS=1 (the PostgreSQL and Redis pass of .ci/run) turns a skip into a
 # failure: a missing service or binary must not pass for a green run.
-pytest_plugins = ["pytester", "tests.strict_skips"]
+pytest_plugins = ["pytester", "tests.strict_skips", "tests.fuzz_seed"]
 
 IS_POSTGRES = settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
 IS_REDIS = settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://"))
