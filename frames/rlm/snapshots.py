@@ -114,15 +114,18 @@ def mutation_from_folded(row: dict[str, Any]) -> RlmMutation:
     return RlmMutation(**{**row, "timestamp": datetime.fromisoformat(row["timestamp"])})
 
 
-def state_position(state: RlmState) -> dict[str, Any]:
+def state_position(state: RlmState, access_counts: dict[str, int] | None = None) -> dict[str, Any]:
     """What a positional checkpoint of ``state`` keeps besides its place in the log: the
-    completion and the access counts that are not zero (reads are not logged)."""
+    completion and the access counts that are not zero (reads are not logged), read
+    here unless the caller has just read them."""
+    if access_counts is None:
+        access_counts = dict(
+            state.variables.filter(access_count__gt=0).values_list("name", "access_count")
+        )
     return {
         "completion_status": state.completion_status,
         "completed_at": state.completed_at.isoformat() if state.completed_at else None,
-        "access_counts": dict(
-            state.variables.filter(access_count__gt=0).values_list("name", "access_count")
-        ),
+        "access_counts": access_counts,
     }
 
 
@@ -412,14 +415,21 @@ def checkpoint_create(
                 f"A state keeps at most {MAX_CHECKPOINTS} checkpoints.",
                 limit=MAX_CHECKPOINTS,
             )
-        state_expired_purge(state, now, actor)
+        # One read finds what has expired (purged first, each logged, and the counts read
+        # again then) and the non-zero access counts the checkpoint keeps.
+        seen = state.variables.filter(Q(expires_at__lte=now) | Q(access_count__gt=0))
+        seen_rows = list(seen.values_list("name", "access_count", "expires_at"))
+        counts: dict[str, int] | None = {name: n for name, n, _ in seen_rows if n > 0}
+        if any(expires is not None and expires <= now for _, _, expires in seen_rows):
+            state_expired_purge(state, now, actor)
+            counts = None
         checkpoint = RlmCheckpoint.objects.create(
             state=state,
             checkpoint_id=_id_not_in(taken),
             name=name,
             description=description,
             kind=RlmCheckpoint.Kind.MANUAL,
-            position=state_position(state),
+            position=state_position(state, counts),
             mutation_seq=state.mutation_total,
             timestamp=now,
         )
