@@ -477,8 +477,8 @@ def _restore_position(
     state: RlmState, checkpoint: RlmCheckpoint, count: int
 ) -> tuple[int, dict[str, dict[str, Any] | None]]:
     """Undo every mutation after a positional checkpoint in a fixed number of statements,
-    however many variables changed: one read of the rows the log says changed (and of
-    those read since, whose access counts go back), one upsert of their rows at the
+    however many variables changed: one read of the rows the log says changed, one of
+    the non-zero access counts, one upsert of the changed rows as they were at the
     checkpoint, one DELETE of those created since, one UPDATE of the access counts that
     differ (each only when there is something to do). Returns how many variable rows
     there are now (``count`` before) and the pre-images."""
@@ -495,19 +495,19 @@ def _restore_position(
             "Mutations after this checkpoint came in with an import and cannot be undone.",
         )
     counts: dict[str, int] = (checkpoint.position or {})["access_counts"]
-    # The rows the log changed, and every row whose access count is not zero (reads are
-    # not logged). A row the log left alone whose count is zero is not read: the
-    # checkpoint's counts say whether it goes back up.
-    found = _rows(state.variables.filter(Q(name__in=list(undo)) | Q(access_count__gt=0)))
+    # The rows the log changed, as they are now; and the access counts that are not zero
+    # (reads are not logged), as names and numbers only: an agent may have read every
+    # variable, which must not mean reading every row. A count of zero on a name the log
+    # left alone goes back up only if the checkpoint's counts say so.
+    found = _rows(state.variables.filter(name__in=list(undo)))
+    read = dict(state.variables.filter(access_count__gt=0).values_list("name", "access_count"))
     before = {name: found.get(name) for name in undo}
     recount = {
         name: counts.get(name, 0)
-        for name, row in found.items()
-        if name not in undo and row["access_count"] != counts.get(name, 0)
+        for name, n in read.items()
+        if name not in undo and n != counts.get(name, 0)
     }
-    recount.update(
-        {name: n for name, n in counts.items() if name not in found and name not in undo}
-    )
+    recount.update({name: n for name, n in counts.items() if name not in read and name not in undo})
     # Rows the checkpoint had go back in one upsert (rewritten in place where they exist);
     # rows created since go in one DELETE.
     created = [name for name, row in undo.items() if row is None and name in found]
