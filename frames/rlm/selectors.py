@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Case, Count, Exists, OuterRef, Q, QuerySet, Sum, Value, When
+from django.db.models import Case, Count, Exists, OuterRef, Q, QuerySet, Value, When
 from django.utils import timezone
 
 from contextops.errors import NotFound
@@ -127,29 +127,22 @@ def variable_resolve(
     )
 
 
-def state_view(
-    state: RlmState, *, mutations: int = 0, variables: list[RlmVariable] | None = None
-) -> StateView:
-    """``state`` read afresh with its variables, checkpoints and the newest ``mutations``
-    entries of its log (none by default).
+def state_view(state: RlmState, *, mutations: int = 0, locked: bool = False) -> StateView:
+    """``state`` with its variables, checkpoints and the newest ``mutations`` entries of
+    its log (none by default).
 
-    A write that has just read every variable row of a state it holds locked (session and
-    frame loaded) passes them as ``variables``: the state and its rows are then not read
-    again.
+    ``locked``: the caller has just locked and read the state row in this transaction
+    (session and frame loaded), so it is not read again; otherwise it is read afresh.
     """
-    if variables is None:
+    if not locked:
         state = RlmState.objects.select_related("session", "frame").get(pk=state.pk)
-        size = state.variables.aggregate(size=Sum("size_bytes"))["size"] or 0
-        live = state_variables(state)
-    else:
-        now = timezone.now()
-        size = sum(v.size_bytes for v in variables)
-        live = sorted((v for v in variables if not v.is_expired(now)), key=lambda v: v.name)
+    now = timezone.now()
+    variables = list(state.variables.order_by("name"))
     return StateView(
         state=state,
-        variables=live,
+        variables=[v for v in variables if not v.is_expired(now)],
         checkpoints=checkpoint_list(state),
-        total_size_bytes=size,
+        total_size_bytes=sum(v.size_bytes for v in variables),
         mutations=(
             mutation_list(state=state, limit=mutations, newest_first=True) if mutations else []
         ),

@@ -29,11 +29,12 @@ variable (``variable_snapshot``) by name; a folded mutation is kept as a row too
 """
 
 import secrets
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Case, F, Func, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.utils import timezone
 
 from contextops.errors import Conflict, Invalid, NotFound
@@ -113,15 +114,18 @@ def mutation_from_folded(row: dict[str, Any]) -> RlmMutation:
     return RlmMutation(**{**row, "timestamp": datetime.fromisoformat(row["timestamp"])})
 
 
-def state_position(state: RlmState) -> dict[str, Any]:
+def state_position(state: RlmState, access_counts: dict[str, int] | None = None) -> dict[str, Any]:
     """What a positional checkpoint of ``state`` keeps besides its place in the log: the
-    completion and the access counts that are not zero (reads are not logged)."""
+    completion and the access counts that are not zero (reads are not logged), read
+    here unless the caller has just read them."""
+    if access_counts is None:
+        access_counts = dict(
+            state.variables.filter(access_count__gt=0).values_list("name", "access_count")
+        )
     return {
         "completion_status": state.completion_status,
         "completed_at": state.completed_at.isoformat() if state.completed_at else None,
-        "access_counts": dict(
-            state.variables.filter(access_count__gt=0).values_list("name", "access_count")
-        ),
+        "access_counts": access_counts,
     }
 
 
@@ -411,14 +415,21 @@ def checkpoint_create(
                 f"A state keeps at most {MAX_CHECKPOINTS} checkpoints.",
                 limit=MAX_CHECKPOINTS,
             )
-        state_expired_purge(state, now, actor)
+        # One read finds what has expired (purged first, each logged, and the counts read
+        # again then) and the non-zero access counts the checkpoint keeps.
+        seen = state.variables.filter(Q(expires_at__lte=now) | Q(access_count__gt=0))
+        seen_rows = list(seen.values_list("name", "access_count", "expires_at"))
+        counts: dict[str, int] | None = {name: n for name, n, _ in seen_rows if n > 0}
+        if any(expires is not None and expires <= now for _, _, expires in seen_rows):
+            state_expired_purge(state, now, actor)
+            counts = None
         checkpoint = RlmCheckpoint.objects.create(
             state=state,
             checkpoint_id=_id_not_in(taken),
             name=name,
             description=description,
             kind=RlmCheckpoint.Kind.MANUAL,
-            position=state_position(state),
+            position=state_position(state, counts),
             mutation_seq=state.mutation_total,
             timestamp=now,
         )
@@ -433,12 +444,44 @@ def checkpoint_create(
     return checkpoint
 
 
+@dataclass(frozen=True)
+class Rollback:
+    """What a rollback did, which is what its callers need without reading the state again.
+
+    ``state`` is the locked row with its counters and completion as the rollback left
+    them (session and frame loaded); ``changed`` names every variable the rollback
+    rewrote, recreated or removed, by name; ``variable_count`` counts the rows it left
+    (expired temporaries not yet purged too), as the logged mutation records it.
+    """
+
+    state: RlmState
+    checkpoint_id: str
+    mutation_id: str
+    variable_count: int
+    changed: list[str]
+
+
+def _rows(variables: QuerySet[RlmVariable]) -> dict[str, dict[str, Any]]:
+    """The snapshot row (``variable_snapshot``) of each variable of ``variables``, by name,
+    read as values: no model instance is built."""
+    rows = {}
+    for values in variables.values_list(*SNAPSHOT_FIELDS):
+        row = dict(zip(SNAPSHOT_FIELDS, values, strict=True))
+        for field in DATETIME_FIELDS:
+            row[field] = row[field].isoformat() if row[field] else None
+        rows[row["name"]] = row
+    return rows
+
+
 def _restore_position(
-    state: RlmState, checkpoint: RlmCheckpoint
-) -> tuple[list[RlmVariable], dict[str, dict[str, Any] | None]]:
-    """Undo every mutation after a positional checkpoint: only the variables they changed
-    are rewritten, then access counts go back to the checkpoint's. Returns every variable
-    row as it now stands, by name, and the pre-images of what changed."""
+    state: RlmState, checkpoint: RlmCheckpoint, count: int
+) -> tuple[int, dict[str, dict[str, Any] | None]]:
+    """Undo every mutation after a positional checkpoint in a fixed number of statements,
+    however many variables changed: one read of the rows the log says changed, one of
+    the non-zero access counts, one upsert of the changed rows as they were at the
+    checkpoint, one DELETE of those created since, one UPDATE of the access counts that
+    differ (each only when there is something to do). Returns how many variable rows
+    there are now (``count`` before) and the pre-images."""
     undo = _undo_rows(
         list(
             state.mutations.filter(seq__gt=checkpoint.mutation_seq)
@@ -451,23 +494,46 @@ def _restore_position(
             "checkpoint_not_restorable",
             "Mutations after this checkpoint came in with an import and cannot be undone.",
         )
-    changed = list(state.variables.filter(name__in=list(undo)))
-    before: dict[str, dict[str, Any] | None] = dict.fromkeys(undo)
-    before.update({v.name: variable_snapshot(v) for v in changed})
-    if changed:
-        RlmVariable.objects.filter(pk__in=[v.pk for v in changed]).delete()
-    RlmVariable.objects.bulk_create(
-        [variable_from_snapshot(state, row) for row in undo.values() if row is not None],
-        batch_size=500,
-    )
-    variables = list(state.variables.order_by("name"))
-    counts = (checkpoint.position or {})["access_counts"]
-    recounted = [v for v in variables if v.access_count != counts.get(v.name, 0)]
-    for variable in recounted:
-        variable.access_count = counts.get(variable.name, 0)
-    if recounted:
-        RlmVariable.objects.bulk_update(recounted, ["access_count"], batch_size=500)
-    return variables, before
+    counts: dict[str, int] = (checkpoint.position or {})["access_counts"]
+    # The rows the log changed, as they are now; and the access counts that are not zero
+    # (reads are not logged), as names and numbers only: an agent may have read every
+    # variable, which must not mean reading every row. A count of zero on a name the log
+    # left alone goes back up only if the checkpoint's counts say so.
+    found = _rows(state.variables.filter(name__in=list(undo)))
+    read = dict(state.variables.filter(access_count__gt=0).values_list("name", "access_count"))
+    before = {name: found.get(name) for name in undo}
+    recount = {
+        name: counts.get(name, 0)
+        for name, n in read.items()
+        if name not in undo and n != counts.get(name, 0)
+    }
+    recount.update({name: n for name, n in counts.items() if name not in read and name not in undo})
+    # Rows the checkpoint had go back in one upsert (rewritten in place where they exist);
+    # rows created since go in one DELETE.
+    created = [name for name, row in undo.items() if row is None and name in found]
+    if created:
+        state.variables.filter(name__in=created).delete()
+    restored = [
+        variable_from_snapshot(state, {**row, "access_count": counts.get(name, 0)})
+        for name, row in undo.items()
+        if row is not None
+    ]
+    if restored:
+        RlmVariable.objects.bulk_create(
+            restored,
+            update_conflicts=True,
+            unique_fields=["state", "name"],
+            update_fields=[field for field in SNAPSHOT_FIELDS if field != "name"],
+        )
+    if recount:
+        state.variables.filter(name__in=list(recount)).update(
+            access_count=Case(
+                *(When(name=name, then=Value(n)) for name, n in recount.items()),
+                output_field=RlmVariable._meta.get_field("access_count"),
+            )
+        )
+    recreated = sum(1 for name, row in undo.items() if row is not None and name not in found)
+    return count - len(created) + recreated, before
 
 
 def _restore_snapshot(
@@ -475,7 +541,7 @@ def _restore_snapshot(
 ) -> dict[str, dict[str, Any] | None]:
     """Replace every variable with a stored snapshot's rows; returns the pre-images."""
     before: dict[str, dict[str, Any] | None] = {row["name"]: None for row in snapshot["variables"]}
-    before.update({v.name: variable_snapshot(v) for v in state.variables.all()})
+    before.update(_rows(state.variables.all()))
     state.variables.all().delete()
     RlmVariable.objects.bulk_create(
         [variable_from_snapshot(state, row) for row in snapshot["variables"]], batch_size=500
@@ -483,26 +549,33 @@ def _restore_snapshot(
     return before
 
 
-def state_rollback(
-    *,
-    state: RlmState,
-    checkpoint_id: str,
-    source: str = "",
-    actor: str = "",
-    mutations_shown: int = 0,
-) -> StateView:
+def rollback(*, state: RlmState, checkpoint_id: str, source: str = "", actor: str = "") -> Rollback:
     """Restore the variables and completion status of a checkpoint exactly; log it as a mutation.
 
-    Returns the state as it stands after the rollback, read inside the transaction, with
-    the newest ``mutations_shown`` entries of its log. 404 (naming ``checkpoint_id``) for
-    an unknown checkpoint; 409 ``checkpoint_not_restorable`` for one imported without a
-    snapshot. A frame popped by a later Final stays popped.
+    404 (naming ``checkpoint_id``) for an unknown checkpoint; 409
+    ``checkpoint_not_restorable`` for one imported without a snapshot. A frame popped by
+    a later Final stays popped. Runs in its own transaction, or in the caller's.
 
-    Back to a positional checkpoint, only the variables changed since are written; to
-    one with a stored snapshot (a history fold, an import), every variable is.
+    Back to a positional checkpoint, only the variables changed since are written, in
+    statements whose number does not grow with them or with the state; to one with a
+    stored snapshot (a history fold, an import), every variable is. No variable is read
+    back: the answer is what the rollback did (``Rollback``); ``state_rollback`` adds the
+    state as it then stands.
     """
     with transaction.atomic():
-        state = state_lock(state)
+        # The state locked with its variable count, which the logged mutation records.
+        state = (
+            RlmState.objects.select_for_update(of=("self",))
+            .select_related("session", "frame")
+            .annotate(
+                variable_count=Subquery(
+                    RlmVariable.objects.filter(state_id=OuterRef("pk"))
+                    .order_by()
+                    .values(n=Func(F("pk"), function="COUNT"))
+                )
+            )
+            .get(pk=state.pk)
+        )
         checkpoint = (
             state.checkpoints.filter(checkpoint_id=checkpoint_id).first()
             if isinstance(checkpoint_id, str)
@@ -516,17 +589,14 @@ def state_rollback(
                 "This checkpoint came in with an import and has no snapshot to restore.",
             )
         now = timezone.now()
-        variables: list[RlmVariable] | None = None
+        count_before: int = state.variable_count  # type: ignore[attr-defined]
         if checkpoint.snapshot is not None:
             restored = checkpoint.snapshot
             before = _restore_snapshot(state, restored)
+            count = len(restored["variables"])
         else:
             restored = checkpoint.position
-            variables, before = _restore_position(state, checkpoint)
-        # Before it: the variables it changed that existed, and those it left alone.
-        count_before = sum(1 for row in before.values() if row is not None)
-        if variables is not None:
-            count_before += sum(1 for v in variables if v.name not in before)
+            count, before = _restore_position(state, checkpoint, count_before)
         state.completion_status = restored["completion_status"]
         state.completed_at = (
             datetime.fromisoformat(restored["completed_at"]) if restored["completed_at"] else None
@@ -536,15 +606,7 @@ def state_rollback(
             operation=RlmMutation.Operation.ROLLBACK,
             name="*",
             old=({"variable_count": count_before}, ""),
-            new=(
-                {
-                    "checkpoint_id": checkpoint.checkpoint_id,
-                    "variable_count": (
-                        len(variables) if variables is not None else len(restored["variables"])
-                    ),
-                },
-                "",
-            ),
+            new=({"checkpoint_id": checkpoint.checkpoint_id, "variable_count": count}, ""),
             source=source or actor,
             metadata={"reason": f"rollback to {checkpoint.checkpoint_id}"},
             timestamp=now,
@@ -559,4 +621,26 @@ def state_rollback(
             checkpoint_id=checkpoint.checkpoint_id,
             mutation_id=mutation.mutation_id,
         )
-        return state_view(state, mutations=mutations_shown, variables=variables)
+    return Rollback(
+        state=state,
+        checkpoint_id=checkpoint.checkpoint_id,
+        mutation_id=mutation.mutation_id,
+        variable_count=count,
+        changed=sorted(before),
+    )
+
+
+def state_rollback(
+    *,
+    state: RlmState,
+    checkpoint_id: str,
+    source: str = "",
+    actor: str = "",
+    mutations_shown: int = 0,
+) -> StateView:
+    """``rollback``, answering with the state as it stands after it, read inside the same
+    transaction (the state row is not read again), with the newest ``mutations_shown``
+    entries of its log: what the API and the dashboard show."""
+    with transaction.atomic():
+        done = rollback(state=state, checkpoint_id=checkpoint_id, source=source, actor=actor)
+        return state_view(done.state, mutations=mutations_shown, locked=True)

@@ -3,27 +3,34 @@
 A state with 1,000 variables (the seed's max_variables_per_state) of ~200-byte values.
 Writes and reads go through the Django test client (full API stack: auth, validation,
 row lock, mutation log, event). Checkpoint and rollback are timed at the service layer
-and through the API. Figures go to docs/benchmarks-rlm.md. The comparison with
+and through the API. Figures go to docs/benchmarks-rlm.md and docs/benchmarks.json
+through tests/bench/report.py. The comparison with
 LangGraph's PostgreSQL checkpointer is in test_bench_rlm_langgraph.py.
 """
 
 import os
 import statistics
 import time
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from frames.models import Session
 from frames.rlm import protocol, snapshots
 from frames.rlm.models import RlmState
+from tests.bench import report
 
 VARIABLES = 1_000
 ROUNDS = 20
-DOC = Path(settings.BASE_DIR) / "docs" / "benchmarks-rlm.md"
+
+
+CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
+
+
+def _counted(ctx: CaptureQueriesContext) -> int:
+    """Statements run, not counting BEGIN, COMMIT and savepoints."""
+    return sum(1 for q in ctx.captured_queries if not q["sql"].startswith(CONTROL))
 
 
 def _p(times: list[float]) -> tuple[float, float]:
@@ -50,7 +57,7 @@ def test_bench_rlm_state(api):
     writes_per_second = (VARIABLES - 1) / write_seconds
     with CaptureQueriesContext(connection) as ctx:
         api.put(f"/rlm/states/{state_id}/variables/v0000", {"value": value})
-    queries_per_write = len(ctx.captured_queries)
+    queries_per_write = _counted(ctx)
 
     started = time.perf_counter()
     for i in range(VARIABLES - 1):
@@ -60,7 +67,7 @@ def test_bench_rlm_state(api):
     reads_per_second = (VARIABLES - 1) / read_seconds
     with CaptureQueriesContext(connection) as ctx:
         api.get(f"/rlm/states/{state_id}/variables/v0000")
-    queries_per_read = len(ctx.captured_queries)
+    queries_per_read = _counted(ctx)
 
     state = RlmState.objects.get(organization=org, state_id=state_id)
     assert state.variables.count() == VARIABLES
@@ -72,13 +79,13 @@ def test_bench_rlm_state(api):
             started = time.perf_counter()
             checkpoint = snapshots.checkpoint_create(state=state, name=f"bench_{i}")
             checkpoint_times.append((time.perf_counter() - started) * 1000)
-        checkpoint_queries = len(ctx.captured_queries)
+        checkpoint_queries = _counted(ctx)
         protocol.variable_write(state=state, name=f"v{i:04d}", value="changed")
         with CaptureQueriesContext(connection) as ctx:
             started = time.perf_counter()
-            snapshots.state_rollback(state=state, checkpoint_id=checkpoint.checkpoint_id)
+            snapshots.rollback(state=state, checkpoint_id=checkpoint.checkpoint_id)
             rollback_times.append((time.perf_counter() - started) * 1000)
-        rollback_queries = len(ctx.captured_queries)
+        rollback_queries = _counted(ctx)
         started = time.perf_counter()
         response = api.post(
             f"/rlm/states/{state_id}/rollback", {"checkpoint_id": checkpoint.checkpoint_id}
@@ -109,15 +116,17 @@ def test_bench_rlm_state(api):
         f"({checkpoint_queries} queries); rollback p50 {r50:.1f} ms p95 {r95:.1f} ms ({rollback_queries} queries); "
         f"rollback via API p50 {a50:.1f} ms p95 {a95:.1f} ms; export {export_ms:.0f} ms"
     )
-    engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+    engine = connection.vendor
     lines = [
-        f"## {engine}",
+        "# Benchmarks: RLM state",
         "",
-        f"A state of {VARIABLES:,} variables",
+        f"`make bench` (tests/bench/test_bench_rlm.py) on {engine}: a state of {VARIABLES:,} variables",
         "(the seed's `max_variables_per_state`), each a ~180-byte JSON object, in a session (so every write",
         "also appends an event). Writes and reads go through the Django test client: the full API stack",
         "(auth, validation, row lock on the state, mutation log, event, serialization). Checkpoint and rollback",
-        f"are timed at the service layer ({ROUNDS} rounds) and rollback once more through the API.",
+        f"are timed at the service layer ({ROUNDS} rounds, one variable changed before each rollback) and",
+        "rollback once more through the API. The service's `rollback` answers with what it did (counts, the",
+        "checkpoint, the names rewritten); the API answers with the whole state, every variable included.",
         "",
         "| measure | value |",
         "| --- | ---: |",
@@ -130,30 +139,20 @@ def test_bench_rlm_state(api):
         f"| baseline: GET /health through the same stack | p50 {h50:.1f} ms |",
         "",
         f"Machine: {os.cpu_count()} CPUs, 1-minute load average {load:.1f} when the run started",
-        "(other jobs share it, so absolute rates are noisy; query counts are exact).",
-        "",
-    ]
-    _write_section(engine, lines)
-
-
-def _write_section(engine: str, lines: list[str]) -> None:
-    """Replace this database's section of the document, keeping the other database's figures."""
-    sections: dict[str, str] = {}
-    if DOC.exists():
-        for chunk in DOC.read_text().split("<!-- section: ")[1:]:
-            name, _, body = chunk.partition(" -->\n")
-            sections[name] = body.rstrip() + "\n"
-    sections[engine] = "\n".join(lines)
-    header = [
-        "# Benchmarks: RLM state",
-        "",
-        "`make bench` (tests/bench/test_bench_rlm.py); one section per database it last ran on.",
+        "(other jobs share it, so absolute rates are noisy; query counts are exact and leave out BEGIN,",
+        "COMMIT and savepoints).",
         "",
         "Beside LangGraph's PostgreSQL checkpointer (`langgraph-checkpoint-postgres`, saving and loading",
         "a state of the same size on the same database, as a ratio): tests/bench/test_bench_rlm_langgraph.py,",
-        "figures in docs/benchmarks-rlm-langgraph.md, the section “RLM checkpoints beside LangGraph's",
-        "PostgreSQL checkpointer” of docs/benchmarks.md.",
-        "",
+        "figures in docs/benchmarks-rlm-langgraph.md.",
     ]
-    body = [f"<!-- section: {name} -->\n{text}" for name, text in sorted(sections.items())]
-    DOC.write_text("\n".join(header) + "\n" + "\n".join(body))
+    report.write_section("rlm", "\n".join(lines))
+    report.record(
+        {
+            "rlm_checkpoint_p50_ms": round(c50, 1),
+            "rlm_checkpoint_queries": checkpoint_queries,
+            "rlm_rollback_p50_ms": round(r50, 1),
+            "rlm_rollback_queries": rollback_queries,
+            "rlm_rollback_api_p50_ms": round(a50, 1),
+        }
+    )

@@ -5,10 +5,13 @@ changed since (counted without BEGIN/COMMIT and savepoints, on either engine).""
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from frames.models import Session
 from frames.rlm import protocol, snapshots
 from frames.rlm.models import RlmVariable
+from frames.rlm.values import MAX_VARIABLES
+from tests.conftest import IS_POSTGRES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -59,3 +62,57 @@ def test_it_checkpoints_and_rolls_back_in_queries_that_do_not_grow_with_the_stat
     large = _checkpoint_and_rollback_queries(api, 200)
     assert large[0] == small[0] <= 8
     assert large[1] == small[1] <= 14, large[2]
+
+
+def _thousand_variables(api):
+    """A state at the seed's limit of 1,000 variables; the 999 besides ``prompt`` are
+    inserted directly (their writes are not what is measured), each read once, so a
+    checkpoint taken afterwards is where the log starts to matter."""
+    state = _state(api, 0)
+    now = timezone.now()
+    RlmVariable.objects.bulk_create(
+        RlmVariable(
+            state=state,
+            name=f"w{i:03d}",
+            type="json",
+            value={"n": i},
+            size_bytes=10,
+            access_count=1,  # every one read once, as agents do
+            created_at=now,
+            updated_at=now,
+        )
+        for i in range(MAX_VARIABLES - 1)
+    )
+    return state
+
+
+def _rows(state) -> dict[str, tuple]:
+    fields = ("name", "type", "value", "size_bytes", "access_count", "created_at", "updated_at")
+    return {row[0]: row for row in RlmVariable.objects.filter(state=state).values_list(*fields)}
+
+
+def test_a_rollback_of_a_thousand_variables_takes_the_same_queries_however_many_changed(api):
+    state = _thousand_variables(api)
+    changes = (1, 10, 50, 200) if IS_POSTGRES else (1, 10, 50)
+    counted = {}
+    for changed in changes:
+        protocol.variable_read(state=state, name="w998")
+        checkpoint = snapshots.checkpoint_create(state=state, name=f"before {changed}")
+        at_checkpoint = _rows(state)
+        for i in range(changed):
+            protocol.variable_write(state=state, name=f"w{i:03d}", value=f"changed {i}")
+        protocol.variable_delete(state=state, name="w997")  # comes back
+        protocol.variable_write(state=state, name="later", value=1)  # goes
+        protocol.variable_read(state=state, name="w996")  # read since: the count goes back
+        protocol.variable_read(state=state, name="w998")  # read before and since: back too
+        with CaptureQueriesContext(connection) as rolled:
+            done = snapshots.rollback(state=state, checkpoint_id=checkpoint.checkpoint_id)
+        counted[changed] = _counted(rolled)
+        assert _rows(state) == at_checkpoint
+        assert done.variable_count == MAX_VARIABLES
+        assert len(done.changed) == changed + 2 and "later" in done.changed
+        logged = state.mutations.order_by("-seq").first()
+        assert logged.operation == "rollback" and logged.mutation_id == done.mutation_id
+        assert logged.new_value["variable_count"] == MAX_VARIABLES
+    sizes = {changed: len(queries) for changed, queries in counted.items()}
+    assert len(set(sizes.values())) == 1 and sizes[1] <= 12, counted[changes[-1]]
