@@ -453,6 +453,149 @@ def usage_record(
     return usage
 
 
+def usage_record_many(
+    *, session: Session, calls: list[tuple[Frame, dict[str, Any]]], actor: str = ""
+) -> list[Usage]:
+    """``usage_record`` of each of ``calls`` (a frame and the keyword arguments of one
+    call's usage) in order, for a writer that has many at once (a transcript import), in
+    a few statements whatever their number: the same rows, budgets, occupancies, pressure
+    levels, session totals and gauge, and the same events in the same order (a
+    ``usage.recorded`` per new call, a ``pressure.changed`` per move of the gauge) as
+    recording them one by one. Every frame must be an open frame of ``session``; a call
+    whose ``message_id`` the session (or an earlier call of the batch) holds charges
+    nothing and returns that record. Returns the records in the order of ``calls``."""
+    if not calls:
+        return []
+    with transaction.atomic():
+        session = session_lock(session, open_only=False)
+        frames = {
+            f.pk: f
+            for f in Frame.objects.filter(
+                session=session, pk__in={frame.pk for frame, _ in calls}
+            ).select_for_update()
+        }
+        if any(frame.pk not in frames for frame, _ in calls):
+            raise Invalid("The frame belongs to another session.", field="frame_id")
+        message_ids = {c["message_id"] for _, c in calls if c.get("message_id")}
+        held = {
+            u.message_id: u
+            for u in (
+                Usage.objects.filter(session=session, message_id__in=message_ids)
+                if message_ids
+                else []
+            )
+        }
+        top = top_frame(session)
+        results: list[Usage] = []
+        created: list[Usage] = []
+        events: list[tuple[str, Frame, dict[str, Any], Usage | None]] = []
+        totals = dict.fromkeys(
+            ("input_tokens", "output_tokens", "cache_creation_input_tokens"), 0
+        ) | {"cache_read_input_tokens": 0}
+        charged: dict[Any, int] = {}
+        gauge = {
+            "pressure_level": session.pressure_level,
+            "lifecycle_state": session.lifecycle_state,
+        }
+        for given, call in calls:
+            message_id = call.get("message_id") or ""
+            if message_id and message_id in held:
+                results.append(held[message_id])
+                continue
+            frame = frames[given.pk]
+            session_require_not_ended(session)
+            frame_require_open(frame, action="record usage on")
+            counts = {name: int(call.get(name) or 0) for name in totals}
+            spent = usage_tokens(**counts)
+            started_at, latency_ms = call.get("started_at"), call.get("latency_ms")
+            usage = Usage(
+                session=session,
+                frame=frame,
+                model=call.get("model") or session.model,
+                message_id=message_id,
+                started_at=started_at,
+                latency_ms=latency_ms,
+                **counts,
+            )
+            created.append(usage)
+            results.append(usage)
+            if message_id:
+                held[message_id] = usage
+            for name, value in counts.items():
+                totals[name] += value
+            frame.budget_used += spent
+            charged[frame.pk] = charged.get(frame.pk, 0) + spent
+            frame.last_occupancy_tokens = usage.occupancy_tokens
+            utilization = utilization_of(frame.last_occupancy_tokens, session.context_window_tokens)
+            level = level_next(frame.pressure_level, utilization)
+            frame.pressure_level = level
+            payload = {
+                **counts,
+                "tokens": spent,
+                "model": usage.model,
+                **({"started_at": started_at.isoformat()} if started_at else {}),
+                **({"latency_ms": latency_ms} if latency_ms is not None else {}),
+            }
+            events.append(("usage.recorded", frame, payload, usage))
+            if top is None or top.pk != frame.pk:
+                continue
+            # The gauge follows the top of the stack, as _session_gauge_follow moves it.
+            lifecycle = gauge["lifecycle_state"]
+            if lifecycle in (Session.Lifecycle.ACTIVE, Session.Lifecycle.ACTIVE_PRESSURE):
+                gauge["lifecycle_state"] = (
+                    Session.Lifecycle.ACTIVE_PRESSURE
+                    if level == CRITICAL
+                    else Session.Lifecycle.ACTIVE
+                )
+            if gauge["pressure_level"] != level:
+                move = {
+                    "from": gauge["pressure_level"],
+                    "to": level,
+                    "utilization": round(utilization, 4),
+                }
+                events.append(("pressure.changed", frame, move, None))
+                gauge["pressure_level"] = level
+        if not created:
+            return results
+        Usage.objects.bulk_create(created, batch_size=500)
+        first = session.last_event_seq + 1
+        Session.objects.filter(pk=session.pk).update(
+            input_tokens_total=F("input_tokens_total") + totals["input_tokens"],
+            output_tokens_total=F("output_tokens_total") + totals["output_tokens"],
+            cache_creation_tokens_total=F("cache_creation_tokens_total")
+            + totals["cache_creation_input_tokens"],
+            cache_read_tokens_total=F("cache_read_tokens_total")
+            + totals["cache_read_input_tokens"],
+            api_calls_total=F("api_calls_total") + len(created),
+            last_event_seq=session.last_event_seq + len(events),
+            updated_at=timezone.now(),
+            **gauge,
+        )
+        session.last_event_seq += len(events)
+        for pk, spent in charged.items():
+            frame = frames[pk]
+            Frame.objects.filter(pk=pk).update(
+                budget_used=F("budget_used") + spent,
+                last_occupancy_tokens=frame.last_occupancy_tokens,
+                pressure_level=frame.pressure_level,
+            )
+        Event.objects.bulk_create(
+            [
+                Event(
+                    session=session,
+                    seq=first + offset,
+                    type=type_,
+                    frame_id=frame.pk,
+                    actor=actor,
+                    payload={**payload, "usage_id": usage.pk} if usage is not None else payload,
+                )
+                for offset, (type_, frame, payload, usage) in enumerate(events)
+            ],
+            batch_size=500,
+        )
+    return results
+
+
 def frame_pop(
     *, frame: Frame, status: str, result_refs: list | None = None, actor: str = ""
 ) -> Frame:
