@@ -44,7 +44,6 @@ from .counterfactual import COMPACTED_EVENT
 from .ingest import (
     IngestPass,
     UsageFigures,
-    counts_of,
     ingest_finish,
     ingest_start,
     message_ingest,
@@ -141,13 +140,10 @@ def source_of(source: TranscriptSource) -> dict[str, Any]:
 # -- Writing entries ------------------------------------------------------------------------
 
 
-def _entry_ingest(state: IngestPass, entry: Entry, tokens: list[int] | None = None) -> None:
-    """Group a message entry into its branch's turns (``tokens``: its blocks' counts, when
-    counted with the batch); ``TranscriptInvalid`` when it is not one."""
+def _entry_ingest(state: IngestPass, entry: Entry) -> None:
+    """Group a message entry into its branch's turns; ``TranscriptInvalid`` when it is not one."""
     try:
-        message_ingest(
-            state, role=entry.role, content=entry.content, at=entry.timestamp, tokens=tokens
-        )
+        message_ingest(state, role=entry.role, content=entry.content, at=entry.timestamp)
     except Invalid as exc:
         raise TranscriptInvalid(exc.detail, line=entry.line, field=exc.field) from None
 
@@ -257,15 +253,6 @@ class _Writer:
         total = len(entries) if total is None else total
         states: dict[str, IngestPass] = {}
         seq: int | None = None
-        # Every block of the batch counted at once: each distinct text once, on threads.
-        messages = [e for e in entries if e.kind == "message"]
-        counts = dict(
-            zip(
-                map(id, messages),
-                counts_of([{"content": e.content} for e in messages]),
-                strict=True,
-            )
-        )
         for entry in entries:
             frame = self.frame_for(entry.branch, entry.timestamp)
             state = states.get(entry.branch)
@@ -278,7 +265,7 @@ class _Writer:
             if entry.kind == "message":
                 state.next_seq = seq
                 try:
-                    _entry_ingest(state, entry, counts.get(id(entry)))
+                    _entry_ingest(state, entry)
                 except TranscriptInvalid as exc:
                     self.skipped.append((exc.line, exc.reason))
                 seq = state.next_seq

@@ -347,7 +347,7 @@ def _turns_recomputed(state: IngestPass, touched: list[Turn]) -> list[Turn]:
     return changed
 
 
-def counts_of(messages: Sequence[dict]) -> list[list[int] | None]:
+def _counts_of(messages: Sequence[dict]) -> list[list[int] | None]:
     """The token count of every content block of every message, counted as one batch;
     None for a message whose content is malformed (``message_ingest`` names the fault)."""
     texts: list[str] = []
@@ -417,7 +417,7 @@ def messages_append(
         session_require_not_ended(session)
         frame = _frame_of_call(session, frame_id) if frame_id else session_top_frame(session)
         state = ingest_start(session=session, branch=MAIN_BRANCH, frame=frame)
-        counts = counts_of(messages)
+        counts = _counts_of(messages)
         for i, message in enumerate(messages):
             message_ingest(
                 state,
