@@ -553,7 +553,7 @@ def usage_record_many(
                     "to": level,
                     "utilization": round(utilization, 4),
                 }
-                events.append(("pressure.changed", frame, move, None))
+                events.append(("pressure.changed", frame, move, None))  # no actor: the gauge moved
                 gauge["pressure_level"] = level
         if not created:
             return results
@@ -586,7 +586,7 @@ def usage_record_many(
                     seq=first + offset,
                     type=type_,
                     frame_id=frame.pk,
-                    actor=actor,
+                    actor=actor if usage is not None else "",
                     payload={**payload, "usage_id": usage.pk} if usage is not None else payload,
                 )
                 for offset, (type_, frame, payload, usage) in enumerate(events)
