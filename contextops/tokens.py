@@ -28,13 +28,13 @@ def count_tokens(text: str) -> int:
 
 
 def count_tokens_many(texts: list[str]) -> list[int]:
-    """``count_tokens`` of each of ``texts``, each distinct text counted once (a transcript
-    repeats tool results, file reads and prompts); a large batch is encoded on tiktoken's
+    """``count_tokens`` of each of ``texts``; a large batch is encoded on tiktoken's
     threads (a few texts are quicker one by one than with a thread pool started)."""
-    distinct = list(dict.fromkeys(text for text in texts if text))
-    if len(distinct) < BATCH_MIN:
-        counted = {text: count_tokens(text) for text in distinct}
-    else:
-        encoded = encoding().encode_batch(distinct, disallowed_special=())
-        counted = {text: len(tokens) for text, tokens in zip(distinct, encoded, strict=True)}
-    return [counted.get(text, 0) if text else 0 for text in texts]
+    counts = [0] * len(texts)
+    wanted = [i for i, text in enumerate(texts) if text]
+    if len(wanted) < BATCH_MIN:
+        return [count_tokens(text) for text in texts]
+    encoded = encoding().encode_batch([texts[i] for i in wanted], disallowed_special=())
+    for i, tokens in zip(wanted, encoded, strict=True):
+        counts[i] = len(tokens)
+    return counts

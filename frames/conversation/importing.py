@@ -17,7 +17,6 @@ the next upload's job goes on from there.
 """
 
 import bisect
-import dataclasses
 import hashlib
 import logging
 import re
@@ -38,7 +37,7 @@ from frames.context.lifecycle import session_end
 from frames.events import event_append
 from frames.locks import session_lock
 from frames.models import Event, Frame, Session, Usage
-from frames.services import frame_pop, frame_push, session_create, usage_record_many
+from frames.services import frame_pop, frame_push, session_create
 
 from .counterfactual import COMPACTED_EVENT
 from .ingest import (
@@ -48,6 +47,7 @@ from .ingest import (
     ingest_start,
     message_ingest,
     turn_touch,
+    usage_record_for,
 )
 from .models import Import, TranscriptFile, TranscriptSource, Turn
 from .readers import (
@@ -194,32 +194,12 @@ class _Writer:
     skipped: list[tuple[int, str]] = field(default_factory=list)
     times: dict[Any, datetime] = field(default_factory=dict)  # usage or frame pk -> its time
     written: int = 0
-    # Model calls not yet stored, in order: written together before anything else appends
-    # to the session's log (a frame pushed, a compaction) and at the end of a batch.
-    calls: list[tuple[Frame, UsageFigures, datetime | None]] = field(default_factory=list)
-    dated_usages: list[tuple[Usage, datetime]] = field(default_factory=list)
-
-    def calls_flush(self) -> None:
-        """Store the pending model calls, as ``usage_record`` of each in order would."""
-        if not self.calls:
-            return
-        usages = usage_record_many(
-            session=self.session,
-            calls=[(frame, dataclasses.asdict(figures)) for frame, figures, _ in self.calls],
-            actor=self.actor,
-        )
-        for usage, (_, _, at) in zip(usages, self.calls, strict=True):
-            if at is not None:
-                self.dated_usages.append((usage, at))
-                self.times[usage.pk] = at
-        self.calls = []
 
     def frame_for(self, branch: str, at: datetime | None) -> Frame:
         """The open frame of ``branch``: pushed now (the root first) when there is none."""
         frame = self.frames.get(branch)
         if frame is not None and frame.status in (Frame.Status.ACTIVE, Frame.Status.WAITING):
             return frame
-        self.calls_flush()  # the push appends to the log: the calls before it come first
         if branch:
             root = self.frame_for("", at)
             description = self.branches.get(branch, "") or branch
@@ -253,6 +233,7 @@ class _Writer:
         total = len(entries) if total is None else total
         states: dict[str, IngestPass] = {}
         seq: int | None = None
+        usages: list[tuple[Usage, datetime]] = []
         for entry in entries:
             frame = self.frame_for(entry.branch, entry.timestamp)
             state = states.get(entry.branch)
@@ -273,24 +254,26 @@ class _Writer:
                 self.compaction(entry, frame, state)
             else:
                 figures = UsageFigures(**(entry.usage or {}))
-                self.calls.append((frame, figures, entry.timestamp))
+                usage = usage_record_for(
+                    session=self.session, frame=frame, usage=figures, actor=self.actor
+                )
+                if entry.timestamp is not None:
+                    usages.append((usage, entry.timestamp))
+                    self.times[usage.pk] = entry.timestamp
                 if state.current is not None:
                     turn_touch(state, state.current).occupancy_tokens = figures.occupancy_tokens
             self.written += 1
             if progress is not None and (self.written % 200 == 0 or self.written == total):
                 progress(self.written, total)
-        self.calls_flush()
         for state in states.values():
             ingest_finish(state)
-        for usage, moment in self.dated_usages:
+        for usage, moment in usages:
             usage.created_at = moment
-        Usage.objects.bulk_update([u for u, _ in self.dated_usages], ["created_at"], batch_size=500)
-        self.dated_usages = []
+        Usage.objects.bulk_update([u for u, _ in usages], ["created_at"], batch_size=500)
 
     def compaction(self, entry: Entry, frame: Frame, state: IngestPass) -> None:
         """Record the agent's own compaction in the log: where it fell (before the branch's
         next turn), when, and the window it measured before it (``pre_tokens``)."""
-        self.calls_flush()  # the calls before it come first in the log
         figures = entry.usage or {}
         event = event_append(
             session=self.session,
