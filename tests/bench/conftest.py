@@ -25,7 +25,10 @@ BENCHMARKS_HEADER = """# Benchmarks
 
 Figures from `make bench` (each benchmark writes its own section below) and `make load`.
 They are measurements on one machine (2 cores), reported, never asserted: tests assert
-query counts, not times. Reproduce with:
+query counts, not times. No figure here is written by hand: each section is written by its
+benchmark through tests/bench/report.py and ends with the commit and database it was
+measured at. A section whose figures depend on the engine is named after it, so a run on
+SQLite leaves the PostgreSQL sections as they were. Reproduce with:
 
 ```sh
 make bench                                    # SQLite, as on a laptop
@@ -34,6 +37,23 @@ make load                                     # 50 agents, gunicorn + a worker, 
 ```
 
 """
+
+
+def _figures_note(docs) -> str:
+    """Which JSON file holds the figures of which database."""
+    files = sorted(p.name for p in docs.glob("benchmarks*.json"))
+    if not files:
+        return ""
+    named = [
+        f"`docs/{name}` ("
+        + ("PostgreSQL, the reference" if name == "benchmarks.json" else name[11:-5])
+        + ")"
+        for name in files
+    ]
+    return (
+        "The figures as data (p50s, query counts, ratios to the floor, rates), each file with "
+        "the commit it was measured at: " + ", ".join(named) + ".\n\n"
+    )
 
 
 def _as_section(text: str) -> str:
@@ -51,4 +71,6 @@ def pytest_sessionfinish(session, exitstatus):
 
     docs = Path(__file__).resolve().parents[2] / "docs"
     sections = [_as_section(p.read_text().strip()) for p in sorted(docs.glob("benchmarks-*.md"))]
-    (docs / "benchmarks.md").write_text(BENCHMARKS_HEADER + "\n\n".join(sections) + "\n")
+    (docs / "benchmarks.md").write_text(
+        BENCHMARKS_HEADER + _figures_note(docs) + "\n\n".join(sections) + "\n"
+    )

@@ -6,7 +6,8 @@ the production default ``CONN_MAX_AGE=60`` and health checks. Each time it sends
 ``GET /api/v1/sessions/{id}`` (API key lookup, then the session) one at a time and from 8
 clients at once, and reports latency, requests per second and, on PostgreSQL, how many
 server sessions were opened (``pg_stat_database.sessions``). Writes
-docs/benchmarks-connections-<database>.md. Nothing here asserts a time.
+docs/benchmarks-connections-<database>.md (through tests/bench/report.py, stamped with the
+commit). Nothing here asserts a time.
 """
 
 import os
@@ -24,12 +25,12 @@ from django.conf import settings
 from django.db import connection
 
 from frames import services
+from tests.bench.report import database_vendor, write_section
 from tests.conftest import IS_POSTGRES
 from tests.s3 import free_port
 
 ROUNDS = 500
 CONCURRENT = 8
-DOCS = Path(settings.BASE_DIR) / "docs"
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -133,7 +134,6 @@ def test_bench_connection_reuse(api, tmp_path):
         organization=api.organization, agent=api.agent, identity={}, title="bench"
     )
     path = f"/sessions/{session.pk}"
-    database = "postgresql" if IS_POSTGRES else "sqlite"
     rows = []
     load = os.getloadavg()[0]
     for label, age in (("none (`CONN_MAX_AGE=0`)", 0), ("kept (`CONN_MAX_AGE=60`)", 60)):
@@ -144,7 +144,8 @@ def test_bench_connection_reuse(api, tmp_path):
             f"| {label} | {figures['p50']:.2f} | {figures['p95']:.2f} | "
             f"{figures['sequential_rps']:.0f} | {figures['concurrent_rps']:.0f} | {opened} |"
         )
-    (DOCS / f"benchmarks-connections-{database}.md").write_text(
+    write_section(
+        f"connections-{database_vendor()}",
         f"## Connection reuse on {'PostgreSQL' if IS_POSTGRES else 'SQLite'}: "
         "a simple authenticated read\n\n"
         "`make bench` (tests/bench/test_bench_connections.py): gunicorn with 1 worker and 4 "
@@ -157,5 +158,5 @@ def test_bench_connection_reuse(api, tmp_path):
         "not the absolute times).\n\n"
         "| database connections | p50 ms | p95 ms | sequential req/s | "
         f"{CONCURRENT} clients req/s | connections opened per {ROUNDS} requests |\n"
-        "| --- | ---: | ---: | ---: | ---: | ---: |\n" + "\n".join(rows) + "\n"
+        "| --- | ---: | ---: | ---: | ---: | ---: |\n" + "\n".join(rows) + "\n",
     )

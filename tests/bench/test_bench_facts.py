@@ -1,24 +1,23 @@
 """Facts at scale: write rate, current-value reads and lineage over a 1,000-version chain.
 
-Prints p50 / p95 and the query count of each, beside a 1-version chain, and writes them
-to docs/benchmarks-facts.md. Runs only with ``--bench`` (``make bench``).
+Prints p50 / p95 and the query count of each, beside a 1-version chain, writes them to
+docs/benchmarks-facts-<database>.md and records ``lineage_1000_p50_ms`` (the default page
+of the 1,000-version chain's lineage). Runs only with ``--bench`` (``make bench``).
 """
 
 import statistics
 import time
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from facts.services import fact_write
+from tests.bench.report import database_vendor, record, write_section
 
 ROUNDS = 30
 WRITES = 300
 CHAIN = 1_000
-DOC = Path(settings.BASE_DIR) / "docs" / "benchmarks-facts.md"
 
 
 def _measure(api, path):
@@ -107,6 +106,7 @@ def test_bench_facts(api):
     assert selector_queries["current 1"] == selector_queries["current 1000"] == 1
     assert selector_queries["lineage 1"] == selector_queries["lineage 1000"]
 
+    lineage_1000 = 0.0
     for label, path, sq in (
         ("GET current, 1-version chain", "/facts/short_v1/current", selector_queries["current 1"]),
         (
@@ -116,12 +116,14 @@ def test_bench_facts(api):
         ),
         ("GET lineage, 1-version chain", "/facts/short_v1/lineage", selector_queries["lineage 1"]),
         (
-            f"GET lineage, {CHAIN:,}-version chain",
+            f"GET lineage, {CHAIN:,}-version chain (default page)",
             "/facts/long_v1/lineage",
             selector_queries["lineage 1000"],
         ),
     ):
         p50, p95, queries = _measure(api, path)
+        if path == "/facts/long_v1/lineage":
+            lineage_1000 = p50
         rows.append(
             ("read", label, f"{p50:.1f} ms", f"{p95:.1f} ms", f"{queries} ({sq} in the selector)")
         )
@@ -129,52 +131,30 @@ def test_bench_facts(api):
             f"{label}: p50 {p50:.1f} ms p95 {p95:.1f} ms, {queries} queries ({sq} in the selector)"
         )
 
-    engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+    database = database_vendor()
     section = [
-        f"## {engine}",
+        f"## Facts ({database})",
         "",
+        *HEADER,
         "| what | case | rate / p50 | mean / p95 | queries |",
         "| --- | --- | ---: | ---: | ---: |",
         *[f"| {kind} | {label} | {a} | {b} | {q} |" for kind, label, a, b, q in rows],
-        "",
     ]
-    _write_doc(engine, section)
+    write_section(f"facts-{database}", "\n".join(section))
+    record({"lineage_1000_p50_ms": round(lineage_1000, 3)})
 
 
 HEADER = [
-    "# Benchmarks: facts",
-    "",
     "`make bench` (tests/bench/test_bench_facts.py), through the Django test client (full API stack:",
     "auth, validation, serialization). Query counts are per request; the selector's own count (what the",
     f"read costs in the database) is in brackets. Writes: {WRITES} each; reads: {ROUNDS} rounds after one warm-up.",
-    "Each database engine's section is rewritten by a run on that engine.",
     "",
     "The current value of any key is one indexed query (every version of a chain shares `Fact.chain`;",
     "a partial unique index holds the one valid head per chain), so its cost does not grow with the chain.",
     "The lineage is one query for the chain plus a constant few (contested writes, the recursive CTE for",
-    "dependents, the dependency links); its time grows with the rows it returns (serializing 1,000 full",
-    "versions), not its query count. A write costs 8-9 queries: key check, source level, the locked",
-    "current fact of the subject (twice: locked and verified), insert, and the auth/rate-limit work.",
-    "Figures were taken on a shared machine while other test suites ran: compare rows of one run.",
+    "dependents, the dependency links), and pages: the default page of a long chain is its newest",
+    "versions, so the time does not grow with the chain either (`?limit=&before_version=` pages on).",
+    "A write costs 8-9 queries: key check, source level, the locked current fact of the subject",
+    "(twice: locked and verified), insert, and the auth/rate-limit work.",
     "",
 ]
-
-
-def _write_doc(engine: str, section: list[str]) -> None:
-    sections: dict[str, list[str]] = {}
-    if DOC.exists():
-        current = None
-        for line in DOC.read_text().splitlines():
-            if line.startswith("## "):
-                current = line[3:].strip()
-                sections[current] = []
-            if current:
-                sections[current].append(line)
-    sections[engine] = section
-    lines = list(HEADER)
-    for name in sorted(sections):
-        body = sections[name]
-        while body and not body[-1].strip():
-            body = body[:-1]
-        lines += [*body, ""]
-    DOC.write_text("\n".join(lines))

@@ -3,29 +3,29 @@
 Prints push and pop latency through the API (p50, p95), concurrent usage records per
 second, and the session page and expand requests, each with its query count, at both
 sizes, and writes the figures to docs/benchmarks-frames-<database>.md. Nothing here
-asserts a time; it asserts that no query count grows with the tree.
+asserts a time; it asserts that no query count grows with the tree. The push, pop and
+usage figures of docs/benchmarks.json, beside the floor, come from
+tests/bench/test_bench_hot_paths.py.
 """
 
 import statistics
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.db import connection, reset_queries
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from frames import services
 from frames.models import ContextHandle, Frame
+from tests.bench.report import database_vendor, write_section
 from tests.conftest import IS_POSTGRES
 
 FRAMES = 10_000
 HANDLES = 100_000
 ROUNDS = 200
-DOCS = Path(settings.BASE_DIR) / "docs"
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -199,4 +199,4 @@ def test_bench_frames(api, make_user):
     ]
     report = "\n".join(lines)
     print("\n" + report)
-    (DOCS / f"benchmarks-frames-{backend.lower()}.md").write_text(report)
+    write_section(f"frames-{database_vendor()}", report)

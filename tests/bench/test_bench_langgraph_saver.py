@@ -4,7 +4,8 @@ A checkpoint of 100 channels (~200-byte values), every channel changed each roun
 both savers write every blob). Ours: `ContextopsSaver.put` and `get_tuple` against a live
 server (HTTP, JSON, base64, an API key check, the session lock and an event per write);
 theirs: `PostgresSaver.put` and `get_tuple` straight on the database the server uses.
-Same process, same run; figures go to docs/benchmarks-langgraph-saver.md.
+Same process, same run; figures go to docs/benchmarks-langgraph-saver.md (through
+tests/bench/report.py, stamped with the commit).
 """
 
 import os
@@ -15,18 +16,17 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 from django.conf import settings
 from django.db import connection
 
 from contextops.tenancy import api_key_create
+from tests.bench.report import write_section
 from tests.conftest import IS_POSTGRES
 
 CHANNELS = 100
 ROUNDS = 30
-DOC = Path(settings.BASE_DIR) / "docs" / "benchmarks-langgraph-saver.md"
 
 pytestmark = [
     pytest.mark.skipif(
@@ -171,4 +171,4 @@ def test_bench_contextops_saver_beside_postgres_saver():
         ]
     )
     print("\n" + report)
-    DOC.write_text(report)
+    write_section("langgraph-saver", report)

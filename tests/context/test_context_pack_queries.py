@@ -6,8 +6,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from frames.models import ContextHandle, Frame, Session
-from tests.bench.test_bench_context_pack import QUERY, _add_facts
+from frames.models import ContextHandle
+from tests.bench.test_bench_context_pack import QUERY, _add_facts, _pack_session
 
 CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
 
@@ -39,14 +39,7 @@ def _handles(session, frame, first: int, count: int) -> None:
 @pytest.mark.django_db
 def test_it_packs_in_eight_queries_whatever_the_superseded_facts_and_handles(api):
     org = api.organization
-    session = Session.objects.create(
-        organization=org,
-        identity={"user_name": "Bench", "authority": "employee"},
-        environment={"timezone": "UTC"},
-    )
-    frame = Frame.objects.create(
-        session=session, organization=org, goal="bench", budget_total=10**6
-    )
+    session, frame = _pack_session(org, budget_total=10**6)
     _handles(session, frame, 0, 20)
     _add_facts(org, 0, 500, 0)
     _pack_queries(api, session)  # the first pack moves the session out of loading
