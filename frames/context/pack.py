@@ -14,6 +14,7 @@ the facts selector's two, the working set, and one insert (with the move out of
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 
@@ -147,53 +148,56 @@ def _working_set(
 
 def _segments(
     frame: Frame, include: set[str], exclude: set[str], as_of: AsOf | None = None
-) -> tuple[list[packing.Segment], list[tuple[str, str]], list[ContextHandle]]:
+) -> tuple[list[packing.Segment], list[tuple[str, str]], list[dict[str, Any]]]:
     """The frame's handles as segments, what was skipped and why, and the cold handles
-    (discovered, not loaded) the pack lists by name: one read of the handles."""
+    (discovered, not loaded) the pack lists by name: one read of the handles, as plain
+    rows of the columns the pack uses (a frame may hold a thousand of them)."""
     handles = list(
         ContextHandle.objects.filter(frame_id=frame.pk)
-        .only(*HANDLE_FIELDS)
         .order_by("created_at", "id")
+        .values(*HANDLE_FIELDS)
     )
     segments, skipped, cold = [], [], []
     if as_of is not None:
-        handles = [h for h in handles if as_of.handle_visible(str(h.pk), h.created_at)]
+        handles = [h for h in handles if as_of.handle_visible(str(h["id"]), h["created_at"])]
     for order, handle in enumerate(handles):
-        hid = str(handle.pk)
+        hid = str(handle["id"])
+        handle["id"] = hid
+        state, summary, summary_tokens = (
+            handle["state"],
+            handle["summary"],
+            handle["summary_tokens"],
+        )
+        priority = handle["priority"]
         if as_of is not None:
-            handle.state = as_of.handle_states.get(hid, handle.state)
+            state = as_of.handle_states.get(hid, state)
             if hid in as_of.summaries_after:
-                handle.summary, handle.summary_tokens = "", 0
+                summary, summary_tokens = "", 0
         forced = hid in include
         if hid in exclude:
             skipped.append((hid, "excluded"))
             continue
-        if handle.state == OFFLINE:
+        if state == OFFLINE:
             skipped.append((hid, "offline"))
             continue
-        if handle.state == COLD and not forced and handle.priority != "critical":
+        if state == COLD and not forced and priority != "critical":
             # Discovered, not loaded: the pack lists it by name only (``resources``).
             skipped.append((hid, "cold"))
             cold.append(handle)
             continue
-        if (
-            handle.state == INDEXED
-            and not handle.summary
-            and not forced
-            and handle.priority != "critical"
-        ):
+        if state == INDEXED and not summary and not forced and priority != "critical":
             skipped.append((hid, "indexed_without_summary"))
             continue
         segments.append(
             packing.Segment(
                 id=hid,
-                kind=handle.kind,
-                priority=handle.priority,
-                state=handle.state,
-                content=handle.content or handle.ref,
-                tokens=handle.estimated_tokens,
-                summary=handle.summary,
-                summary_tokens=handle.summary_tokens,
+                kind=handle["kind"],
+                priority=priority,
+                state=state,
+                content=handle["content"] or handle["ref"],
+                tokens=handle["estimated_tokens"],
+                summary=summary,
+                summary_tokens=summary_tokens,
                 order=order,
                 forced=forced,
             )
@@ -214,17 +218,20 @@ def _with_notes(segment: packing.Segment, notes: list[str]) -> packing.Segment:
     )
 
 
-def _resources(cold: list[ContextHandle], pack_format: str) -> list[packing.ResourceName]:
+def _resources(cold: list[dict[str, Any]], pack_format: str) -> list[packing.ResourceName]:
     """The frame's cold handles (discovered, not loaded) by name, oldest first; the
     ultra-dense format marks each with the seed's symbol for cold, ○."""
     resources = []
     for handle in cold:
         name = resource_name(
-            ref=handle.ref, content=handle.content, category=handle.category, kind=handle.kind
+            ref=handle["ref"],
+            content=handle["content"],
+            category=handle["category"],
+            kind=handle["kind"],
         )
         if pack_format == "ultra_dense":
             name = f"○ {name}"
-        resources.append(packing.ResourceName(str(handle.pk), name, packing.estimate_tokens(name)))
+        resources.append(packing.ResourceName(handle["id"], name, packing.estimate_tokens(name)))
     return resources
 
 

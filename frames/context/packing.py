@@ -305,14 +305,10 @@ def _render_text(
     return trimmed, scaled_tokens(tokens, text, trimmed), "trimmed"
 
 
-def render_segment(
-    segment: Segment, level: str, newest_order: int, cache: dict[int, str] | None = None
-) -> PackedItem[Segment] | None:
-    """``segment`` as ``level`` shows it, or None when the level drops it.
-
-    ``cache`` (optional) keeps light-trimmed texts between levels of one packing.
-    """
-    index = LEVEL_INDEX.get(level, 0)
+def _segment_form(segment: Segment, index: int, newest_order: int) -> str | None:
+    """How the level at ``index`` shows ``segment``: None (dropped), ``summary``,
+    ``whole`` (its content as stored) or ``shown`` (its content at a trimming level).
+    The item rendered for one form is the same at every level that picks it."""
     critical = segment.priority == "critical"
     if index >= AGGRESSIVE and not segment.forced and segment.priority in ("low", "background"):
         return None
@@ -325,18 +321,34 @@ def render_segment(
         and not critical
         and (segment.state == "indexed" or (index >= MODERATE and old) or index >= AGGRESSIVE)
     )
-    if use_summary:
-        return PackedItem(
-            "segments", segment.id, segment.summary_tokens, "summary", segment.summary, segment
-        )
-    if segment.state == "indexed" and segment.summary and not critical:
-        return PackedItem(
-            "segments", segment.id, segment.summary_tokens, "summary", segment.summary, segment
-        )
+    if use_summary or (segment.state == "indexed" and segment.summary and not critical):
+        return "summary"
     # Critical content is always whole: no level trims it.
-    shown_at = "none" if critical else level
-    text, tokens, form = _render_text(segment.content, segment.tokens, shown_at, cache)
-    return PackedItem("segments", segment.id, tokens, form, text, segment)
+    return "whole" if critical or index == 0 else "shown"
+
+
+def _segment_item(
+    segment: Segment, form: str, cache: dict[int, str] | None = None
+) -> PackedItem[Segment]:
+    if form == "summary":
+        return PackedItem(
+            "segments", segment.id, segment.summary_tokens, "summary", segment.summary, segment
+        )
+    text, tokens, shown = _render_text(
+        segment.content, segment.tokens, "none" if form == "whole" else "light", cache
+    )
+    return PackedItem("segments", segment.id, tokens, shown, text, segment)
+
+
+def render_segment(
+    segment: Segment, level: str, newest_order: int, cache: dict[int, str] | None = None
+) -> PackedItem[Segment] | None:
+    """``segment`` as ``level`` shows it, or None when the level drops it.
+
+    ``cache`` (optional) keeps light-trimmed texts between levels of one packing.
+    """
+    form = _segment_form(segment, LEVEL_INDEX.get(level, 0), newest_order)
+    return None if form is None else _segment_item(segment, form, cache)
 
 
 def _breadcrumbs_at(
@@ -383,6 +395,8 @@ def pack(data: PackInput) -> PackResult:
     trim_cache: dict[
         int, str
     ] = {}  # id(text) -> light-trimmed text; the texts live as long as ``data``
+    # (position, form) -> the segment's item: rendered once, whatever the levels tried.
+    rendered: dict[tuple[int, str], PackedItem[Segment]] = {}
 
     for index in range(start, len(LEVELS)):
         level = LEVELS[index]
@@ -391,14 +405,17 @@ def pack(data: PackInput) -> PackResult:
         crumbs, crumbs_dropped = _breadcrumbs_at(data.breadcrumbs, level)
         segments: list[PackedItem[Segment]] = []
         level_drops: list[Dropped] = []
-        for seg in data.segments:
-            item = render_segment(seg, level, newest, trim_cache)
-            if item is None:
+        for position, seg in enumerate(data.segments):
+            form = _segment_form(seg, index, newest)
+            if form is None:
                 reason = "low_priority" if level == "aggressive" else "not_critical"
                 level_drops.append(Dropped("segments", seg.id, reason, level, seg.tokens))
-            else:
-                segments.append(item)
-        fact_items = [_render_fact(f, level) for f in constraints]
+                continue
+            item = rendered.get((position, form))
+            if item is None:
+                item = rendered[position, form] = _segment_item(seg, form, trim_cache)
+            segments.append(item)
+        fact_items = [_render_fact(f, level, trim_cache) for f in constraints]
         required = brief_tokens + sum(i.tokens for i in crumbs) + sum(i.tokens for i in segments)
         required += sum(i.tokens for i in fact_items)
         last = index == len(LEVELS) - 1
@@ -428,7 +445,7 @@ def pack(data: PackInput) -> PackResult:
             facts_room = max(facts_room, remaining - working_need)
             taken = 0
             for fact in others:
-                fact_item = _render_fact(fact, level)
+                fact_item = _render_fact(fact, level, trim_cache)
                 if taken + fact_item.tokens <= facts_room:
                     fact_items.append(fact_item)
                     taken += fact_item.tokens
@@ -436,7 +453,7 @@ def pack(data: PackInput) -> PackResult:
                     level_drops.append(Dropped("facts", fact.id, "over_budget", level, fact.tokens))
             remaining -= taken
             for entry in data.working_set:
-                working_item = _render_working(entry, level)
+                working_item = _render_working(entry, level, trim_cache)
                 if working_item.tokens <= remaining:
                     working.append(working_item)
                     remaining -= working_item.tokens
@@ -471,13 +488,17 @@ def pack(data: PackInput) -> PackResult:
     raise AssertionError("unreachable: the critical level always returns")  # pragma: no cover
 
 
-def _render_fact(fact: FactItem, level: str) -> PackedItem[FactItem]:
-    text, tokens, form = _render_text(fact.value, fact.tokens, level)
+def _render_fact(
+    fact: FactItem, level: str, cache: dict[int, str] | None = None
+) -> PackedItem[FactItem]:
+    text, tokens, form = _render_text(fact.value, fact.tokens, level, cache)
     return PackedItem("facts", fact.id, tokens, form, text, fact)
 
 
-def _render_working(entry: WorkingItem, level: str) -> PackedItem[WorkingItem]:
-    text, tokens, form = _render_text(entry.value, entry.tokens, level)
+def _render_working(
+    entry: WorkingItem, level: str, cache: dict[int, str] | None = None
+) -> PackedItem[WorkingItem]:
+    text, tokens, form = _render_text(entry.value, entry.tokens, level, cache)
     return PackedItem("working_set", entry.key, tokens, form, text, entry)
 
 
