@@ -404,12 +404,11 @@ def pack(data: PackInput) -> PackResult:
         brief_tokens = estimate_tokens(brief_text)
         crumbs, crumbs_dropped = _breadcrumbs_at(data.breadcrumbs, level)
         segments: list[PackedItem[Segment]] = []
-        level_drops: list[Dropped] = []
+        left_out: list[Segment] = []  # recorded as dropped only at the level that fits
         for position, seg in enumerate(data.segments):
             form = _segment_form(seg, index, newest)
             if form is None:
-                reason = "low_priority" if level == "aggressive" else "not_critical"
-                level_drops.append(Dropped("segments", seg.id, reason, level, seg.tokens))
+                left_out.append(seg)
                 continue
             item = rendered.get((position, form))
             if item is None:
@@ -421,6 +420,8 @@ def pack(data: PackInput) -> PackResult:
         last = index == len(LEVELS) - 1
         if required > data.budget and not last:
             continue
+        reason = "low_priority" if level == "aggressive" else "not_critical"
+        level_drops = [Dropped("segments", s.id, reason, level, s.tokens) for s in left_out]
         level_drops += [
             Dropped("breadcrumbs", c.frame_id, "not_essential", level) for c in crumbs_dropped
         ]
