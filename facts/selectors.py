@@ -158,6 +158,9 @@ class Lineage:
     contested: list[Fact]  # proposals and outdated writes against a version of the chain
     dependents: list[Fact]  # every fact depending on a version, transitively
     edges: list[tuple[int, int]] = field(default_factory=list)  # (fact id, depends-on id)
+    # Keys each version of the page depends on / has derived from it, sorted, by version id.
+    depends_on: dict[int, list[str]] = field(default_factory=dict)
+    derived_facts: dict[int, list[str]] = field(default_factory=dict)
     total_versions: int = 0  # in the whole chain
     older: Fact | None = None  # the version just before the page, if any
     newer: Fact | None = None  # the version just after the page, if any
@@ -172,6 +175,40 @@ class Lineage:
     def older_cursor(self) -> int | None:
         """The ``before_version`` that reads the page before this one; None at the root."""
         return self.chain[0].version if self.older is not None and self.chain else None
+
+
+def _page_links(page_ids: list[int]) -> tuple[dict[int, list[str]], dict[int, list[str]]]:
+    """The keys each of ``page_ids`` depends on and the keys derived from it, sorted: one
+    query over the links of the whole page, rows of ids and keys, no Fact built."""
+    depends_on: dict[int, list[str]] = {pk: [] for pk in page_ids}
+    derived_facts: dict[int, list[str]] = {pk: [] for pk in page_ids}
+    if not page_ids:
+        return depends_on, derived_facts
+    links = FactDependency.objects.filter(
+        Q(fact_id__in=page_ids) | Q(depends_on_id__in=page_ids)
+    ).values_list("fact_id", "fact__key", "depends_on_id", "depends_on__key")
+    for fact_id, fact_key, up_id, up_key in links:
+        if fact_id in depends_on:
+            depends_on[fact_id].append(up_key)
+        if up_id in derived_facts:
+            derived_facts[up_id].append(fact_key)
+    for keys in (*depends_on.values(), *derived_facts.values()):
+        keys.sort()
+    return depends_on, derived_facts
+
+
+def _dependency_edges(fact_ids: list[int]) -> list[tuple[int, int]]:
+    """(fact id, depends-on id) for every link of ``fact_ids``: in the order of
+    ``fact_ids``, then newest depended-on fact first (``Fact``'s own ordering)."""
+    if not fact_ids:
+        return []
+    position = {pk: i for i, pk in enumerate(fact_ids)}
+    links = (
+        FactDependency.objects.filter(fact_id__in=fact_ids)
+        .order_by("-depends_on__created_at", "-depends_on_id")
+        .values_list("fact_id", "depends_on_id")
+    )
+    return sorted(links, key=lambda link: position[link[0]])
 
 
 def fact_lineage(
@@ -197,14 +234,10 @@ def fact_lineage(
     ids = list(versions.values_list("pk", flat=True))
     page = versions.filter(version__lt=before_version) if before_version else versions
     # Neighbours in the chain are each other's supersedes / superseded_by: no joins needed.
-    rows = list(
-        page.prefetch_related(
-            Prefetch("depends_on", queryset=_keys_only()),
-            Prefetch("derived_facts", queryset=_keys_only()),
-        ).order_by("-version")[: limit + 1]
-    )
+    rows = list(page.order_by("-version")[: limit + 1])
     older = rows[limit] if len(rows) > limit else None
     chain = list(reversed(rows[:limit]))
+    depends_on, derived_facts = _page_links([f.pk for f in chain])
     newer = (
         versions.filter(version__gt=chain[-1].version).order_by("version").first()
         if before_version and chain
@@ -217,17 +250,19 @@ def fact_lineage(
     )
     dependent_ids = dependents_closure(ids)
     dependents = list(
-        Fact.objects.filter(organization=organization, pk__in=dependent_ids)
-        .prefetch_related(Prefetch("depends_on", queryset=_keys_only()))
-        .order_by("created_at", "id")
+        Fact.objects.filter(organization=organization, pk__in=dependent_ids).order_by(
+            "created_at", "id"
+        )
     )
-    edges = [(d.pk, up.pk) for d in dependents for up in d.depends_on.all()]
+    edges = _dependency_edges([d.pk for d in dependents])
     return Lineage(
         fact=fact,
         chain=chain,
         contested=contested,
         dependents=dependents,
         edges=edges,
+        depends_on=depends_on,
+        derived_facts=derived_facts,
         total_versions=len(ids),
         older=older,
         newer=newer,
