@@ -17,6 +17,7 @@ from .idempotency import (
     idempotency_complete,
     idempotency_key_check,
     idempotency_release,
+    idempotency_unlock,
     keeps_answer,
     request_fingerprint,
 )
@@ -142,25 +143,32 @@ class IdempotencyMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        response = self.get_response(request)
-        record = getattr(request, "_idempotency_record", None)
-        if record is None:
-            return response
         try:
-            if keeps_answer(response.status_code) and not response.streaming:
-                idempotency_complete(
-                    record=record,
-                    status=response.status_code,
-                    content_type=response.get("Content-Type", ""),
-                    body=response.content,
-                )
-            else:
-                idempotency_release(record=record)
-        except (OperationalError, InterfaceError):
-            # The write's own answer stands; the claim runs out after
-            # CONTEXTOPS_IDEMPOTENCY_CLAIM_SECONDS and a retry then runs again.
-            logger.warning("could not store the answer for %s %s", HEADER, record.key)
-        return response
+            response = self.get_response(request)
+            record = getattr(request, "_idempotency_record", None)
+            if record is None:
+                return response
+            try:
+                if keeps_answer(response.status_code) and not response.streaming:
+                    idempotency_complete(
+                        record=record,
+                        status=response.status_code,
+                        content_type=response.get("Content-Type", ""),
+                        body=response.content,
+                    )
+                else:
+                    idempotency_release(record=record)
+            except (OperationalError, InterfaceError):
+                # The write's own answer stands; the claim stays open, and a retry takes
+                # it over once this request's lock is gone (contextops.idempotency).
+                logger.warning("could not store the answer for %s %s", HEADER, record.key)
+            return response
+        finally:
+            # The claim's advisory lock lives on the connection, which outlives the
+            # request (CONN_MAX_AGE): released on every path, exceptions included.
+            record = getattr(request, "_idempotency_record", None)
+            if record is not None:
+                idempotency_unlock(record=record)
 
     def process_view(self, request, view_func, view_args, view_kwargs):
         raw = request.headers.get(HEADER)

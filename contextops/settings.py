@@ -372,7 +372,8 @@ CONTEXTOPS_IMPORT_STALE_SECONDS = env_int("CONTEXTOPS_IMPORT_STALE_SECONDS", 900
 # answer is kept this long per organization and key and replayed to a repeat.
 MIDDLEWARE.append("contextops.middleware.IdempotencyMiddleware")
 CONTEXTOPS_IDEMPOTENCY_TTL_SECONDS = env_int("CONTEXTOPS_IDEMPOTENCY_TTL_SECONDS", 24 * 3600)
-# A claimed key whose request never answered (its process died) is free again after this.
+# SQLite only: a claimed key whose request never answered (its process died) is free
+# again after this. PostgreSQL tells a dead claim by its advisory lock, at once.
 CONTEXTOPS_IDEMPOTENCY_CLAIM_SECONDS = env_int("CONTEXTOPS_IDEMPOTENCY_CLAIM_SECONDS", 300)
 CELERY_BEAT_SCHEDULE["purge-idempotency-keys"] = {
     "task": "contextops.tasks.idempotency_purge",

@@ -2,16 +2,26 @@
 replayed to a repeat of the same request, refused for another request, and two copies
 arriving together never both apply."""
 
+import json
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import httpx
 import pytest
+from django.db import OperationalError, connection
 from django.utils import timezone
 
-from contextops.idempotency import idempotency_purge
+from contextops.idempotency import (
+    _lock_id,
+    idempotency_claim,
+    idempotency_purge,
+    idempotency_unlock,
+    request_fingerprint,
+)
 from contextops.models import IdempotencyKey
 from frames.models import Frame, Usage
+from tests.conftest import IS_POSTGRES
 
 KEY = "5d0c3c57-2a6f-4f4e-9d59-idem-0001"
 
@@ -92,19 +102,126 @@ def test_a_malformed_key_is_a_validation_error(api, start_session):
     assert Frame.objects.count() == 0
 
 
+class OtherConnection:
+    """Another request's database connection: a thread of its own, so Django gives it its
+    own connection to the database (its own PostgreSQL session)."""
+
+    def __init__(self):
+        self.thread = ThreadPoolExecutor(max_workers=1)
+
+    def run(self, fn, *args, **kwargs):
+        return self.thread.submit(fn, *args, **kwargs).result()
+
+    def drop(self):
+        """The connection ends, as when the database restarts; the next query reconnects."""
+        self.run(lambda: connection.close())  # this thread's connection, not the caller's
+
+    def close(self):
+        """The connection ends and nothing runs on it again, as when the process dies."""
+        self.drop()
+        self.thread.shutdown()
+
+
+# SQLite has no advisory locks: there a dead claim is told by its age alone (the test
+# above); the PostgreSQL pass runs these.
+postgres_only = pytest.mark.skipif(
+    not IS_POSTGRES,
+    reason="needs PostgreSQL: its advisory locks tell a live claim from a dead one "
+    "(SQLite waits out CONTEXTOPS_IDEMPOTENCY_CLAIM_SECONDS, tested above)",
+)
+
+
+def _lock(lock: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [lock])
+        assert cursor.fetchone()[0], "the lock is held already (left over by a request?)"
+
+
 def test_a_request_still_running_under_the_key_answers_in_use(api, start_session):
     session = start_session()
     body = {"goal": "Answer", "budget": {"total": 5_000}}
     path = f"/sessions/{session['id']}/frames"
     assert api.post(path, body, **_idem()).status_code == 201
     IdempotencyKey.objects.update(status=None)  # as if the first were still running
+    running = OtherConnection()
+    if IS_POSTGRES:  # its request holds the claim's lock on its connection
+        running.run(_lock, _lock_id(api.organization.pk, KEY))
     busy = api.post(path, body, **_idem())
     assert busy.status_code == 409 and busy.json()["error"] == "idempotency_key_in_use"
     assert busy["Retry-After"] == "1"
-    # A claim whose request died long ago is taken again: the write runs once more.
-    IdempotencyKey.objects.update(claimed_at=timezone.now() - timedelta(hours=1))
+    if IS_POSTGRES:  # however old the claim: a held lock is a live request
+        IdempotencyKey.objects.update(claimed_at=timezone.now() - timedelta(hours=1))
+        assert api.post(path, body, **_idem()).status_code == 409
+        running.close()  # its connection ends: the claim is dead, and free at once
+    else:  # SQLite, no advisory locks: a claim whose request died long ago is free
+        running.close()
+        assert api.post(path, body, **_idem()).status_code == 409
+        IdempotencyKey.objects.update(claimed_at=timezone.now() - timedelta(hours=1))
+    # The claim is taken again: the write runs once more.
     assert api.post(path, body, **_idem()).status_code == 201
     assert Frame.objects.filter(session_id=session["id"]).count() == 2
+    assert api.post(path, body, **_idem())["Idempotent-Replayed"] == "true"
+
+
+USAGE = {"input_tokens": 400, "output_tokens": 100}  # charges 500
+
+
+@pytest.fixture
+def usage_frame(start_session, push_ok) -> str:
+    """A frame of 9,000 tokens to record usage in: its id."""
+    return push_ok(start_session()["id"], 9_000)["id"]
+
+
+def _usage_claim(api, frame_id: str, usage: dict, key: str):
+    """What the middleware does first for ``POST /frames/{frame_id}/usage``: the claim."""
+    path = f"/api/v1/frames/{frame_id}/usage"
+    return idempotency_claim(
+        organization_id=api.organization.pk,
+        key=key,
+        method="POST",
+        path=path,
+        fingerprint=request_fingerprint(method="POST", path=path, body=json.dumps(usage).encode()),
+    )
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_whose_connection_died_is_taken_over_at_once_and_applies_once(api, usage_frame):
+    frame, usage = {"id": usage_frame}, USAGE
+    dead = OtherConnection()  # claims the key, then its connection ends (a restart)
+    assert isinstance(dead.run(_usage_claim, api, frame["id"], usage, KEY), IdempotencyKey)
+    dead.close()
+    assert IdempotencyKey.objects.get().status is None  # never finished
+    retry = api.post(f"/frames/{frame['id']}/usage", usage, **_idem())
+    assert retry.status_code == 200, retry.content  # at once, not 409 for 300 s
+    assert not retry.has_header("Idempotent-Replayed")
+    again = api.post(f"/frames/{frame['id']}/usage", usage, **_idem())
+    assert again.status_code == 200 and again["Idempotent-Replayed"] == "true"
+    assert again.content == retry.content
+    # Once across the dead claim, the takeover and the replay.
+    assert Usage.objects.filter(frame_id=frame["id"]).count() == 1
+    assert Frame.objects.get(pk=frame["id"]).budget_used == 500
+    # The takeover released the lock: nothing is left held on the kept connection.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+        )
+        assert cursor.fetchone()[0] == 0
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_live_claim_answers_in_use_and_its_own_answer_stands(api, usage_frame):
+    frame, usage = {"id": usage_frame}, USAGE
+    live = OtherConnection()  # claims the key and keeps its connection: still running
+    record = live.run(_usage_claim, api, frame["id"], usage, KEY)
+    busy = api.post(f"/frames/{frame['id']}/usage", usage, **_idem())
+    assert busy.status_code == 409 and busy.json()["error"] == "idempotency_key_in_use"
+    assert Usage.objects.count() == 0
+    live.run(idempotency_unlock, record=record)  # it ends without an answer stored
+    live.close()
+    assert api.post(f"/frames/{frame['id']}/usage", usage, **_idem()).status_code == 200
+    assert Usage.objects.count() == 1
 
 
 def test_an_answer_is_kept_a_day(api, start_session, push_ok):
@@ -127,24 +244,23 @@ def test_a_write_that_changed_nothing_is_not_remembered(api, start_session, sett
     assert not IdempotencyKey.objects.exists()  # a retry after the minute runs the write
 
 
-@pytest.mark.django_db(transaction=True)
-def test_two_copies_arriving_together_apply_once(live_server, make_api):
-    api = make_api()
-    session = api.post("/sessions", {"identity": {"user_name": "Ada"}}).json()
-    frame = api.post(
-        f"/sessions/{session['id']}/frames", {"goal": "g", "budget": {"total": 9_000}}
-    ).json()
-    url = f"{live_server.url}/api/v1/frames/{frame['id']}/usage"
-    headers = {"Authorization": f"Bearer {api.key}", "Idempotency-Key": "together"}
-    usage = {"input_tokens": 400, "output_tokens": 100, "model": "claude-fake"}
+def _copies_together(live_server, api, frame_id: str, usage: dict, key: str, copies: int = 4):
+    """``copies`` copies of one usage record sent at once through the live server; asserts
+    they applied once: every 200 is the first answer, the rest 409, the frame charged once."""
+    url = f"{live_server.url}/api/v1/frames/{frame_id}/usage"
+    headers = {
+        "Authorization": f"Bearer {api.key}",
+        "Idempotency-Key": key,
+        "Content-Type": "application/json",
+    }
     answers: list[httpx.Response] = []
-    start = threading.Barrier(4)
+    start = threading.Barrier(copies)
 
-    def send():
+    def send():  # json.dumps as ApiClient sends it: one body, one fingerprint
         start.wait()
-        answers.append(httpx.post(url, json=usage, headers=headers, timeout=30))
+        answers.append(httpx.post(url, content=json.dumps(usage), headers=headers, timeout=30))
 
-    threads = [threading.Thread(target=send) for _ in range(4)]
+    threads = [threading.Thread(target=send) for _ in range(copies)]
     for t in threads:
         t.start()
     for t in threads:
@@ -156,5 +272,43 @@ def test_two_copies_arriving_together_apply_once(live_server, make_api):
     assert all(
         a.json()["error"] == "idempotency_key_in_use" for a in answers if a.status_code == 409
     )
-    assert Frame.objects.get(pk=frame["id"]).budget_used == 500  # charged once
-    assert Usage.objects.filter(frame_id=frame["id"]).count() == 1
+    assert Frame.objects.get(pk=frame_id).budget_used == 500  # charged once
+    assert Usage.objects.filter(frame_id=frame_id).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_copies_arriving_together_apply_once(live_server, api, usage_frame):
+    usage = {**USAGE, "model": "claude-fake"}
+    _copies_together(live_server, api, usage_frame, usage, "together")
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_copies_arriving_together_after_a_dead_claim_apply_once(live_server, api, usage_frame):
+    dead = OtherConnection()
+    dead.run(_usage_claim, api, usage_frame, USAGE, "together")
+    dead.close()
+    _copies_together(live_server, api, usage_frame, USAGE, "together")  # one takes over
+
+
+def _count_usage() -> int:
+    return Usage.objects.count()
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_claimer_that_reconnects_keeps_its_claim_unless_it_was_taken_over(api, usage_frame):
+    frame, usage = {"id": usage_frame}, USAGE
+    claimer = OtherConnection()
+    record = claimer.run(_usage_claim, api, frame["id"], usage, KEY)
+    claimer.drop()  # the database restarted under it, and it reconnects at once:
+    assert claimer.run(_count_usage) == 0  # its new connection takes the lock again
+    busy = api.post(f"/frames/{frame['id']}/usage", usage, **_idem())
+    assert busy.status_code == 409  # still live
+    claimer.drop()  # lost again, and this time a repeat comes first and takes over
+    assert api.post(f"/frames/{frame['id']}/usage", usage, **_idem()).status_code == 200
+    with pytest.raises(OperationalError, match="taken over"):
+        claimer.run(_count_usage)  # the claim is the repeat's: it may write nothing
+    claimer.run(idempotency_unlock, record=record)
+    claimer.close()
+    assert Usage.objects.count() == 1

@@ -36,9 +36,9 @@ TRANSCRIPT = (
     Path(__file__).resolve().parents[1]
     / "fixtures/transcripts/claude-code/claude-code-viewer/1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
 )
-# Long enough to ride out a restart of PostgreSQL or Redis, or a stuck idempotency claim
-# (CONTEXTOPS_IDEMPOTENCY_CLAIM_SECONDS) on a busy machine: 0.25 s doubling to 4 s,
-# about 110 s in all (30 s of 409 idempotency_key_in_use, at Retry-After: 1).
+# Long enough to ride out a restart of PostgreSQL or Redis on a busy machine, and 409
+# idempotency_key_in_use (at Retry-After: 1) while a first copy still runs: 0.25 s
+# doubling to 4 s, about 110 s in all.
 RETRY = RetryPolicy(retries=30, backoff=0.25, max_backoff=4.0)
 
 

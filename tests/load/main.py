@@ -65,8 +65,9 @@ FAULT_SETTINGS = {
     "CONTEXTOPS_BROKER_RESTORE_THROTTLE": "1",
     "CONTEXTOPS_COMPACTION_STALE_SECONDS": "12",
     "CONTEXTOPS_IMPORT_STALE_SECONDS": "12",
-    "CONTEXTOPS_IDEMPOTENCY_CLAIM_SECONDS": "20",
 }
+# Not CONTEXTOPS_IDEMPOTENCY_CLAIM_SECONDS: a claim whose request PostgreSQL's restart cut
+# off is taken over at the first retry (its advisory lock went with the connection).
 
 
 def _recreate_database(url: str) -> None:
