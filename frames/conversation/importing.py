@@ -811,16 +811,22 @@ def _import_apply(import_id: str, progress: Callable[[int, int], None] | None) -
     budgets = _Budgets(_spent(todo), list(transcript.branches), final=final)
     changed = False
     done = 0
-    for plan in plans:
-        while True:
-            with transaction.atomic():
-                written = _batch_write(job, plan, transcript, budgets, final)
-            if written == 0:
-                break
-            changed = True
-            done += written
-            if progress is not None:
-                progress(done, total)
+    try:
+        for plan in plans:
+            while True:
+                with transaction.atomic():
+                    written = _batch_write(job, plan, transcript, budgets, final)
+                if written == 0:
+                    break
+                changed = True
+                done += written
+                if progress is not None:
+                    progress(done, total)
+    except _Superseded:
+        # A later part arrived while this job ran: the job that part queued reads the
+        # whole file and goes on from what this one wrote; this one ends here.
+        _import_done(job, report=None, session=Import.objects.get(pk=job.pk).session)
+        return
     with transaction.atomic():
         changed = _import_finish(job, transcript, settled, final, changed, todo)
 
@@ -893,12 +899,24 @@ def _frames_kept(source: TranscriptSource, writer: _Writer) -> None:
     source.frames = {branch: str(frame.pk) for branch, frame in writer.frames.items()}
 
 
+class _Superseded(Exception):
+    """The file grew after this job read it: the job of the later part imports the rest."""
+
+
 def _batch_write(
     job: Import, plan: _FilePlan, transcript: Transcript, budgets: _Budgets, final: bool
 ) -> int:
-    """Write the next batch of a file's settled entries; how many were written (0: none left)."""
+    """Write the next batch of a file's settled entries; how many were written (0: none left).
+
+    Raises _Superseded when the file no longer is what this job read: two jobs of one
+    transcript may run at once (a part uploaded while the previous part's job runs), and
+    the older one must not write, nor judge the newer one's progress against its shorter
+    copy of the file (which would read as a changed transcript).
+    """
     source = TranscriptSource.objects.select_for_update().get(pk=job.source_id)
     row = TranscriptFile.objects.select_for_update().get(pk=plan.row.pk)
+    if row.size != plan.row.size:
+        raise _Superseded(row.name)
     entries = plan.read.entries
     if row.written_through and plan.digest_through(row.written_through) != row.digest:
         raise Conflict(

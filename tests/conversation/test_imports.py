@@ -620,3 +620,35 @@ def test_a_json_transcript_changed_where_it_was_imported_fails_its_job_and_write
     assert job.status == "failed"
     assert job.error["error"] == "transcript_changed" and TAU.name in job.error["detail"]
     assert session_written(first["session_id"]) == written
+
+
+def test_a_part_uploaded_while_the_last_parts_job_runs_is_imported_once_and_whole(api, other_api):
+    """A worker with several threads may run two jobs of one transcript at once: the job
+    of a part, and the job of the next part uploaded while it runs. The older job's copy
+    of the file is shorter; it must stop where the newer job took over, not fail the
+    import as a changed transcript, and the session must hold the file exactly once."""
+    lines = lines_of(SPOTTER)
+    (first_offset, first_text), (second_offset, second_text) = parts_of(SPOTTER, [len(lines) // 2])
+    subagents = [{"file_name": sub.name, "content": sub.read_text()} for sub in SUBAGENTS]
+    first = upload(
+        api, SPOTTER, content=first_text, offset=first_offset, final=False, subagents=subagents
+    )
+    assert first.status_code == 202, first.content
+    newer: list[str] = []
+
+    def upload_and_run_the_next_part(done, total):
+        if newer:
+            return
+        second = upload(api, SPOTTER, content=second_text, offset=second_offset, final=True)
+        assert second.status_code == 202, second.content
+        newer.append(second.json()["id"])
+        import_run(newer[0])  # the newer job runs to its end while the older one is mid-file
+
+    import_execute(import_id=first.json()["id"], progress=upload_and_run_the_next_part)
+    older, latest = Import.objects.get(pk=first.json()["id"]), Import.objects.get(pk=newer[0])
+    assert (older.status, older.error) == ("completed", None)
+    assert (latest.status, latest.error) == ("completed", None)
+    one_shot = command_report(SPOTTER)
+    assert figures(latest.result) == figures(one_shot)
+    assert turns_of(latest.session_id) == turns_of(one_shot["session_id"])
+    assert usage_of(latest.session_id) == usage_of(one_shot["session_id"])
