@@ -82,7 +82,8 @@ def test_bench_hot_paths(api):
 
     for name, bound in WRITE_BOUNDS.items():
         assert max(series[name].write_counts) <= bound, (name, series[name].write_counts[-1])
-    assert series["pack"].most_queries <= PACK_BOUND, series["pack"].most_queries
+    # the pack's own count (the key's stamp, one more, may fall in any round: checked below)
+    assert series["pack"].queries <= PACK_BOUND, series["pack"].queries
     for name, s in series.items():
         # the key's once-a-minute last_used_at stamp is the one statement a request may add
         assert s.most_queries <= s.queries + 1, f"{name}: the query count moved between rounds"
