@@ -23,7 +23,7 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.expressions import Combinable, RawSQL
+from django.db.models.expressions import Combinable, Expression
 from django.utils import timezone
 
 from contextops.errors import NotFound
@@ -329,31 +329,103 @@ def _relevance(terms: list[str]) -> Combinable:
     return score
 
 
-def _ranked_postgresql(
-    base: QuerySet[Fact], terms: list[str], limit: int
-) -> list[tuple[int, float]]:
+RANK_ORDER = ("-relevance", "-is_constraint", "-created_at", "-id")
+
+
+def _top(candidates: QuerySet[Fact], rank: Combinable, limit: int) -> list[dict[str, Any]]:
+    """The ``limit`` best of ``candidates`` by ``rank``, each a row of CONTEXT_FIELDS and
+    its ``relevance``, in one statement: the ranking sorts narrow rows (ids and scores),
+    the outer read takes the winners whole (sorting every candidate with its value
+    attached is what would cost time on a large organization)."""
+    top = candidates.annotate(relevance=rank).order_by(*RANK_ORDER).values("id")[:limit]
+    return list(
+        Fact.objects.filter(id__in=top)
+        .annotate(relevance=rank)
+        .order_by(*RANK_ORDER)
+        .values(*CONTEXT_FIELDS, "relevance")
+    )
+
+
+class _FullText(Expression):
+    """SQL over the stored ``search_tsv`` column (not a model field) of the query's own
+    table: qualified with the alias the table has where the expression is compiled, so
+    it stays right inside a subquery (where Django renames the table)."""
+
+    def __init__(self, template: str, terms: list[str], output_field: Any) -> None:
+        super().__init__(output_field=output_field)
+        self.template, self.terms = template, terms
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[str]]:
+        table = compiler.quote_name_unless_alias(compiler.query.base_table)
+        tsquery = " || ".join(["plainto_tsquery('english'::regconfig, %s)"] * len(self.terms))
+        sql = self.template.format(tsv=f"{table}.search_tsv", tsquery=tsquery)
+        return sql, [*self.terms] * self.template.count("{tsquery}")
+
+
+def _ranked_postgresql(base: QuerySet[Fact], terms: list[str], limit: int) -> list[dict[str, Any]]:
     """PostgreSQL full text: facts matching any term by ``ts_rank`` over the stored
     ``search_tsv`` column (GIN-indexed, see migration 0002), then the newest others
     with score 0 to fill ``limit``."""
-    table = connection.ops.quote_name(Fact._meta.db_table)
-    tsquery = " || ".join(["plainto_tsquery('english'::regconfig, %s)"] * len(terms))
-    matches = RawSQL(f"{table}.search_tsv @@ ({tsquery})", terms, output_field=BooleanField())
-    rank = RawSQL(f"ts_rank({table}.search_tsv, ({tsquery}))", terms, output_field=FloatField())
-    matched = list(
-        base.filter(matches)
-        .annotate(relevance=rank)
-        .order_by("-relevance", "-is_constraint", "-created_at", "-id")
-        .values_list("id", "relevance")[:limit]
-    )
+    matches = _FullText("{tsv} @@ ({tsquery})", terms, BooleanField())
+    rank = _FullText("ts_rank({tsv}, ({tsquery}))", terms, FloatField())
+    matched = _top(base.filter(matches), rank, limit)
     if len(matched) < limit:
-        seen = [pk for pk, _ in matched]
         rest = (
-            base.exclude(pk__in=seen)
+            base.exclude(_id_in([row["id"] for row in matched]))
             .order_by("-is_constraint", "-created_at", "-id")
-            .values_list("id", flat=True)[: limit - len(matched)]
+            .values(*CONTEXT_FIELDS)[: limit - len(matched)]
         )
-        matched += [(pk, 0.0) for pk in rest]
+        matched += [{**row, "relevance": 0.0} for row in rest]
     return matched
+
+
+def _id_in(ids: list[int]) -> Q | Expression:
+    """``id IN ids``: on PostgreSQL one array parameter (``= ANY``), so a long list costs
+    the driver no placeholder parsing and the statement stays the same text."""
+    return _any("id", ids)
+
+
+class _Any(Expression):
+    """``column = ANY(%s)`` of the query's own table, the values as one array."""
+
+    output_field = BooleanField()
+
+    def __init__(self, column: str, values: list[Any]) -> None:
+        super().__init__()
+        self.column, self.values = column, values
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+        table = compiler.quote_name_unless_alias(compiler.query.base_table)
+        return f"{table}.{connection.ops.quote_name(self.column)} = ANY(%s)", [self.values]
+
+
+def _any(column: str, values: list[Any]) -> Q | Expression:
+    if connection.vendor != "postgresql":
+        return Q(**{f"{column}__in": values})
+    return _Any(column, list(values))
+
+
+@dataclass(slots=True)
+class ContextFact:
+    """A current fact as a context reads it: the columns of CONTEXT_FIELDS, no model."""
+
+    id: int
+    organization_id: int
+    key: str
+    subject: str
+    value: Any
+    tokens: int
+    is_constraint: bool
+    constraint_type: str
+    memory_type: str
+    source: str
+    scope: str
+    scope_id: str
+    created_at: datetime
+
+    @property
+    def pk(self) -> int:
+        return self.id
 
 
 # Facts that govern their subject: constraints and organizational policy. A context
@@ -361,7 +433,7 @@ def _ranked_postgresql(
 _GOVERNS = Q(is_constraint=True) | Q(memory_type=Fact.MemoryType.ORGANIZATIONAL)
 
 
-def _governs(fact: Fact) -> bool:
+def _governs(fact: ContextFact) -> bool:
     return fact.is_constraint or fact.memory_type == Fact.MemoryType.ORGANIZATIONAL
 
 
@@ -392,9 +464,10 @@ def facts_for_context(
     limit: int = 50,
     reader_authority: str | None = None,
     as_of: datetime | None = None,
-) -> list[Fact]:
+) -> list[ContextFact]:
     """Valid facts a context for ``session`` may hold, best first: two queries (three on
-    PostgreSQL when fewer facts than ``limit`` match the query).
+    PostgreSQL when fewer facts than ``limit`` match the query): the ranked facts whole,
+    then the facts governing their subjects that the ranking left out.
 
     ``as_of``: the facts valid at that time instead: written by then, and current then
     (superseded or withdrawn only later).
@@ -439,35 +512,23 @@ def facts_for_context(
     )
     terms = rules.query_terms(query)
     if terms and connection.vendor == "postgresql":
-        order = _ranked_postgresql(base, terms, max(1, limit))
+        rows = _ranked_postgresql(base, terms, max(1, limit))
     else:
-        # Rank on narrow rows (id and score), then read the winners whole: sorting every
-        # candidate with its value attached is what would cost time on a large organization.
-        order = list(
-            base.annotate(relevance=_relevance(terms))
-            .order_by("-relevance", "-is_constraint", "-created_at", "-id")
-            .values_list("id", "relevance")[: max(1, limit)]
-        )
-    scores = dict(order)
-    # The ranked facts and those governing their subjects, in one read.
-    ranked_subjects = Fact.objects.filter(pk__in=list(scores)).exclude(subject="").values("subject")
-    governing_ids = (
-        base.filter(_GOVERNS, subject__in=ranked_subjects)
-        .exclude(pk__in=list(scores))
-        .order_by("-is_constraint", "-created_at", "-id")
-        .values("pk")[: max(1, limit)]
-    )
-    rows = {
-        f.pk: f
-        for f in Fact.objects.filter(Q(pk__in=list(scores)) | Q(pk__in=governing_ids))
-        .only(*CONTEXT_FIELDS)
-        .order_by()
-    }
-    ranked = [rows[pk] for pk, _ in order]
+        rows = _top(base, _relevance(terms), max(1, limit))
+    scores = {row["id"]: row.pop("relevance") for row in rows}
+    ranked = [ContextFact(**row) for row in rows]
     subjects = {f.subject for f in ranked if f.subject}
-    governing = sorted(
-        (f for pk, f in rows.items() if pk not in scores),
-        key=lambda f: (not f.is_constraint, -f.created_at.timestamp(), -f.pk),
+    # The facts governing the ranked facts' subjects that the ranking left out, in one read.
+    governing = (
+        [
+            ContextFact(**row)
+            for row in base.filter(_GOVERNS, _any("subject", sorted(subjects)))
+            .exclude(_id_in(list(scores)))
+            .order_by("-is_constraint", "-created_at", "-id")
+            .values(*CONTEXT_FIELDS)[: max(1, limit)]
+        ]
+        if subjects
+        else []
     )
     governed = subjects | {f.subject for f in ranked if _governs(f) and scores[f.pk]}
     first = [f for f in ranked if _governs(f) and (scores[f.pk] or f.subject in governed)]

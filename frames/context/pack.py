@@ -45,7 +45,6 @@ HANDLE_FIELDS = (
     "estimated_tokens",
     "summary",
     "summary_tokens",
-    "created_at",
 )
 
 
@@ -155,7 +154,7 @@ def _segments(
     handles = list(
         ContextHandle.objects.filter(frame_id=frame.pk)
         .order_by("created_at", "id")
-        .values(*HANDLE_FIELDS)
+        .values(*HANDLE_FIELDS, *(("created_at",) if as_of is not None else ()))
     )
     segments, skipped, cold = [], [], []
     if as_of is not None:

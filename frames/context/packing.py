@@ -31,6 +31,7 @@ Levels (seed 000 §2), each including the ones before it:
   does: ``used`` never exceeds ``budget``.
 """
 
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -92,13 +93,29 @@ def estimate_tokens(text: str) -> int:
 
 
 def light_trim(text: str) -> str:
-    """Collapse runs of spaces and blank lines; past LIGHT_MAX_CHARS keep head … tail (3/4 of it)."""
+    """Collapse runs of spaces and blank lines; past LIGHT_MAX_CHARS keep head … tail (3/4 of it).
+
+    A frame's handles are packed again and again as the agent works: the trimmed text of
+    each short one is kept (TRIM_CACHE_CHARS, TRIM_CACHE_SIZE), so a pack trims only what
+    is new since the last."""
+    if len(text) <= TRIM_CACHE_CHARS:
+        return _light_trim_kept(text)
+    return _light_trim(text)
+
+
+def _light_trim(text: str) -> str:
     trimmed = _BLANK_LINES.sub("\n", _WHITESPACE.sub(" ", text)).strip()
     if len(trimmed) > LIGHT_MAX_CHARS:
         head = int(len(trimmed) * LIGHT_HEAD_SHARE)
         tail = int(len(trimmed) * LIGHT_TAIL_SHARE)
         trimmed = trimmed[:head].rstrip() + ELLIPSIS + trimmed[-tail:].lstrip()
     return trimmed
+
+
+# At most TRIM_CACHE_SIZE texts of up to TRIM_CACHE_CHARS characters each (and their
+# trimmed forms): a few megabytes a process at worst.
+TRIM_CACHE_CHARS, TRIM_CACHE_SIZE = 4_000, 4_096
+_light_trim_kept = functools.lru_cache(maxsize=TRIM_CACHE_SIZE)(_light_trim)
 
 
 def scaled_tokens(tokens: int, original: str, shorter: str) -> int:

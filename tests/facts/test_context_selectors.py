@@ -150,3 +150,27 @@ def test_it_orders_the_working_set_by_relevance_and_hides_expired_items(api, mak
         "notes",
     ]
     assert keys(working_set_for_context(session=session, query="")) == ["notes", "invoice_draft"]
+
+
+def test_a_past_moment_is_ranked_by_the_query_with_its_governing_facts(api, make_session):
+    """As of a moment, with a query: the versions current then, ranked by the query's words,
+    and the constraint governing their subject first (the read joins superseded versions
+    to their successors, so the ranking must name its own table, not the joined one)."""
+    org = api.organization
+    w(org, "cap", "max 15%", subject="discount", is_constraint=True, source="policy")
+    w(org, "offer", "customers get 10% off invoices", subject="discount")
+    w(org, "lunch", "Lunch is at noon")
+    moment = timezone.now()
+    w(org, "offer2", "customers get 12% off invoices", subject="discount", supersedes="offer")
+    session = make_session(api)
+    ranked = keys(
+        facts_for_context(
+            organization=org,
+            session=session,
+            scope_ids=[],
+            query="invoices customers",
+            limit=2,
+            as_of=moment,
+        )
+    )
+    assert ranked == ["cap", "offer"]
