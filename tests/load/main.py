@@ -269,7 +269,7 @@ def _markdown(args, summary: dict, result, cpu: dict, faults: list, load_average
     jobs = result.jobs
     text = (
         f"## Load: {args.agents} agents, PostgreSQL and Redis, gunicorn {args.web_workers} "
-        f"workers x 4 threads{', faults injected' if args.faults else ''}\n\n"
+        f"workers x {os.environ.get('WEB_THREADS', 8)} threads{', faults injected' if args.faults else ''}\n\n"
         + result.table()
         + f"\n\nJobs: {len(jobs.compactions)} compactions, {len(jobs.page_outs)} page-outs, "
         f"{len(jobs.imports)} imports queued; {summary['jobs_completed']} completed, "
@@ -354,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--redis-url", default=os.environ.get("LOAD_REDIS_URL", "redis://127.0.0.1:6379/12")
     )
-    parser.add_argument("--web-workers", type=int, default=4)
+    parser.add_argument("--web-workers", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args(argv)
 
     var_dir = ROOT / "var" / "load"
@@ -419,13 +419,13 @@ def _run(args, var_dir: Path, postgres, redis) -> int:
             python,
             "-m",
             "gunicorn",
+            "--config",
+            "python:contextops.gunicorn_conf",
             "contextops.wsgi:application",
             "--bind",
             f"127.0.0.1:{port}",
             "--workers",
             str(args.web_workers),
-            "--threads",
-            "4",
             "--log-level",
             "warning",
         ],

@@ -1,0 +1,31 @@
+"""Gunicorn's settings for contextops in production, and for ``make run`` and ``make load``:
+
+    gunicorn -c python:contextops.gunicorn_conf contextops.wsgi:application
+
+The web work is Python on the CPU between short database round trips, so a web host runs
+one worker process per core (``WEB_WORKERS``, default the host's cores) with threads
+(``WEB_THREADS``, default 8) to cover those waits and the long polls of agents waiting for
+a person (``GET /suspensions/{token}?wait=30`` holds its thread up to 30 s); each thread keeps its database
+connection (``CONN_MAX_AGE``, settings.py). The application is loaded once, before the
+workers fork, and what it loaded is frozen out of the garbage collector's sweeps, so the
+workers share those pages and a request's collections look only at its own objects.
+``BIND`` (default 127.0.0.1:8000), ``WEB_KEEPALIVE`` (seconds, default 5) and
+``WEB_TIMEOUT`` (seconds, default 60) are the rest.
+"""
+
+import gc
+import os
+
+bind = os.environ.get("BIND", "127.0.0.1:8000")
+workers = int(os.environ.get("WEB_WORKERS", 0)) or os.cpu_count() or 1
+threads = int(os.environ.get("WEB_THREADS", 8))
+worker_class = "gthread"
+keepalive = int(os.environ.get("WEB_KEEPALIVE", 5))
+timeout = int(os.environ.get("WEB_TIMEOUT", 60))
+preload_app = True
+
+
+def when_ready(server) -> None:
+    """Loaded, before the first fork: what is here now lives as long as the process."""
+    gc.collect()
+    gc.freeze()
