@@ -357,6 +357,15 @@ def _segment_item(
     return PackedItem("segments", segment.id, tokens, shown, text, segment)
 
 
+def _segment_tokens(segment: Segment, form: str, cache: dict[int, str] | None = None) -> int:
+    """What ``_segment_item(segment, form).tokens`` is, without building the item."""
+    if form == "summary":
+        return segment.summary_tokens
+    if form == "whole":
+        return segment.tokens
+    return _render_text(segment.content, segment.tokens, "light", cache)[1]
+
+
 def render_segment(
     segment: Segment, level: str, newest_order: int, cache: dict[int, str] | None = None
 ) -> PackedItem[Segment] | None:
@@ -412,31 +421,35 @@ def pack(data: PackInput) -> PackResult:
     trim_cache: dict[
         int, str
     ] = {}  # id(text) -> light-trimmed text; the texts live as long as ``data``
-    # (position, form) -> the segment's item: rendered once, whatever the levels tried.
-    rendered: dict[tuple[int, str], PackedItem[Segment]] = {}
+    # (position, form) -> the segment's tokens in that form: counted once, whatever the
+    # levels tried; only the level that fits renders its items.
+    counted: dict[tuple[int, str], int] = {}
 
     for index in range(start, len(LEVELS)):
         level = LEVELS[index]
         brief_text = data.brief_context if level == "none" else light_trim(data.brief_context)
         brief_tokens = estimate_tokens(brief_text)
         crumbs, crumbs_dropped = _breadcrumbs_at(data.breadcrumbs, level)
-        segments: list[PackedItem[Segment]] = []
+        shown: list[tuple[Segment, str]] = []
         left_out: list[Segment] = []  # recorded as dropped only at the level that fits
+        segment_tokens = 0
         for position, seg in enumerate(data.segments):
             form = _segment_form(seg, index, newest)
             if form is None:
                 left_out.append(seg)
                 continue
-            item = rendered.get((position, form))
-            if item is None:
-                item = rendered[position, form] = _segment_item(seg, form, trim_cache)
-            segments.append(item)
+            tokens = counted.get((position, form))
+            if tokens is None:
+                tokens = counted[position, form] = _segment_tokens(seg, form, trim_cache)
+            segment_tokens += tokens
+            shown.append((seg, form))
         fact_items = [_render_fact(f, level, trim_cache) for f in constraints]
-        required = brief_tokens + sum(i.tokens for i in crumbs) + sum(i.tokens for i in segments)
+        required = brief_tokens + sum(i.tokens for i in crumbs) + segment_tokens
         required += sum(i.tokens for i in fact_items)
         last = index == len(LEVELS) - 1
         if required > data.budget and not last:
             continue
+        segments = [_segment_item(seg, form, trim_cache) for seg, form in shown]
         reason = "low_priority" if level == "aggressive" else "not_critical"
         level_drops = [Dropped("segments", s.id, reason, level, s.tokens) for s in left_out]
         level_drops += [
