@@ -6,5 +6,6 @@ class ContextopsConfig(AppConfig):
     verbose_name = "Tenancy"
 
     def ready(self) -> None:
-        # Connects the login signals to the audit log (contextops.logins).
-        from . import logins  # noqa: F401
+        # Connects the login signals to the audit log (contextops.logins), and new
+        # PostgreSQL connections to the quicker array dumper (contextops.postgres).
+        from . import logins, postgres  # noqa: F401

@@ -7,6 +7,7 @@ is what keeps budget arithmetic exact when many agents write at once; on SQLite 
 IMMEDIATE transaction mode gives the same guarantee for the whole database.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -439,18 +440,213 @@ def usage_record(
             type="usage.recorded",
             frame_id=frame.pk if frame is not None else None,
             actor=actor,
-            payload={
-                **counts,
-                "tokens": spent,
-                "model": usage.model,
-                "usage_id": usage.pk,
-                **({"started_at": started_at.isoformat()} if started_at else {}),
-                **({"latency_ms": latency_ms} if latency_ms is not None else {}),
-            },
+            payload=_usage_recorded(usage),
         )
         if frame is not None and top_level is not None:
             _session_gauge_follow(session, frame, *top_level)
     return usage
+
+
+@dataclass(frozen=True)
+class UsageCall:
+    """One model call for ``usage_record_many``: what ``usage_record`` takes but the session."""
+
+    frame: Frame | None
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    model: str = ""
+    message_id: str = ""
+    started_at: datetime | None = None
+    latency_ms: int | None = None
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
+            "cache_read_input_tokens": self.cache_read_input_tokens,
+        }
+
+
+USAGE_TOTALS = {
+    "input_tokens": "input_tokens_total",
+    "output_tokens": "output_tokens_total",
+    "cache_creation_input_tokens": "cache_creation_tokens_total",
+    "cache_read_input_tokens": "cache_read_tokens_total",
+}
+
+
+def usage_record_many(
+    *, session: Session, calls: Sequence[UsageCall], actor: str = ""
+) -> list[Usage]:
+    """``usage_record`` of each of ``calls`` in order, in one transaction and a handful of
+    statements whatever their number (a table at a time, one UPDATE per charged frame):
+    the same usage rows, session totals, frame budgets, pressure levels and events, in
+    the same order and numbered alike.
+
+    Returns a record per call, in order: a call whose ``message_id`` is stored already,
+    or comes earlier in ``calls``, charges nothing and answers that first record. The
+    records carry their frames as they stand after the last call. All or nothing: a call
+    ``usage_record`` would refuse (a frame of another session or not open, an ended
+    session) raises the same error and none is recorded. ``session`` leaves with its
+    totals, pressure and event number as stored.
+    """
+    if not calls:
+        return []
+    with transaction.atomic():
+        now = timezone.now()
+        # The same lock usage_record's charge takes; an ended session is not written.
+        Session.objects.filter(pk=session.pk).exclude(
+            lifecycle_state=Session.Lifecycle.ENDED
+        ).update(updated_at=now)
+        held = Session.objects.get(pk=session.pk)
+        frame_ids = {call.frame.pk for call in calls if call.frame is not None}
+        frames = {
+            frame.pk: frame
+            for frame in Frame.objects.filter(pk__in=frame_ids).annotate(
+                top_id=top_frame_id_of("session_id")
+            )
+        }
+        missing = frame_ids - frames.keys()
+        if missing:
+            raise Frame.DoesNotExist("Frame matching query does not exist.")
+        message_ids = sorted({call.message_id for call in calls if call.message_id})
+        first: dict[str, Usage] = {}
+        for start in range(0, len(message_ids), 500):
+            for stored in Usage.objects.filter(
+                session_id=session.pk, message_id__in=message_ids[start : start + 500]
+            ):
+                first[stored.message_id] = stored
+        answers: list[Usage] = []
+        created: list[Usage] = []
+        # The events in order, each with its usage record (None for pressure.changed).
+        pending: list[tuple[Usage | None, EventSpec]] = []
+        charged: dict[str, int] = dict.fromkeys(USAGE_TOTALS.values(), 0)
+        spent_by_frame: dict[Any, int] = {}
+        lifecycle_before = held.lifecycle_state
+        for call in calls:
+            frame = frames[call.frame.pk] if call.frame is not None else None
+            if frame is not None and frame.session_id != session.pk:
+                raise Invalid("The frame belongs to another session.", field="frame_id")
+            if call.message_id and call.message_id in first:
+                answers.append(first[call.message_id])
+                continue
+            session_require_not_ended(held)
+            if frame is not None:
+                frame_require_open(frame, action="record usage on")
+            counts = call.counts()
+            spent = usage_tokens(**counts)
+            usage = Usage(
+                session=held,
+                frame=frame,
+                model=call.model or held.model,
+                message_id=call.message_id,
+                started_at=call.started_at,
+                latency_ms=call.latency_ms,
+                **counts,
+            )
+            created.append(usage)
+            answers.append(usage)
+            if call.message_id:
+                first[call.message_id] = usage
+            for name, total in USAGE_TOTALS.items():
+                charged[total] += counts[name]
+            pending.append((usage, EventSpec("usage.recorded", frame)))
+            if frame is None:
+                continue
+            frame.budget_used += spent
+            spent_by_frame[frame.pk] = spent_by_frame.get(frame.pk, 0) + spent
+            frame.last_occupancy_tokens = usage.occupancy_tokens
+            utilization = utilization_of(frame.last_occupancy_tokens, held.context_window_tokens)
+            frame.pressure_level = level_next(frame.pressure_level, utilization)
+            if getattr(frame, "top_id", None) == frame.pk:
+                pending += [(None, spec) for spec in _gauge_moved(held, frame, utilization)]
+        for usage in answers:
+            if usage.frame_id in frames:
+                usage.frame = frames[usage.frame_id]  # as it stands now, read after the lock
+        if not created:
+            return answers
+        Usage.objects.bulk_create(created, batch_size=500)
+        base = held.last_event_seq
+        events = []
+        for offset, (record, spec) in enumerate(pending, start=1):
+            events.append(
+                Event(
+                    session=held,
+                    seq=base + offset,
+                    type=spec.type,
+                    frame_id=spec.frame.pk if spec.frame is not None else None,
+                    actor=actor if record is not None else "",
+                    payload=spec.payload if record is None else _usage_recorded(record),
+                )
+            )
+        Event.objects.bulk_create(events, batch_size=500)
+        for frame_pk, spent in spent_by_frame.items():
+            frame = frames[frame_pk]
+            Frame.objects.filter(pk=frame_pk).update(
+                budget_used=F("budget_used") + spent,
+                last_occupancy_tokens=frame.last_occupancy_tokens,
+                pressure_level=frame.pressure_level,
+            )
+        moved: dict[str, Any] = {"pressure_level": held.pressure_level}
+        if held.lifecycle_state != lifecycle_before:
+            moved["lifecycle_state"] = held.lifecycle_state
+        Session.objects.filter(pk=session.pk).update(
+            **{name: F(name) + value for name, value in charged.items()},
+            api_calls_total=F("api_calls_total") + len(created),
+            last_event_seq=F("last_event_seq") + len(events),
+            **moved,
+        )
+        for name, value in charged.items():
+            setattr(session, name, getattr(held, name) + value)
+        session.api_calls_total = held.api_calls_total + len(created)
+        session.last_event_seq = base + len(events)
+        session.updated_at = now
+        for name, value in moved.items():
+            setattr(session, name, value)
+    return answers
+
+
+def _gauge_moved(session: Session, frame: Frame, utilization: float) -> list[EventSpec]:
+    """``_session_gauge_follow`` on a session held in memory: ``session`` takes the level
+    of ``frame`` (the top of its stack) and its lifecycle follows; returns the
+    ``pressure.changed`` event to append, if any."""
+    level = frame.pressure_level
+    events = []
+    if session.pressure_level != level:
+        events.append(
+            EventSpec(
+                "pressure.changed",
+                frame,
+                {"from": session.pressure_level, "to": level, "utilization": round(utilization, 4)},
+            )
+        )
+        session.pressure_level = level
+    if session.lifecycle_state in (Session.Lifecycle.ACTIVE, Session.Lifecycle.ACTIVE_PRESSURE):
+        session.lifecycle_state = (
+            Session.Lifecycle.ACTIVE_PRESSURE if level == CRITICAL else Session.Lifecycle.ACTIVE
+        )
+    return events
+
+
+def _usage_recorded(usage: Usage) -> dict[str, Any]:
+    """The payload of ``usage``'s ``usage.recorded`` event."""
+    counts = {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+        "cache_read_input_tokens": usage.cache_read_input_tokens,
+    }
+    return {
+        **counts,
+        "tokens": usage_tokens(**counts),
+        "model": usage.model,
+        "usage_id": usage.pk,
+        **({"started_at": usage.started_at.isoformat()} if usage.started_at else {}),
+        **({"latency_ms": usage.latency_ms} if usage.latency_ms is not None else {}),
+    }
 
 
 def frame_pop(

@@ -37,17 +37,18 @@ from frames.context.lifecycle import session_end
 from frames.events import event_append
 from frames.locks import session_lock
 from frames.models import Event, Frame, Session, Usage
-from frames.services import frame_pop, frame_push, session_create
+from frames.services import UsageCall, frame_pop, frame_push, session_create, usage_record_many
 
 from .counterfactual import COMPACTED_EVENT
 from .ingest import (
     IngestPass,
     UsageFigures,
+    contents_counted,
     ingest_finish,
     ingest_start,
     message_ingest,
     turn_touch,
-    usage_record_for,
+    usage_call,
 )
 from .models import Import, TranscriptFile, TranscriptSource, Turn
 from .readers import (
@@ -140,10 +141,13 @@ def source_of(source: TranscriptSource) -> dict[str, Any]:
 # -- Writing entries ------------------------------------------------------------------------
 
 
-def _entry_ingest(state: IngestPass, entry: Entry) -> None:
-    """Group a message entry into its branch's turns; ``TranscriptInvalid`` when it is not one."""
+def _entry_ingest(state: IngestPass, entry: Entry, tokens: list[int] | None) -> None:
+    """Group a message entry into its branch's turns (``tokens``: its blocks' counts, None
+    when its content is malformed); ``TranscriptInvalid`` when it is not a valid message."""
     try:
-        message_ingest(state, role=entry.role, content=entry.content, at=entry.timestamp)
+        message_ingest(
+            state, role=entry.role, content=entry.content, at=entry.timestamp, tokens=tokens
+        )
     except Invalid as exc:
         raise TranscriptInvalid(exc.detail, line=entry.line, field=exc.field) from None
 
@@ -194,12 +198,20 @@ class _Writer:
     skipped: list[tuple[int, str]] = field(default_factory=list)
     times: dict[Any, datetime] = field(default_factory=dict)  # usage or frame pk -> its time
     written: int = 0
+    # A block's text -> its tokens: a transcript repeats much (a file read again, the
+    # same tool output), and each distinct text is counted once per import.
+    counted: dict[str, int] = field(default_factory=dict)
+    # Model calls not yet recorded, with their times: recorded together before the next
+    # write that appends an event, so the log keeps the transcript's order.
+    calls: list[tuple[UsageCall, datetime | None]] = field(default_factory=list)
+    dated: list[Usage] = field(default_factory=list)  # usage records to give their times
 
     def frame_for(self, branch: str, at: datetime | None) -> Frame:
         """The open frame of ``branch``: pushed now (the root first) when there is none."""
         frame = self.frames.get(branch)
         if frame is not None and frame.status in (Frame.Status.ACTIVE, Frame.Status.WAITING):
             return frame
+        self.calls_record()
         if branch:
             root = self.frame_for("", at)
             description = self.branches.get(branch, "") or branch
@@ -233,7 +245,14 @@ class _Writer:
         total = len(entries) if total is None else total
         states: dict[str, IngestPass] = {}
         seq: int | None = None
-        usages: list[tuple[Usage, datetime]] = []
+        messages = [entry for entry in entries if entry.kind == "message"]
+        counts = dict(
+            zip(
+                map(id, messages),
+                contents_counted([entry.content for entry in messages], self.counted),
+                strict=True,
+            )
+        )
         for entry in entries:
             frame = self.frame_for(entry.branch, entry.timestamp)
             state = states.get(entry.branch)
@@ -246,7 +265,7 @@ class _Writer:
             if entry.kind == "message":
                 state.next_seq = seq
                 try:
-                    _entry_ingest(state, entry)
+                    _entry_ingest(state, entry, counts[id(entry)])
                 except TranscriptInvalid as exc:
                     self.skipped.append((exc.line, exc.reason))
                 seq = state.next_seq
@@ -254,27 +273,37 @@ class _Writer:
                 self.compaction(entry, frame, state)
             else:
                 figures = UsageFigures(**(entry.usage or {}))
-                usage = usage_record_for(
-                    session=self.session, frame=frame, usage=figures, actor=self.actor
-                )
-                if entry.timestamp is not None:
-                    usages.append((usage, entry.timestamp))
-                    self.times[usage.pk] = entry.timestamp
+                self.calls.append((usage_call(frame=frame, usage=figures), entry.timestamp))
                 if state.current is not None:
                     turn_touch(state, state.current).occupancy_tokens = figures.occupancy_tokens
             self.written += 1
             if progress is not None and (self.written % 200 == 0 or self.written == total):
                 progress(self.written, total)
+        self.calls_record()
         for state in states.values():
             ingest_finish(state)
-        for usage, moment in usages:
-            usage.created_at = moment
-        Usage.objects.bulk_update([u for u, _ in usages], ["created_at"], batch_size=500)
+        Usage.objects.bulk_update(self.dated, ["created_at"], batch_size=500)
+        self.dated = []
+
+    def calls_record(self) -> None:
+        """Record the model calls waiting, at their times, before anything else is written."""
+        if not self.calls:
+            return
+        usages = usage_record_many(
+            session=self.session, calls=[call for call, _ in self.calls], actor=self.actor
+        )
+        for usage, (_, moment) in zip(usages, self.calls, strict=True):
+            if moment is not None:
+                usage.created_at = moment
+                self.dated.append(usage)
+                self.times[usage.pk] = moment
+        self.calls = []
 
     def compaction(self, entry: Entry, frame: Frame, state: IngestPass) -> None:
         """Record the agent's own compaction in the log: where it fell (before the branch's
         next turn), when, and the window it measured before it (``pre_tokens``)."""
         figures = entry.usage or {}
+        self.calls_record()
         event = event_append(
             session=self.session,
             type=COMPACTED_EVENT,
@@ -811,11 +840,12 @@ def _import_apply(import_id: str, progress: Callable[[int, int], None] | None) -
     budgets = _Budgets(_spent(todo), list(transcript.branches), final=final)
     changed = False
     done = 0
+    counted: dict[str, int] = {}  # one count of each text for the run's batches
     try:
         for plan in plans:
             while True:
                 with transaction.atomic():
-                    written = _batch_write(job, plan, transcript, budgets, final)
+                    written = _batch_write(job, plan, transcript, budgets, counted)
                 if written == 0:
                     break
                 changed = True
@@ -904,7 +934,11 @@ class _Superseded(Exception):
 
 
 def _batch_write(
-    job: Import, plan: _FilePlan, transcript: Transcript, budgets: _Budgets, final: bool
+    job: Import,
+    plan: _FilePlan,
+    transcript: Transcript,
+    budgets: _Budgets,
+    counted: dict[str, int],
 ) -> int:
     """Write the next batch of a file's settled entries; how many were written (0: none left).
 
@@ -934,6 +968,7 @@ def _batch_write(
     first = next((e.timestamp for e in batch if e.timestamp is not None), None)
     after = _last_seq(source.session)
     writer, _ = _writer_for(job, source, transcript, budgets, first, reopen=True)
+    writer.counted = counted
     writer.write(batch)
     _events_dated(writer.session, after=after, times=writer.times, start=first)
     row.written_through = batch[-1].line

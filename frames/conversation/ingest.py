@@ -28,7 +28,7 @@ from frames.events import event_append
 from frames.locks import session_lock, session_require_not_ended
 from frames.models import Event, Frame, Session, Usage
 from frames.selectors import session_top_frame
-from frames.services import frame_require_open, usage_record
+from frames.services import UsageCall, frame_require_open, usage_record
 
 from .anchors import AnchorPatterns, ToolCall, ToolResult, TurnView, detect_anchor
 from .compaction import compaction_due, compaction_queue
@@ -350,18 +350,28 @@ def _turns_recomputed(state: IngestPass, touched: list[Turn]) -> list[Turn]:
 def _counts_of(messages: Sequence[dict]) -> list[list[int] | None]:
     """The token count of every content block of every message, counted as one batch;
     None for a message whose content is malformed (``message_ingest`` names the fault)."""
-    texts: list[str] = []
-    spans: list[tuple[int, int] | None] = []
-    for message in messages:
+    return contents_counted([message.get("content") for message in messages], {})
+
+
+def contents_counted(contents: Sequence[Any], counted: dict[str, int]) -> list[list[int] | None]:
+    """The token count of every block of each of ``contents`` (a message's content), None
+    for one that is malformed (``message_ingest`` names the fault).
+
+    ``counted`` maps a block's text to its count and is filled in: a text met before,
+    here or in an earlier call with the same dict, is not counted again, and the new
+    ones are counted as one batch.
+    """
+    texts: list[list[str] | None] = []
+    for content in contents:
         try:
-            blocks = blocks_of(message.get("content"), ())
+            blocks = blocks_of(content, ())
         except Invalid:
-            spans.append(None)
+            texts.append(None)
             continue
-        spans.append((len(texts), len(texts) + len(blocks)))
-        texts += [block_text(b) for b in blocks]
-    counted = count_tokens_many(texts)
-    return [counted[span[0] : span[1]] if span else None for span in spans]
+        texts.append([block_text(b) for b in blocks])
+    new = list({text: None for each in texts if each for text in each if text not in counted})
+    counted.update(zip(new, count_tokens_many(new), strict=True))
+    return [[counted[text] for text in each] if each is not None else None for each in texts]
 
 
 def _usage_check(usage: dict | UsageFigures | None) -> UsageFigures | None:
@@ -493,6 +503,21 @@ def _append_replayed(session: Session, message_id: str) -> AppendResult | None:
         messages=appended.payload["messages"],
         occupancy_tokens=appended.payload["occupancy_tokens"],
         compaction=CompactionRun.objects.filter(pk=run_id).first() if run_id else None,
+    )
+
+
+def usage_call(*, frame: Frame | None, usage: UsageFigures) -> UsageCall:
+    """One model call's usage as ``usage_record_many`` records it."""
+    return UsageCall(
+        frame=frame,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_creation_input_tokens=usage.cache_creation_input_tokens,
+        cache_read_input_tokens=usage.cache_read_input_tokens,
+        model=usage.model,
+        message_id=usage.message_id,
+        started_at=usage.started_at,
+        latency_ms=usage.latency_ms,
     )
 
 

@@ -126,6 +126,17 @@ def test_a_large_session_with_a_subagent_and_a_compaction(api):
     assert 0 < main_calls < report["api_calls"]
 
 
+def test_an_imported_session_matches_its_event_log(api, capsys):
+    """Frames, budgets and pressure as the import wrote them, its model calls recorded
+    together, are what the log replays to."""
+    report = run_import(SPOTTER)
+    capsys.readouterr()
+    call_command("rebuild_projections", "--verify", "--budgets")
+    assert "match the event log" in capsys.readouterr().out
+    usage = Usage.objects.filter(session_id=report["session_id"])
+    assert usage.count() == report["api_calls"]
+
+
 def test_inline_sidechains_become_child_frames(api):
     report = run_import(VIEWER)
     assert (report["tool_calls"], report["tool_errors"]) == (167, 23)
