@@ -355,11 +355,11 @@ class _FullText(Expression):
         super().__init__(output_field=output_field)
         self.template, self.terms = template, terms
 
-    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[str]]:
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, tuple[Any, ...]]:
         table = compiler.quote_name_unless_alias(compiler.query.base_table)
         tsquery = " || ".join(["plainto_tsquery('english'::regconfig, %s)"] * len(self.terms))
         sql = self.template.format(tsv=f"{table}.search_tsv", tsquery=tsquery)
-        return sql, [*self.terms] * self.template.count("{tsquery}")
+        return sql, tuple(self.terms) * self.template.count("{tsquery}")
 
 
 def _ranked_postgresql(base: QuerySet[Fact], terms: list[str], limit: int) -> list[dict[str, Any]]:
@@ -394,9 +394,9 @@ class _Any(Expression):
         super().__init__()
         self.column, self.values = column, values
 
-    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, tuple[Any, ...]]:
         table = compiler.quote_name_unless_alias(compiler.query.base_table)
-        return f"{table}.{connection.ops.quote_name(self.column)} = ANY(%s)", [self.values]
+        return f"{table}.{connection.ops.quote_name(self.column)} = ANY(%s)", (self.values,)
 
 
 def _any(column: str, values: list[Any]) -> Q | Expression:
