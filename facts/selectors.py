@@ -13,9 +13,11 @@ from django.db import connection
 from django.db.models import (
     BooleanField,
     Case,
+    Count,
     F,
     FloatField,
     IntegerField,
+    OuterRef,
     Prefetch,
     Q,
     QuerySet,
@@ -55,21 +57,32 @@ def _table(model: type[Fact] | type[FactDependency]) -> str:
     return connection.ops.quote_name(model._meta.db_table)
 
 
+def _dependents_sql(seed: str) -> str:
+    """The recursive query of the ids depending, transitively, on the ids ``seed`` selects."""
+    links = _table(FactDependency)
+    return (
+        f"WITH RECURSIVE dependents(id) AS ("
+        f" SELECT fact_id FROM {links} WHERE depends_on_id IN ({seed})"
+        f" UNION SELECT l.fact_id FROM {links} l JOIN dependents d ON l.depends_on_id = d.id"
+        f") SELECT id FROM dependents"
+    )
+
+
 def dependents_closure(fact_ids: list[int]) -> list[int]:
     """Ids of every fact that depends on ``fact_ids``, transitively: one recursive query."""
     if not fact_ids:
         return []
-    links = _table(FactDependency)
-    marks = ", ".join(["%s"] * len(fact_ids))
-    sql = (
-        f"WITH RECURSIVE dependents(id) AS ("
-        f" SELECT fact_id FROM {links} WHERE depends_on_id IN ({marks})"
-        f" UNION SELECT l.fact_id FROM {links} l JOIN dependents d ON l.depends_on_id = d.id"
-        f") SELECT id FROM dependents"
-    )
+    sql = _dependents_sql(", ".join(["%s"] * len(fact_ids)))
     with connection.cursor() as cursor:
         cursor.execute(sql, list(fact_ids))
         return [row[0] for row in cursor.fetchall()]
+
+
+def _chain_dependents(versions: QuerySet[Fact]) -> RawSQL:
+    """The ids depending, transitively, on any of ``versions``: the recursive query as a
+    subquery seeded by the chain's own query, so no id list travels to the database."""
+    seed, params = versions.order_by().values("pk").query.sql_with_params()
+    return RawSQL(_dependents_sql(seed), params)
 
 
 def dependencies_closure(fact_ids: list[int]) -> list[int]:
@@ -177,17 +190,29 @@ class Lineage:
         return self.chain[0].version if self.older is not None and self.chain else None
 
 
-def _page_links(page_ids: list[int]) -> tuple[dict[int, list[str]], dict[int, list[str]]]:
-    """The keys each of ``page_ids`` depends on and the keys derived from it, sorted: one
-    query over the links of the whole page, rows of ids and keys, no Fact built."""
-    depends_on: dict[int, list[str]] = {pk: [] for pk in page_ids}
-    derived_facts: dict[int, list[str]] = {pk: [] for pk in page_ids}
-    if not page_ids:
+def _page_links(page: list[Fact]) -> tuple[dict[int, list[str]], dict[int, list[str]]]:
+    """The keys each version of ``page`` (consecutive versions of one chain) depends on and
+    the keys derived from it, sorted: one query over the links of the whole page, found by
+    the page's version range, rows of ids and keys, no Fact built."""
+    depends_on: dict[int, list[str]] = {f.pk: [] for f in page}
+    derived_facts: dict[int, list[str]] = {f.pk: [] for f in page}
+    if not page:
         return depends_on, derived_facts
-    links = FactDependency.objects.filter(
-        Q(fact_id__in=page_ids) | Q(depends_on_id__in=page_ids)
-    ).values_list("fact_id", "fact__key", "depends_on_id", "depends_on__key")
-    for fact_id, fact_key, up_id, up_key in links:
+    fields = ("fact_id", "fact__key", "depends_on_id", "depends_on__key")
+    in_page = {
+        "organization_id": page[0].organization_id,
+        "chain": page[0].chain,
+        "version__range": (page[0].version, page[-1].version),
+    }
+    # Each half of the union reaches its links through an index; an OR of both sides
+    # would read every link.
+    upstream = FactDependency.objects.filter(
+        **{f"fact__{lookup}": value for lookup, value in in_page.items()}
+    ).values_list(*fields)
+    downstream = FactDependency.objects.filter(
+        **{f"depends_on__{lookup}": value for lookup, value in in_page.items()}
+    ).values_list(*fields)
+    for fact_id, fact_key, up_id, up_key in upstream.union(downstream):
         if fact_id in depends_on:
             depends_on[fact_id].append(up_key)
         if up_id in derived_facts:
@@ -225,32 +250,51 @@ def fact_lineage(
     chain's newest without it), oldest first; ``older`` and ``newer`` are its neighbours,
     so the links and rules at its edges read as in the whole chain.
     """
+    chain_size = (
+        Fact.objects.filter(organization=organization, chain=OuterRef("chain"))
+        .order_by()
+        .values("chain")
+        .annotate(size=Count("pk"))
+        .values("size")
+    )
     fact = (
-        Fact.objects.filter(organization=organization, key=key).only("id", "key", "chain").first()
+        Fact.objects.filter(organization=organization, key=key)
+        .only("id", "key", "chain")
+        .annotate(total_versions=Subquery(chain_size))
+        .first()
     )
     if fact is None:
         raise NotFound(f"No fact {key}.")
+    # The chain's versions as a subquery: contested writes and dependents are found in the
+    # database, however long the chain, without its ids passing through Python.
     versions = Fact.objects.filter(organization=organization, chain=fact.chain)
-    ids = list(versions.values_list("pk", flat=True))
     page = versions.filter(version__lt=before_version) if before_version else versions
     # Neighbours in the chain are each other's supersedes / superseded_by: no joins needed.
     rows = list(page.order_by("-version")[: limit + 1])
     older = rows[limit] if len(rows) > limit else None
     chain = list(reversed(rows[:limit]))
-    depends_on, derived_facts = _page_links([f.pk for f in chain])
+    depends_on, derived_facts = _page_links(chain)
     newer = (
         versions.filter(version__gt=chain[-1].version).order_by("version").first()
         if before_version and chain
         else None
     )
-    contested = list(
+    # Through the few facts that contest anything, not a probe per version. Sorted here:
+    # ordering in SQL makes Django compare the sort keys with each of the ~120 columns
+    # the related versions add, which costs more than sorting a handful of rows.
+    contested = sorted(
         with_relations(
-            Fact.objects.filter(organization=organization, contested_id__in=ids)
-        ).order_by("created_at", "id")
+            Fact.objects.filter(
+                organization=organization,
+                contested__isnull=False,
+                contested__organization=organization,
+                contested__chain=fact.chain,
+            ).order_by()
+        ),
+        key=lambda f: (f.created_at, f.pk),
     )
-    dependent_ids = dependents_closure(ids)
     dependents = list(
-        Fact.objects.filter(organization=organization, pk__in=dependent_ids).order_by(
+        Fact.objects.filter(organization=organization, pk__in=_chain_dependents(versions)).order_by(
             "created_at", "id"
         )
     )
@@ -263,7 +307,7 @@ def fact_lineage(
         edges=edges,
         depends_on=depends_on,
         derived_facts=derived_facts,
-        total_versions=len(ids),
+        total_versions=fact.total_versions,
         older=older,
         newer=newer,
     )

@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 
 from facts.models import Fact, FactDependency
 
-LINEAGE_QUERIES = 9  # the whole request, authentication included
+LINEAGE_QUERIES = 7  # the whole request, authentication included
 
 
 def _chain(org, prefix: str, versions: int) -> list[Fact]:
