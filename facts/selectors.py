@@ -25,7 +25,7 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.expressions import Combinable, Expression
+from django.db.models.expressions import Combinable, Expression, RawSQL
 from django.utils import timezone
 
 from contextops.errors import NotFound
