@@ -423,17 +423,15 @@ def usage_record(
         # Read after the lock, so what it sees (a replayed message, the top of the stack)
         # stays true until the commit.
         if frame_pk is not None:
-            replayed_id = Subquery(
-                Usage.objects.filter(
-                    session_id=OuterRef("session_id"), message_id=message_id
-                ).values("pk")[:1]
-            )
-            try:
-                frame = (
-                    frames.select_related("session")
-                    .annotate(replayed_id=replayed_id, top_id=top_frame_id_of("session_id"))
-                    .get(pk=frame_pk)
+            read: dict[str, Any] = {"top_id": top_frame_id_of("session_id")}
+            if message_id:  # a record without one is never a replay: nothing to look for
+                read["replayed_id"] = Subquery(
+                    Usage.objects.filter(
+                        session_id=OuterRef("session_id"), message_id=message_id
+                    ).values("pk")[:1]
                 )
+            try:
+                frame = frames.select_related("session").annotate(**read).get(pk=frame_pk)
             except Frame.DoesNotExist:
                 raise NotFound("No such frame.") from None  # the charge matched no session
             if session is not None and frame.session_id != session.pk:
