@@ -166,25 +166,10 @@ def session_identity_put(request, session_id: str):
     summary="Push a frame (root or child)",
 )
 def frame_push(request, session_id: str, payload: FrameIn):
-    parent = None
-    if payload.parent_frame_id is not None:
-        try:
-            parent = selectors.frame_get(
-                organization=request.organization, frame_id=payload.parent_frame_id
-            )
-        except NotFound:
-            # A missing session answers first, as it does without a parent.
-            selectors.session_get(organization=request.organization, session_id=session_id)
-            raise
-    if parent is not None and str(parent.session_id) == session_id.strip().lower():
-        # The parent's own session, read with it: the same row, one query less.
-        session = parent.session
-        session.organization = request.organization
-    else:
-        session = selectors.session_get(organization=request.organization, session_id=session_id)
     frame = services.frame_push(
-        session=session,
-        parent=parent,
+        organization=request.organization,
+        session=session_id,
+        parent=payload.parent_frame_id,
         goal=payload.goal,
         inputs=payload.inputs,
         budget_total=payload.budget.total,
@@ -247,9 +232,11 @@ def frame_reserve(request, frame_id: str, payload: ReserveIn):
 
 @router.post("/frames/{frame_id}/usage", response=FrameOut, summary="Record one model call's usage")
 def usage_record(request, frame_id: str, payload: UsageIn):
-    frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
     usage = services.usage_record(
-        session=frame.session, frame=frame, actor=actor_of(request), **payload.model_dump()
+        organization=request.organization,
+        frame=frame_id,
+        actor=actor_of(request),
+        **payload.model_dump(),
     )
     assert usage.frame is not None  # charged to this frame, read as it stood at the commit
     return frame_out(usage.frame)
@@ -275,10 +262,10 @@ def frame_results_add(request, frame_id: str, payload: ResultsIn):
     summary="Pop a frame and settle its budget with the parent",
 )
 def frame_pop(request, frame_id: str, payload: PopIn):
-    frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
     return frame_out(
         services.frame_pop(
-            frame=frame,
+            organization=request.organization,
+            frame=frame_id,
             status=payload.status,
             result_refs=payload.result_refs,
             actor=actor_of(request),

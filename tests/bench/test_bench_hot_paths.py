@@ -28,7 +28,7 @@ WARM_UP = 5
 VALID, SUPERSEDED = 10_000, 50_000
 # The bounds of tests/frames/test_write_queries.py (the write's transaction) and of
 # tests/context/test_context_pack_queries.py (the whole request).
-WRITE_BOUNDS = {"push": 6, "pop": 7, "usage_record": 5}
+WRITE_BOUNDS = {"push": 6, "pop": 6, "usage_record": 5}
 PACK_BOUND = 8
 PACK_VS_FLOOR, WRITE_VS_FLOOR = 5, 2
 

@@ -41,6 +41,8 @@ def _changes_rows(sql: str, cursor) -> bool:
     statement = sql.lstrip().upper()
     if statement.startswith("INSERT"):
         return True
+    if statement.startswith("WITH"):  # PostgreSQL's one-statement writes: WITH ... (UPDATE ...)
+        return any(f"{verb} " in statement for verb in ("INSERT", "UPDATE", "DELETE"))
     return statement.startswith(("UPDATE", "DELETE")) and cursor.rowcount > 0
 
 
