@@ -16,7 +16,9 @@ The server and key come from ``--url`` / ``--api-key`` or ``CONTEXTOPS_URL`` /
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -353,10 +355,16 @@ def event_line(event: Event) -> str:
 def tail(
     settings: Settings, session_id: str, after: int, once: bool, interval: float, as_json: bool
 ) -> None:
-    """The session's events as they happen (Ctrl-C to stop)."""
-    with settings.client() as ops:
-        try:
-            while True:
+    """The session's events as they happen (Ctrl-C to stop).
+
+    Ctrl-C stops it between two reads, never inside one: an interrupt raised in the
+    middle of a request can leave the HTTP connection pool locked, and closing the client
+    would then wait forever."""
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        with settings.client() as ops:
+            while not stop.is_set():
                 events = ops.events(session_id, after=after, limit=EVENT_PAGE)
                 for event in events:
                     line = json.dumps(event, ensure_ascii=False) if as_json else event_line(event)
@@ -366,9 +374,9 @@ def tail(
                     continue
                 if once:
                     return
-                time.sleep(interval)
-        except KeyboardInterrupt:
-            return
+                stop.wait(interval)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 # -- approve, reject ---------------------------------------------------------------------
