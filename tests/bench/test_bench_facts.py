@@ -96,6 +96,11 @@ def test_bench_facts(api):
             authority="employee",
         )
     fact_write(organization=org, key="short_v1", value=1, authority="employee")
+    if connection.vendor == "postgresql":
+        # What autovacuum does within a minute of these writes: the planner sees the
+        # table as it now is, not as an earlier benchmark's 60,000 rows left it.
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE facts_fact")
     assert fact_current_get(organization=org, key="long_v1").key == f"long_v{CHAIN}"
     selector_queries = {
         "current 1": _query_count(lambda: fact_current_get(organization=org, key="short_v1")),
