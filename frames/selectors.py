@@ -20,6 +20,7 @@ from contextops.models import Organization
 
 from .archive import session_events
 from .costs import CostTotal, Price, call_cost, cost_total, price_for
+from .locks import _uuid
 from .models import (
     ContextHandle,
     ContextPackRecord,
@@ -31,15 +32,6 @@ from .models import (
     Usage,
 )
 from .pressure import LEVELS, LOW, Pressure, level_next, utilization_of
-
-
-def _uuid(value: Any) -> uuid.UUID | None:
-    if isinstance(value, uuid.UUID):
-        return value
-    try:
-        return uuid.UUID(str(value))
-    except (TypeError, ValueError, AttributeError):
-        return None
 
 
 def session_get(*, organization, session_id: Any) -> Session:

@@ -508,33 +508,11 @@ def _append_replayed(session: Session, message_id: str) -> AppendResult | None:
 
 def usage_call(*, frame: Frame | None, usage: UsageFigures) -> UsageCall:
     """One model call's usage as ``usage_record_many`` records it."""
-    return UsageCall(
-        frame=frame,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_creation_input_tokens=usage.cache_creation_input_tokens,
-        cache_read_input_tokens=usage.cache_read_input_tokens,
-        model=usage.model,
-        message_id=usage.message_id,
-        started_at=usage.started_at,
-        latency_ms=usage.latency_ms,
-    )
+    return UsageCall(frame=frame, **vars(usage))
 
 
 def usage_record_for(
     *, session: Session, frame: Frame | None, usage: UsageFigures, actor: str = ""
 ) -> Usage:
     """Store one model call's four usage fields through the frames service."""
-    return usage_record(
-        session=session,
-        frame=frame,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_creation_input_tokens=usage.cache_creation_input_tokens,
-        cache_read_input_tokens=usage.cache_read_input_tokens,
-        model=usage.model,
-        message_id=usage.message_id,
-        started_at=usage.started_at,
-        latency_ms=usage.latency_ms,
-        actor=actor,
-    )
+    return usage_record(session=session, frame=frame, actor=actor, **vars(usage))
