@@ -57,3 +57,35 @@ document.addEventListener("htmx:afterRequest", (event) => {
     notice.hidden = true;
   }
 });
+
+// A button in a polling section (hx-sync="closest section:replace") supersedes the poll on
+// the wire. htmx would abort that poll, which it reports as a console error; let the poll
+// end instead and drop its answer, which may predate the button's change. htmx sends the
+// button's request as soon as the poll ends, and holds later polls until it is answered.
+const pollsOut = new WeakMap(); // element -> its GET on the wire
+const stalePolls = new WeakSet();
+
+document.addEventListener("htmx:abort", (event) => {
+  const poll = pollsOut.get(event.target);
+  if (poll) {
+    stalePolls.add(poll);
+    event.stopPropagation(); // htmx's own listener on the body would abort it
+  }
+}, true);
+document.addEventListener("htmx:beforeSend", (event) => {
+  const { elt, xhr, requestConfig } = event.detail;
+  if (requestConfig.verb === "get") {
+    pollsOut.set(elt, xhr);
+  }
+});
+document.addEventListener("htmx:beforeSwap", (event) => {
+  if (stalePolls.has(event.detail.xhr)) {
+    event.detail.shouldSwap = false;
+  }
+});
+document.addEventListener("htmx:afterRequest", (event) => {
+  const { elt, xhr } = event.detail;
+  if (pollsOut.get(elt) === xhr) {
+    pollsOut.delete(elt);
+  }
+});

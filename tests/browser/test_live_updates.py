@@ -144,6 +144,48 @@ def test_a_page_out_from_the_frame_page_is_finished_by_the_worker(logged_in, age
     assert page.console_errors == []
 
 
+def test_a_click_while_the_handles_poll_is_in_flight_wins_quietly(logged_in, agent):
+    """The handles table polls itself; a Page out clicked while a poll is on the wire must
+    not be undone by that poll's older answer, and must not abort it noisily (htmx logs
+    an aborted request as a console error)."""
+    page = logged_in
+    session = agent.session_create(identity=IDENTITY, title="Click during a poll")
+    frame = agent.frame_push(session, goal="Read the logs", budget=40_000)
+    agent.handle_add(frame, kind="document", content="Disk full on node 3. " * 30, priority="low")
+    page.goto(f"/frames/{frame.id}/")
+    row = page.locator(".frame-handles tbody tr").first
+    expect(row).to_contain_text("loaded")
+    mark_page(page)
+
+    # Hold the table's next poll on the wire; everything else goes through.
+    held = []
+
+    def hold_polls(route):
+        if route.request.method == "GET" and not held:
+            held.append(route)
+        else:
+            route.continue_()
+
+    handles_url = re.compile(rf"/frames/{frame.id}/handles/")
+    page.route(handles_url, hold_polls)
+    deadline = 4 * 3_000
+    while not held and deadline > 0:
+        page.wait_for_timeout(200)
+        deadline -= 200
+    assert held, "the handles table did not poll"
+
+    row.get_by_role("button", name="Page out").click()
+    # The poll that left before the click answers now, with the table as it was then: that
+    # answer is dropped, and the click's own answer shows.
+    page.wait_for_timeout(500)
+    held[0].continue_()
+    expect(page.locator(".frame-handles")).to_contain_text("Page-out queued")
+    page.unroute(handles_url)
+    expect(row).to_contain_text("indexed", timeout=UPDATE_TIMEOUT)
+    assert_not_reloaded(page)
+    assert page.console_errors == []
+
+
 def test_an_open_page_says_when_its_updates_fail_and_recovers(logged_in, agent):
     page = logged_in
     session = agent.session_create(identity=IDENTITY, title="Through a database restart")
