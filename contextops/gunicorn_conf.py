@@ -26,6 +26,12 @@ preload_app = True
 
 
 def when_ready(server) -> None:
-    """Loaded, before the first fork: what is here now lives as long as the process."""
+    """Loaded, before the first fork: what is here now lives as long as the process.
+
+    The tokenizer's tables are loaded here too, once for every worker, rather than by
+    each worker's first request that counts tokens."""
+    from contextops.tokens import encoding
+
+    encoding()
     gc.collect()
     gc.freeze()

@@ -24,6 +24,7 @@ import hashlib
 import threading
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import cast
 
 from django.conf import settings
 from django.db import (
@@ -32,6 +33,7 @@ from django.db import (
     IntegrityError,
     OperationalError,
     connection,
+    models,
     transaction,
 )
 from django.db.backends.signals import connection_created
@@ -152,14 +154,23 @@ def idempotency_claim(
     # Without the lock (another request holds it), nothing may be claimed or taken over.
     locked = lock is not None and _try_lock(lock)
     try:
-        claimed = _claim(
+        now = timezone.now()
+        fresh = IdempotencyKey(
             organization_id=organization_id,
             key=key,
+            fingerprint=fingerprint,
             method=method,
             path=path,
-            fingerprint=fingerprint,
-            claimer_gone=locked if lock is not None else None,
+            created_at=now,
+            claimed_at=now,
         )
+        # Most keys are new: one insert claims them. A key already there (a repeat, a
+        # reuse, a claim to take over) is read under its row lock.
+        claimed: IdempotencyKey | Replay
+        if (lock is None or locked) and _claim_new(fresh):
+            claimed = fresh
+        else:
+            claimed = _claim(fresh, claimer_gone=locked if lock is not None else None)
     except BaseException:
         if locked and lock is not None:
             _unlock(lock)
@@ -180,19 +191,47 @@ def idempotency_unlock(*, record: IdempotencyKey) -> None:
         _unlock(claim[0])
 
 
-def _claim(
-    *,
-    organization_id: int,
-    key: str,
-    method: str,
-    path: str,
-    fingerprint: str,
-    claimer_gone: bool | None,
-) -> IdempotencyKey | Replay:
-    """The claim under the lock. ``claimer_gone``: True, this request holds the claim's
-    advisory lock, so no other request holds the claim; False, another does; None, no
-    locks (SQLite), a claim's age tells."""
-    now = timezone.now()
+_CLAIM_COLUMNS = (
+    "organization_id",
+    "key",
+    "fingerprint",
+    "method",
+    "path",
+    "status",
+    "content_type",
+    "body",
+    "created_at",
+    "claimed_at",
+)
+
+
+def _claim_new(fresh: IdempotencyKey) -> bool:
+    """Store ``fresh`` by one insert that does nothing (False) when its organization
+    already has its key."""
+    meta, qn = IdempotencyKey._meta, connection.ops.quote_name
+    fields = [cast(models.Field, meta.get_field(name)) for name in _CLAIM_COLUMNS]
+    sql = (
+        f"INSERT INTO {qn(meta.db_table)} ({', '.join(qn(cast(str, field.column)) for field in fields)})"
+        f" VALUES ({', '.join(['%s'] * len(fields))})"
+        f" ON CONFLICT ({qn('organization_id')}, {qn('key')}) DO NOTHING RETURNING {qn('id')}"
+    )
+    params = [field.get_db_prep_save(getattr(fresh, field.attname), connection) for field in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    fresh.pk = row[0]
+    fresh._state.adding, fresh._state.db = False, connection.alias
+    return True
+
+
+def _claim(fresh: IdempotencyKey, *, claimer_gone: bool | None) -> IdempotencyKey | Replay:
+    """The claim of ``fresh``'s key under its row lock: ``fresh`` stored, or the stored
+    claim, taken over, or its answer. ``claimer_gone``: True, this request holds the
+    claim's advisory lock, so no other request holds the claim; False, another does;
+    None, no locks (SQLite), a claim's age tells."""
+    now, key = fresh.created_at, fresh.key
     in_use = Conflict(
         "idempotency_key_in_use",
         f"A request with {HEADER} {key!r} is still running; retry shortly to get its answer.",
@@ -201,7 +240,7 @@ def _claim(
     with transaction.atomic():
         record = (
             IdempotencyKey.objects.select_for_update()
-            .filter(organization_id=organization_id, key=key)
+            .filter(organization_id=fresh.organization_id, key=key)
             .first()
         )
         if record is None and claimer_gone is False:
@@ -209,28 +248,22 @@ def _claim(
         if record is None:
             try:
                 with transaction.atomic():
-                    return IdempotencyKey.objects.create(
-                        organization_id=organization_id,
-                        key=key,
-                        fingerprint=fingerprint,
-                        method=method,
-                        path=path,
-                        created_at=now,
-                        claimed_at=now,
-                    )
+                    fresh.save(force_insert=True)
+                    return fresh
             except IntegrityError:  # a duplicate claimed it a moment ago: see below
                 record = IdempotencyKey.objects.select_for_update().get(
-                    organization_id=organization_id, key=key
+                    organization_id=fresh.organization_id, key=key
                 )
         if record.created_at < now - _ttl():  # a day old: the key is free again
             if claimer_gone is False:
                 raise in_use
-            record.fingerprint, record.method, record.path = fingerprint, method, path
+            record.fingerprint, record.method = fresh.fingerprint, fresh.method
+            record.path = fresh.path
             record.status, record.content_type, record.body = None, "", b""
             record.created_at = record.claimed_at = now
             record.save()
             return record
-        if record.fingerprint != fingerprint:
+        if record.fingerprint != fresh.fingerprint:
             raise IdempotencyKeyReused(
                 f"{HEADER} {key!r} was sent with {record.method} {record.path} and another "
                 "body; send a new key for a new request.",
@@ -252,11 +285,10 @@ def _claim(
 
 
 def idempotency_complete(*, record: IdempotencyKey, status: int, content_type: str, body: bytes):
-    """Store the first answer of the request that claimed ``record``."""
-    with transaction.atomic():
-        IdempotencyKey.objects.filter(
-            pk=record.pk, status__isnull=True, claimed_at=record.claimed_at
-        ).update(status=status, content_type=content_type, body=body)
+    """Store the first answer of the request that claimed ``record`` (one statement)."""
+    IdempotencyKey.objects.filter(
+        pk=record.pk, status__isnull=True, claimed_at=record.claimed_at
+    ).update(status=status, content_type=content_type, body=body)
 
 
 def idempotency_release(*, record: IdempotencyKey) -> None:

@@ -8,7 +8,7 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.template.loader import render_to_string
 
-from .auth import api_key_resolve, is_write
+from .auth import api_key_of, is_write
 from .errors import DomainError, Invalid
 from .idempotency import (
     HEADER,
@@ -182,7 +182,7 @@ class IdempotencyMiddleware:
             return JsonResponse(exc.body_at(("header",)), status=exc.status)
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
         try:
-            api_key = api_key_resolve(token.strip()) if scheme.lower() == "bearer" else None
+            api_key = api_key_of(request, token.strip()) if scheme.lower() == "bearer" else None
         except DomainError:
             api_key = None
         except (OperationalError, InterfaceError):

@@ -4,6 +4,7 @@ arriving together never both apply."""
 
 import json
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
@@ -102,6 +103,12 @@ def test_a_malformed_key_is_a_validation_error(api, start_session):
     assert Frame.objects.count() == 0
 
 
+def _backend_pid() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
 class OtherConnection:
     """Another request's database connection: a thread of its own, so Django gives it its
     own connection to the database (its own PostgreSQL session)."""
@@ -113,8 +120,22 @@ class OtherConnection:
         return self.thread.submit(fn, *args, **kwargs).result()
 
     def drop(self):
-        """The connection ends, as when the database restarts; the next query reconnects."""
+        """The connection ends, as when the database restarts; the next query reconnects.
+
+        Returns once the server has released that session's advisory locks: closing the
+        socket only asks it to end, and its locks live until it has."""
+        pid = self.run(_backend_pid) if connection.vendor == "postgresql" else None
         self.run(lambda: connection.close())  # this thread's connection, not the caller's
+        deadline = time.monotonic() + 10
+        while pid is not None and time.monotonic() < deadline:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT 1 FROM pg_locks WHERE pid = %s AND locktype = 'advisory'", [pid]
+                )
+                if cursor.fetchone() is None:
+                    return
+            time.sleep(0.01)
+        assert pid is None, f"the server did not end session {pid}"
 
     def close(self):
         """The connection ends and nothing runs on it again, as when the process dies."""
@@ -161,6 +182,23 @@ def test_a_request_still_running_under_the_key_answers_in_use(api, start_session
     assert api.post(path, body, **_idem()).status_code == 201
     assert Frame.objects.filter(session_id=session["id"]).count() == 2
     assert api.post(path, body, **_idem())["Idempotent-Replayed"] == "true"
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_new_key_another_request_is_claiming_answers_in_use(api, start_session):
+    """Its lock is held and its row not yet committed: the key is not free to claim."""
+    session = start_session()
+    body = {"goal": "Answer", "budget": {"total": 5_000}}
+    path = f"/sessions/{session['id']}/frames"
+    claiming = OtherConnection()
+    claiming.run(_lock, _lock_id(api.organization.pk, KEY))
+    busy = api.post(path, body, **_idem())
+    assert busy.status_code == 409 and busy.json()["error"] == "idempotency_key_in_use"
+    assert not IdempotencyKey.objects.exists()
+    assert not Frame.objects.filter(session_id=session["id"]).exists()
+    claiming.close()
+    assert api.post(path, body, **_idem()).status_code == 201
 
 
 USAGE = {"input_tokens": 400, "output_tokens": 100}  # charges 500
