@@ -8,11 +8,17 @@ IMMEDIATE transaction mode gives the same guarantee for the whole database.
 """
 
 import uuid
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from django.db import connection
+from django.db.models import Exists, Model, OuterRef
 
 from contextops.errors import Conflict, NotFound
 
 from .models import Frame, Session
+
+M = TypeVar("M", bound=Model)
 
 SESSION_ENDED_DETAIL = "This session has ended; start a new one."
 
@@ -99,3 +105,127 @@ def frame_lock(frame: Frame | Any, *, organization: Any = None) -> Frame:
         return Frame.objects.select_for_update().get(pk=pk, organization=organization)
     except Frame.DoesNotExist:
         raise NotFound("No such frame.") from None
+
+
+def frame_close_lock(frame: Frame | Any, *, organization: Any = None) -> tuple[Session, Frame]:
+    """Lock the session of a frame (a ``Frame`` or its primary key), then the frame and its
+    parent, to close the frame; return the session and the frame, both fresh, the frame
+    with its locked parent (when it has one) and what closing it needs to know annotated:
+    ``open_children`` (its own) and ``open_siblings`` (its parent's other open children).
+
+    With ``organization``, a frame of another organization (or an id that is not one) is
+    NotFound, as its read would be. One statement on PostgreSQL, two elsewhere.
+    """
+    if connection.vendor == "postgresql":
+        pk = _uuid(frame.pk if isinstance(frame, Frame) else frame)
+        locked = None if pk is None else _frame_close_lock_in_one_statement(pk, organization)
+        if locked is None:
+            raise NotFound("No such frame.")
+        return locked
+    session, found = frame_session_lock(frame, organization=organization)
+    return session, _frame_lock_annotated(found)
+
+
+def _frame_lock_annotated(frame: Frame) -> Frame:
+    """Lock ``frame`` and its parent in one statement, after its session's lock, with
+    ``open_children`` and ``open_siblings`` annotated; return it, its parent cached.
+
+    The session's lock is held, so no other writer changes the session's frames while
+    this reads them: what it annotates stays true until the commit.
+    """
+    open_frames = Frame.objects.filter(status__in=Frame.OPEN_STATUSES)
+    rows = Frame.objects.filter(pk=frame.pk).annotate(
+        open_children=Exists(open_frames.filter(parent_id=OuterRef("pk"))),
+        open_siblings=Exists(
+            open_frames.filter(parent_id=OuterRef("parent_id")).exclude(pk=OuterRef("pk"))
+        ),
+    )
+    if frame.parent_id is None:
+        return rows.select_for_update().get()
+    # An inner join (the parent exists), so both rows can be locked by the one statement.
+    return (
+        rows.filter(parent__depth__gte=0)
+        .select_related("parent")
+        .select_for_update(of=("self", "parent"))
+        .get()
+    )
+
+
+def _frame_close_lock_in_one_statement(
+    pk: uuid.UUID, organization: Any
+) -> tuple[Session, Frame] | None:
+    """PostgreSQL: ``frame_session_lock`` and ``_frame_lock_annotated`` as one statement;
+    None when there is no such frame (in ``organization``, when given).
+
+    A root frame joins itself as its parent, so every join is inner and every row can be
+    locked. The rows are locked in the order FOR UPDATE OF names them, the session first.
+    One statement reads with one snapshot, taken before it waits for the session's lock:
+    when another writer moved the session's log on meanwhile, the frames it reads beside
+    the locked rows may be old, and they are read again, under the lock.
+    """
+    qn = connection.ops.quote_name
+    session_table, frame_table = qn(Session._meta.db_table), qn(Frame._meta.db_table)
+    open_statuses = list(Frame.OPEN_STATUSES)
+    sql = (
+        f"SELECT {_columns(Session, 's')}, {_columns(Frame, 'f')}, {_columns(Frame, 'p')},"
+        f" EXISTS (SELECT 1 FROM {frame_table} c"
+        '  WHERE c."parent_id" = f."id" AND c."status" = ANY(%s)),'
+        f" EXISTS (SELECT 1 FROM {frame_table} c"
+        '  WHERE c."parent_id" = f."parent_id" AND c."id" <> f."id" AND c."status" = ANY(%s)),'
+        f' s."last_event_seq" <> (SELECT x."last_event_seq" FROM {session_table} x'
+        '  WHERE x."id" = s."id")'
+        f" FROM {session_table} s"
+        f' JOIN {frame_table} f ON f."session_id" = s."id"'
+        f' JOIN {frame_table} p ON p."id" = COALESCE(f."parent_id", f."id")'
+        ' WHERE f."id" = %s'
+    )
+    params: list[Any] = [open_statuses, open_statuses, pk]
+    if organization is not None:
+        sql += ' AND f."organization_id" = %s'
+        params.append(organization.pk)
+    sql += " FOR UPDATE OF s, p, f"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    *row, open_children, open_siblings, log_moved = row
+    session_end = len(Session._meta.concrete_fields)
+    frame_end = session_end + len(Frame._meta.concrete_fields)
+    session = _from_row(Session, row[:session_end])
+    frame = _from_row(Frame, row[session_end:frame_end])
+    if log_moved:
+        frame = _frame_lock_annotated(frame)  # under contention only: its rows are held
+    else:
+        vars(frame).update(open_children=open_children, open_siblings=open_siblings)
+        if frame.parent_id is not None:
+            frame.parent = _from_row(Frame, row[frame_end:])
+    frame.session = session
+    if organization is not None:
+        session.organization = frame.organization = organization
+    return session, frame
+
+
+def _columns(model: type[Model], alias: str) -> str:
+    """The SELECT list of ``model``'s columns from the table aliased ``alias``, in the
+    order ``_from_row`` reads them back."""
+    qn = connection.ops.quote_name
+    return ", ".join(
+        f"{alias}.{qn(field.column or field.attname)}" for field in model._meta.concrete_fields
+    )
+
+
+def _from_row(model: type[M], values: Sequence[Any]) -> M:
+    """A ``model`` instance from its columns as ``_columns`` selected them, each value
+    through the converters the ORM would apply (a JSON column arrives as text)."""
+    converted = []
+    for field, value in zip(model._meta.concrete_fields, values, strict=True):
+        column = field.cached_col
+        for converter in connection.ops.get_db_converters(column) + field.get_db_converters(
+            connection
+        ):
+            value = converter(value, column, connection)
+        converted.append(value)
+    return model.from_db(
+        connection.alias, [field.attname for field in model._meta.concrete_fields], converted
+    )

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Exists, F, OuterRef, Subquery
+from django.db.models import F, OuterRef, Subquery
 from django.utils import timezone
 
 from contextops.errors import AuthorityTooLow, Conflict, Invalid, NotFound
@@ -25,8 +25,8 @@ from .budget import usage_tokens
 from .events import EventSpec, RowChange, event_append, events_append
 from .locks import (
     _uuid,
+    frame_close_lock,
     frame_lock,
-    frame_session_lock,
     session_lock,
     session_require_not_ended,
 )
@@ -776,9 +776,8 @@ def frame_pop(
     if status not in (Frame.Status.COMPLETED, Frame.Status.FAILED, Frame.Status.CANCELLED):
         raise Invalid("A frame pops as completed, failed or cancelled.", field="status")
     with transaction.atomic():
-        session, frame = frame_session_lock(frame, organization=organization)
+        session, frame = frame_close_lock(frame, organization=organization)
         session_require_not_ended(session)
-        frame = _frame_lock_for_close(frame)
         frame_require_open(frame, action="pop")
         if getattr(frame, "open_children", False):
             raise Conflict(
@@ -788,32 +787,6 @@ def frame_pop(
             session=session, frame=frame, status=status, result_refs=result_refs, actor=actor
         )
     return frame
-
-
-def _frame_lock_for_close(frame: Frame) -> Frame:
-    """Lock ``frame`` and its parent in one statement, inside the caller's transaction and
-    after its session's lock, with what closing it needs to know annotated:
-    ``open_children`` (its own) and ``open_siblings`` (its parent's other open children).
-
-    The session's lock is held, so no other writer changes the session's frames while
-    this reads them: what it annotates stays true until the commit.
-    """
-    open_frames = Frame.objects.filter(status__in=Frame.OPEN_STATUSES)
-    rows = Frame.objects.filter(pk=frame.pk).annotate(
-        open_children=Exists(open_frames.filter(parent_id=OuterRef("pk"))),
-        open_siblings=Exists(
-            open_frames.filter(parent_id=OuterRef("parent_id")).exclude(pk=OuterRef("pk"))
-        ),
-    )
-    if frame.parent_id is None:
-        return rows.select_for_update().get()
-    # An inner join (the parent exists), so both rows can be locked by the one statement.
-    return (
-        rows.filter(parent__depth__gte=0)
-        .select_related("parent")
-        .select_for_update(of=("self", "parent"))
-        .get()
-    )
 
 
 def frame_close(
@@ -830,7 +803,7 @@ def frame_close(
     Shared by a pop, a rejected or expired suspension and the end of a session, so a frame
     closes the same way, with the same ``frame.popped`` event, whatever closed it.
     ``failure_reason`` says why a frame failed when the system failed it. A frame from
-    ``_frame_lock_for_close`` brings its locked parent and ``open_siblings`` along; any
+    ``frame_close_lock`` brings its locked parent and ``open_siblings`` along; any
     other has them read here.
     """
     parent = None

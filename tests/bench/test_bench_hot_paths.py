@@ -22,13 +22,14 @@ from frames.models import ContextHandle, Frame
 from tests.bench.measure import Series
 from tests.bench.report import database_vendor, record, write_section
 from tests.bench.test_bench_context_pack import HANDLES, QUERY, _add_facts, _handles
+from tests.frames.test_write_queries import POP, PUSH, USAGE
 
 ROUNDS = 200
 WARM_UP = 5
 VALID, SUPERSEDED = 10_000, 50_000
 # The bounds of tests/frames/test_write_queries.py (the write's transaction) and of
-# tests/context/test_context_pack_queries.py (the whole request).
-WRITE_BOUNDS = {"push": 6, "pop": 6, "usage_record": 5}
+# tests/context/test_context_pack_queries.py (the whole request), this engine's.
+WRITE_BOUNDS = {"push": PUSH, "pop": POP, "usage_record": USAGE}
 PACK_BOUND = 8
 PACK_VS_FLOOR, WRITE_VS_FLOOR = 5, 2
 

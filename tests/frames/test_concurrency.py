@@ -1,12 +1,13 @@
 """Budget arithmetic under real parallel transactions on PostgreSQL."""
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from django.db import connection
+from django.db import DatabaseError, connection, transaction
 
-from contextops.errors import InsufficientTokens
+from contextops.errors import Conflict, InsufficientTokens
 from frames import services
 from frames.models import Frame, Session
 from tests.conftest import postgres_only
@@ -102,3 +103,130 @@ def test_concurrent_retries_of_one_usage_record_charge_it_once(api):
     session.refresh_from_db()
     assert len(records) == 1
     assert (frame.budget_used, session.api_calls_total) == (100, 1)
+
+
+def _wait_until_someone_waits_for_me(timeout: float = 10.0) -> None:
+    """Return once another backend is blocked by this connection's transaction."""
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute(
+                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity"
+                " WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid)))"
+            )
+            if cursor.fetchone()[0]:
+                return
+            cursor.execute("SELECT pg_stat_clear_snapshot()")  # else one read a transaction
+            time.sleep(0.01)
+    raise AssertionError("nobody waited for this transaction's locks")
+
+
+def test_a_pop_holds_the_session_while_it_waits_for_its_frame(api):
+    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
+    root = services.frame_push(session=session, goal="root", budget_total=1000)
+    child = services.frame_push(session=session, parent=root, goal="child", budget_total=100)
+    frame_held, session_probed = threading.Event(), threading.Event()
+
+    def hold_the_frame():
+        try:
+            with transaction.atomic():
+                Frame.objects.select_for_update().get(pk=child.pk)
+                frame_held.set()
+                _wait_until_someone_waits_for_me()
+                with ThreadPoolExecutor(1) as probe:
+                    # Another writer of the session finds its row taken: the pop holds it.
+                    taken = probe.submit(_session_taken, session.pk).result()
+                session_probed.set()
+            return taken
+        finally:
+            connection.close()
+
+    def pop():
+        try:
+            frame_held.wait(timeout=10)
+            return services.frame_pop(frame=child.pk, status="completed").status
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(2) as pool:
+        taken, popped = pool.submit(hold_the_frame), pool.submit(pop)
+        assert taken.result() is True
+        assert popped.result() == "completed"
+    assert session_probed.is_set()
+
+
+def _session_taken(pk) -> bool:
+    try:
+        with transaction.atomic():
+            Session.objects.select_for_update(nowait=True).get(pk=pk)
+        return False
+    except DatabaseError:
+        return True
+    finally:
+        connection.close()
+
+
+def test_a_pop_that_waited_for_a_push_under_its_frame_sees_the_new_child(api):
+    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
+    root = services.frame_push(session=session, goal="root", budget_total=1000)
+    pushed = threading.Event()
+
+    def push_and_hold():
+        try:
+            with transaction.atomic():
+                services.frame_push(
+                    session=session.pk, parent=root.pk, goal="late", budget_total=10
+                )
+                pushed.set()
+                _wait_until_someone_waits_for_me()  # the pop, its snapshot already taken
+        finally:
+            connection.close()
+
+    def pop():
+        try:
+            pushed.wait(timeout=10)
+            services.frame_pop(frame=root.pk, status="completed")
+            return "popped"
+        except Conflict as refused:
+            return refused.code
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(2) as pool:
+        holder, outcome = pool.submit(push_and_hold), pool.submit(pop)
+        holder.result()
+        assert outcome.result() == "frame_has_open_children"
+    root.refresh_from_db()
+    assert root.status == "waiting" and root.subcall_allocation == 10
+
+
+def test_parallel_pops_and_pushes_under_one_parent_settle_exactly(api):
+    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
+    root = services.frame_push(session=session, goal="Fan out", budget_total=100_000)
+    children = [
+        services.frame_push(session=session, parent=root, goal=f"c{i}", budget_total=100)
+        for i in range(12)
+    ]
+    for child in children:
+        services.usage_record(session=session, frame=child, input_tokens=7, output_tokens=3)
+    barrier = threading.Barrier(8)
+
+    def work(index):
+        if index % 2:
+            services.frame_push(session=session.pk, parent=root.pk, goal="new", budget_total=50)
+            return "pushed"
+        for child in children[index // 2 :: 4]:
+            services.frame_pop(frame=child.pk, status="completed")
+        return "popped"
+
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(_in_thread(barrier, work), range(8)))
+
+    assert outcomes.count("pushed") == 4
+    root.refresh_from_db()
+    assert Frame.objects.filter(parent=root, status="completed").count() == 12
+    assert (root.status, root.budget_used, root.subcall_allocation) == ("waiting", 120, 200)
+    session.refresh_from_db()
+    assert sorted(session.events.values_list("seq", flat=True)) == list(
+        range(1, session.last_event_seq + 1)
+    )
