@@ -239,7 +239,7 @@ def _claim(fresh: IdempotencyKey, *, claimer_gone: bool | None) -> IdempotencyKe
     )
     with transaction.atomic():
         record = (
-            IdempotencyKey.objects.select_for_update()
+            IdempotencyKey.objects.select_for_update(no_key=True)
             .filter(organization_id=fresh.organization_id, key=key)
             .first()
         )
@@ -251,7 +251,7 @@ def _claim(fresh: IdempotencyKey, *, claimer_gone: bool | None) -> IdempotencyKe
                     fresh.save(force_insert=True)
                     return fresh
             except IntegrityError:  # a duplicate claimed it a moment ago: see below
-                record = IdempotencyKey.objects.select_for_update().get(
+                record = IdempotencyKey.objects.select_for_update(no_key=True).get(
                     organization_id=fresh.organization_id, key=key
                 )
         if record.created_at < now - _ttl():  # a day old: the key is free again

@@ -219,7 +219,7 @@ def _current_of_subject(
         organization=organization, subject=subject, scope=scope, scope_id=scope_id, is_valid=True
     ).order_by("-created_at", "-id")
     for _ in range(5):
-        locked = list(query.select_for_update())
+        locked = list(query.select_for_update(no_key=True))
         if [f.pk for f in locked] == list(query.values_list("pk", flat=True)):
             return locked
     raise Conflict("write_contention", f"The facts of {subject!r} keep changing; retry the write.")
@@ -534,7 +534,11 @@ def _dependencies_load(organization: Organization, keys: list[str]) -> list[Fact
 def _named_load(organization: Organization, key: str, scope: str, scope_id: str) -> Fact:
     """The fact a write explicitly supersedes, locked: 404 when there is none, 422 when it
     is hypothetical or draft or lives in another scope, 409 when it is no longer current."""
-    target = Fact.objects.select_for_update().filter(organization=organization, key=key).first()
+    target = (
+        Fact.objects.select_for_update(no_key=True)
+        .filter(organization=organization, key=key)
+        .first()
+    )
     if target is None:
         raise NotFound(f"No fact {key} in this organization to supersede.")
     if target.is_private_scope:
@@ -558,7 +562,11 @@ def _chains_of(fact_ids: list[int]) -> set[Any]:
 
 
 def _locked(organization: Organization, key: str) -> Fact:
-    fact = Fact.objects.select_for_update().filter(organization=organization, key=key).first()
+    fact = (
+        Fact.objects.select_for_update(no_key=True)
+        .filter(organization=organization, key=key)
+        .first()
+    )
     if fact is None:
         raise NotFound(f"No fact {key} in this organization.")
     return fact

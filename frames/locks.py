@@ -5,6 +5,12 @@ states) locks the session row first, then the rows it changes, parents before ch
 One session's writes therefore serialize on its row, which keeps budget arithmetic exact
 when many agents write at once and never deadlocks (one order everywhere); on SQLite the
 IMMEDIATE transaction mode gives the same guarantee for the whole database.
+
+Every row lock on PostgreSQL is FOR NO KEY UPDATE: writers still serialize on it, but a
+row that refers to a locked one (a stored context pack to its session and frame) checks
+its reference with a key-share lock, which that does not block. With FOR UPDATE such an
+insert took its frame's key share, then waited on the session a writer held, while the
+writer waited on the frame: a deadlock.
 """
 
 import uuid
@@ -50,13 +56,15 @@ def session_lock(
     """
     if organization is None:
         pk = session.pk if isinstance(session, Session) else session
-        locked = Session.objects.select_for_update().get(pk=pk)
+        locked = Session.objects.select_for_update(no_key=True).get(pk=pk)
     else:
         pk = _uuid(session.pk if isinstance(session, Session) else session)
         try:
             if pk is None:
                 raise Session.DoesNotExist
-            locked = Session.objects.select_for_update().get(pk=pk, organization=organization)
+            locked = Session.objects.select_for_update(no_key=True).get(
+                pk=pk, organization=organization
+            )
         except Session.DoesNotExist:
             raise NotFound("No such session.") from None
         locked.organization = organization  # the one it was found in: no query to read it
@@ -81,7 +89,7 @@ def frame_session_lock(frame: Frame | Any, *, organization: Any = None) -> tuple
         # Only the session's row is locked: PostgreSQL hands back its newest version.
         found = (
             Frame.objects.select_related("session")
-            .select_for_update(of=("session",))
+            .select_for_update(no_key=True, of=("session",))
             .get(pk=pk, **scope)
         )
     except Frame.DoesNotExist:
@@ -97,12 +105,12 @@ def frame_lock(frame: Frame | Any, *, organization: Any = None) -> Frame:
     """
     pk = frame.pk if isinstance(frame, Frame) else frame
     if organization is None:
-        return Frame.objects.select_for_update().get(pk=pk)
+        return Frame.objects.select_for_update(no_key=True).get(pk=pk)
     pk = _uuid(pk)
     try:
         if pk is None:
             raise Frame.DoesNotExist
-        return Frame.objects.select_for_update().get(pk=pk, organization=organization)
+        return Frame.objects.select_for_update(no_key=True).get(pk=pk, organization=organization)
     except Frame.DoesNotExist:
         raise NotFound("No such frame.") from None
 
@@ -141,12 +149,12 @@ def _frame_lock_annotated(frame: Frame) -> Frame:
         ),
     )
     if frame.parent_id is None:
-        return rows.select_for_update().get()
+        return rows.select_for_update(no_key=True).get()
     # An inner join (the parent exists), so both rows can be locked by the one statement.
     return (
         rows.filter(parent__depth__gte=0)
         .select_related("parent")
-        .select_for_update(of=("self", "parent"))
+        .select_for_update(no_key=True, of=("self", "parent"))
         .get()
     )
 
@@ -158,7 +166,8 @@ def _frame_close_lock_in_one_statement(
     None when there is no such frame (in ``organization``, when given).
 
     A root frame joins itself as its parent, so every join is inner and every row can be
-    locked. The rows are locked in the order FOR UPDATE OF names them, the session first.
+    locked. The rows are locked in the order FOR NO KEY UPDATE OF names them, the session
+    first.
     One statement reads with one snapshot, taken before it waits for the session's lock:
     when another writer moved the session's log on meanwhile, the frames it reads beside
     the locked rows may be old, and they are read again, under the lock.
@@ -183,7 +192,7 @@ def _frame_close_lock_in_one_statement(
     if organization is not None:
         sql += ' AND f."organization_id" = %s'
         params.append(organization.pk)
-    sql += " FOR UPDATE OF s, p, f"
+    sql += " FOR NO KEY UPDATE OF s, p, f"
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()

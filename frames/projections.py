@@ -200,7 +200,7 @@ def projections_rebuild(session: Session) -> int:
     state = replay(session_events(session))
     changed = 0
     with transaction.atomic():
-        Session.objects.select_for_update().filter(pk=session.pk).update(**state.session)
+        Session.objects.select_for_update(no_key=True).filter(pk=session.pk).update(**state.session)
         for frame_id, values in state.frames.items():
             changed += Frame.objects.filter(pk=frame_id, session=session).update(**values)
     return changed

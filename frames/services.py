@@ -995,7 +995,7 @@ def suspensions_close(*, session: Session, actor: str) -> int:
     locked. Returns how many were expired."""
     now = timezone.now()
     expired = 0
-    for suspension in Suspension.objects.select_for_update().filter(
+    for suspension in Suspension.objects.select_for_update(no_key=True).filter(
         session=session, status__in=Suspension.OPEN_STATUSES
     ):
         expired += suspension_expire_locked(

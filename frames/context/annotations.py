@@ -29,7 +29,7 @@ def handle_annotate(*, handle: ContextHandle, note: str, actor: str = "") -> Con
         raise Invalid(f"A note is at most {NOTE_MAX_CHARS} characters.", field="note")
     with transaction.atomic():
         session = session_lock(handle.session_id)
-        handle = ContextHandle.objects.select_for_update().get(pk=handle.pk)
+        handle = ContextHandle.objects.select_for_update(no_key=True).get(pk=handle.pk)
         if HandleAnnotation.objects.filter(handle=handle).count() >= NOTES_PER_HANDLE:
             raise TooLarge(
                 f"A handle keeps at most {NOTES_PER_HANDLE} notes.", limit=NOTES_PER_HANDLE

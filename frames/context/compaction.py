@@ -125,7 +125,7 @@ def frame_compact(
         frame = frame_lock(frame)
         frame_require_open(frame, action="compact")
         handles = list(
-            ContextHandle.objects.select_for_update()
+            ContextHandle.objects.select_for_update(no_key=True)
             .filter(frame_id=frame.pk)
             .order_by("created_at", "id")
         )

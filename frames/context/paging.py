@@ -109,7 +109,7 @@ def _locked(handle_id: UUID) -> tuple[Session, ContextHandle]:
     handle's notes read with it (the answer shows them, read before the commit)."""
     handle = ContextHandle.objects.only("session_id").get(pk=handle_id)
     session = session_lock(handle.session_id, open_only=False)
-    locked = ContextHandle.objects.select_for_update().prefetch_related("annotations")
+    locked = ContextHandle.objects.select_for_update(no_key=True).prefetch_related("annotations")
     return session, locked.get(pk=handle_id)
 
 

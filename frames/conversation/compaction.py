@@ -397,7 +397,7 @@ def _compaction_apply(
         raise retry
     with transaction.atomic():
         session = session_lock(session, open_only=False)
-        run = CompactionRun.objects.select_for_update().get(pk=run.pk)
+        run = CompactionRun.objects.select_for_update(no_key=True).get(pk=run.pk)
         if run.status != CompactionRun.Status.RUNNING:
             return run
         frame = _compacted_frame(session=session, turns=turns)
@@ -543,7 +543,7 @@ def compaction_revert(*, run: CompactionRun, actor: str = "") -> CompactionRun:
     """
     with transaction.atomic():
         session = session_lock(run.session_id, open_only=False)
-        run = CompactionRun.objects.select_for_update().get(pk=run.pk)
+        run = CompactionRun.objects.select_for_update(no_key=True).get(pk=run.pk)
         if (
             run.status not in (CompactionRun.Status.COMPLETED, CompactionRun.Status.FAILED)
             or run.finished_at is None

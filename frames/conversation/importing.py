@@ -580,7 +580,7 @@ def _source_for(
         # A later part that does not name its transcript (a JSON document's middle, or
         # nothing new at all): the one of that file name it continues.
         for source in (
-            TranscriptSource.objects.select_for_update()
+            TranscriptSource.objects.select_for_update(no_key=True)
             .filter(organization=organization, format=fmt, file_name=name)
             .order_by("-updated_at")
         ):
@@ -594,7 +594,7 @@ def _source_for(
         source_session_id=key,
         defaults={"file_name": name},
     )
-    return TranscriptSource.objects.select_for_update().get(pk=source.pk)
+    return TranscriptSource.objects.select_for_update(no_key=True).get(pk=source.pk)
 
 
 def import_receive(
@@ -947,8 +947,8 @@ def _batch_write(
     the older one must not write, nor judge the newer one's progress against its shorter
     copy of the file (which would read as a changed transcript).
     """
-    source = TranscriptSource.objects.select_for_update().get(pk=job.source_id)
-    row = TranscriptFile.objects.select_for_update().get(pk=plan.row.pk)
+    source = TranscriptSource.objects.select_for_update(no_key=True).get(pk=job.source_id)
+    row = TranscriptFile.objects.select_for_update(no_key=True).get(pk=plan.row.pk)
     if row.size != plan.row.size:
         raise _Superseded(row.name)
     entries = plan.read.entries
@@ -1000,7 +1000,7 @@ def _import_finish(
 ) -> bool:
     """The run's last transaction: the session's title, source and times, its end when the
     transcript is final, the ``conversation.imported`` event and the job's result."""
-    source = TranscriptSource.objects.select_for_update().get(pk=job.source_id)
+    source = TranscriptSource.objects.select_for_update(no_key=True).get(pk=job.source_id)
     budgets = _Budgets({}, list(transcript.branches), final=final)
     last_times = _last_times(settled)
     last = max(last_times.values(), default=None)

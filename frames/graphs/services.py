@@ -96,7 +96,7 @@ def _thread_locked(*, organization: Organization, thread_id: str) -> GraphThread
     if session_pk is None:
         return None
     session = session_lock(session_pk, open_only=False)
-    thread = GraphThread.objects.select_for_update().get(
+    thread = GraphThread.objects.select_for_update(no_key=True).get(
         organization=organization, thread_id=thread_id
     )
     thread.session = session
@@ -422,7 +422,7 @@ def runs_delete(*, organization: Organization, run_ids: Sequence[str], actor: st
         )
         by_thread = dict(found.values_list("thread_id", "thread__session_id").distinct())
         _sessions_locked(set(by_thread.values()))
-        threads = GraphThread.objects.select_for_update().filter(pk__in=list(by_thread))
+        threads = GraphThread.objects.select_for_update(no_key=True).filter(pk__in=list(by_thread))
         deleted = 0
         for thread in threads.select_related("session"):
             count = _checkpoints_delete(
@@ -545,7 +545,7 @@ def threads_prune(
         )
         _sessions_locked(set(found.values_list("session_id", flat=True)))
         pruned = 0
-        for thread in found.select_for_update().select_related("session"):
+        for thread in found.select_for_update(no_key=True).select_related("session"):
             checkpoints = GraphCheckpoint.objects.filter(thread=thread)
             blobs = GraphBlob.objects.filter(thread=thread)
             if strategy == "keep_latest":

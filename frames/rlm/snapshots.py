@@ -222,7 +222,7 @@ def state_lock(state: RlmState) -> RlmState:
     """Lock the state row inside the caller's transaction; return it fresh, session and
     frame loaded."""
     return (
-        RlmState.objects.select_for_update(of=("self",))
+        RlmState.objects.select_for_update(no_key=True, of=("self",))
         .select_related("session", "frame")
         .get(pk=state.pk)
     )
@@ -565,7 +565,7 @@ def rollback(*, state: RlmState, checkpoint_id: str, source: str = "", actor: st
     with transaction.atomic():
         # The state locked with its variable count, which the logged mutation records.
         state = (
-            RlmState.objects.select_for_update(of=("self",))
+            RlmState.objects.select_for_update(no_key=True, of=("self",))
             .select_related("session", "frame")
             .annotate(
                 variable_count=Subquery(

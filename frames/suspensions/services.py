@@ -82,7 +82,7 @@ def _locked(suspension: Suspension) -> tuple[Session, Suspension]:
     """Lock the suspension's session (ended or not: a decision on an ended session's
     suspension is refused by its frame's status), then the suspension; return both fresh."""
     session = session_lock(suspension.session_id, open_only=False)
-    return session, Suspension.objects.select_for_update().get(pk=suspension.pk)
+    return session, Suspension.objects.select_for_update(no_key=True).get(pk=suspension.pk)
 
 
 def _gone() -> Gone:
@@ -261,7 +261,7 @@ def suspension_approve(*, suspension: Suspension, user: User, note: str = "") ->
 def _open_descendants(frame: Frame) -> list[Frame]:
     """The frame's open descendants, deepest first (locked)."""
     open_frames = list(
-        Frame.objects.select_for_update()
+        Frame.objects.select_for_update(no_key=True)
         .filter(session_id=frame.session_id, status__in=Frame.OPEN_STATUSES, depth__gt=frame.depth)
         .order_by("-depth", "created_at")
     )

@@ -230,3 +230,47 @@ def test_parallel_pops_and_pushes_under_one_parent_settle_exactly(api):
     assert sorted(session.events.values_list("seq", flat=True)) == list(
         range(1, session.last_event_seq + 1)
     )
+
+
+def test_a_context_pack_is_stored_while_a_writer_holds_its_session_and_frame(api):
+    """A stored pack refers to its session and frame, and storing it checks that both
+    exist (a key-share lock on each). Writers lock those rows without claiming their keys,
+    so the pack neither waits behind a write nor deadlocks with one: it used to take the
+    frame's key-share lock, then wait for the session's, while a pop holding the session
+    waited for the frame."""
+    from frames.context.pack import context_pack_assemble
+    from frames.locks import frame_lock, session_lock
+    from frames.models import ContextPackRecord
+
+    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
+    frame = services.frame_push(session=session, goal="Answer", budget_total=10_000)
+    context_pack_assemble(session=session, budget_tokens=2_000)  # out of loading
+    held, release = threading.Event(), threading.Event()
+
+    def writer():
+        try:
+            with transaction.atomic():
+                session_lock(session.pk)
+                frame_lock(frame.pk)
+                held.set()
+                release.wait(timeout=30)
+        finally:
+            connection.close()
+
+    def pack():
+        try:
+            fresh = Session.objects.get(pk=session.pk)
+            return context_pack_assemble(session=fresh, budget_tokens=2_000).record.pk
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(2) as pool:
+        writing = pool.submit(writer)
+        assert held.wait(timeout=30)
+        packing = pool.submit(pack)
+        try:
+            stored = packing.result(timeout=20)  # while the writer still holds both rows
+        finally:
+            release.set()
+        writing.result(timeout=30)
+    assert ContextPackRecord.objects.filter(pk=stored, session_id=session.pk).exists()
