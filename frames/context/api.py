@@ -10,7 +10,7 @@ from pydantic import Field
 
 from contextops.actors import request_actor
 from contextops.errors import NotFound
-from contextops.http import ApiRequest
+from contextops.http import ApiRequest, prebuilt_json_response
 from frames.api import session_body_with_top
 from frames.models import ContextHandle, Frame
 from frames.schemas import SessionOut
@@ -115,7 +115,7 @@ def context_pack_create(request: ApiRequest, session_id: UUID, payload: ContextP
         actor=request_actor(request),
         as_of_seq=payload.as_of_seq,
     )
-    return context_pack_out(pack)
+    return prebuilt_json_response(request, context_pack_out(pack))
 
 
 class PackListFilters(Schema):

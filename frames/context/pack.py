@@ -35,7 +35,6 @@ from .resources import COLD, INDEXED, OFFLINE, resource_name
 FACTS_LIMIT_MAX = 400
 HANDLE_FIELDS = (
     "id",
-    "frame_id",
     "kind",
     "priority",
     "state",

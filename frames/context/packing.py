@@ -326,22 +326,48 @@ def _segment_form(segment: Segment, index: int, newest_order: int) -> str | None
     """How the level at ``index`` shows ``segment``: None (dropped), ``summary``,
     ``whole`` (its content as stored) or ``shown`` (its content at a trimming level).
     The item rendered for one form is the same at every level that picks it."""
-    critical = segment.priority == "critical"
-    if index >= AGGRESSIVE and not segment.forced and segment.priority in ("low", "background"):
-        return None
-    if index >= CRITICAL and not segment.required_at_critical:
-        return None
-    has_summary = bool(segment.summary) and segment.summary_tokens < segment.tokens
-    old = segment.order <= newest_order - RECENT_SEGMENTS
-    use_summary = (
-        has_summary
-        and not critical
-        and (segment.state == "indexed" or (index >= MODERATE and old) or index >= AGGRESSIVE)
+    return _segment_forms(segment, newest_order)[index]
+
+
+def _segment_forms(segment: Segment, newest_order: int) -> tuple[str | None, ...]:
+    """``_segment_form`` at every level, in LEVELS' order."""
+    return _forms(
+        segment.priority,
+        segment.forced,
+        segment.state,
+        bool(segment.summary),
+        segment.summary_tokens < segment.tokens,
+        segment.order <= newest_order - RECENT_SEGMENTS,
     )
-    if use_summary or (segment.state == "indexed" and segment.summary and not critical):
-        return "summary"
-    # Critical content is always whole: no level trims it.
-    return "whole" if critical or index == 0 else "shown"
+
+
+# A frame's segments fall into a few dozen kinds (priority, state, summary, age): the
+# forms of each kind are worked out once, not once per segment and level.
+@functools.lru_cache(maxsize=1024)
+def _forms(
+    priority: str, forced: bool, state: str, summarized: bool, summary_smaller: bool, old: bool
+) -> tuple[str | None, ...]:
+    critical = priority == "critical"
+    has_summary = summarized and summary_smaller
+    forms: list[str | None] = []
+    for index in range(len(LEVELS)):
+        if index >= AGGRESSIVE and not forced and priority in ("low", "background"):
+            forms.append(None)
+            continue
+        if index >= CRITICAL and not (forced or critical):
+            forms.append(None)
+            continue
+        use_summary = (
+            has_summary
+            and not critical
+            and (state == "indexed" or (index >= MODERATE and old) or index >= AGGRESSIVE)
+        )
+        if use_summary or (state == "indexed" and summarized and not critical):
+            forms.append("summary")
+        else:
+            # Critical content is always whole: no level trims it.
+            forms.append("whole" if critical or index == 0 else "shown")
+    return tuple(forms)
 
 
 def _segment_item(
@@ -421,34 +447,41 @@ def pack(data: PackInput) -> PackResult:
     trim_cache: dict[
         int, str
     ] = {}  # id(text) -> light-trimmed text; the texts live as long as ``data``
-    # (position, form) -> the segment's tokens in that form: counted once, whatever the
-    # levels tried; only the level that fits renders its items.
-    counted: dict[tuple[int, str], int] = {}
+    forms = [_segment_forms(seg, newest) for seg in data.segments]
+    # A segment's tokens in the form ``shown``, counted once whatever the levels tried
+    # (``whole`` and ``summary`` are stored counts); only the level that fits renders.
+    shown_tokens: list[int | None] = [None] * len(forms)
+    constraint_items: dict[bool, list[PackedItem[FactItem]]] = {}  # trimmed? -> rendered
 
     for index in range(start, len(LEVELS)):
         level = LEVELS[index]
         brief_text = data.brief_context if level == "none" else light_trim(data.brief_context)
         brief_tokens = estimate_tokens(brief_text)
         crumbs, crumbs_dropped = _breadcrumbs_at(data.breadcrumbs, level)
-        shown: list[tuple[Segment, str]] = []
-        left_out: list[Segment] = []  # recorded as dropped only at the level that fits
         segment_tokens = 0
         for position, seg in enumerate(data.segments):
-            form = _segment_form(seg, index, newest)
-            if form is None:
-                left_out.append(seg)
-                continue
-            tokens = counted.get((position, form))
-            if tokens is None:
-                tokens = counted[position, form] = _segment_tokens(seg, form, trim_cache)
-            segment_tokens += tokens
-            shown.append((seg, form))
-        fact_items = [_render_fact(f, level, trim_cache) for f in constraints]
+            form = forms[position][index]
+            if form == "whole":
+                segment_tokens += seg.tokens
+            elif form == "summary":
+                segment_tokens += seg.summary_tokens
+            elif form is not None:
+                tokens = shown_tokens[position]
+                if tokens is None:
+                    tokens = shown_tokens[position] = _segment_tokens(seg, form, trim_cache)
+                segment_tokens += tokens
+        trimmed = level != "none"
+        if trimmed not in constraint_items:
+            constraint_items[trimmed] = [_render_fact(f, level, trim_cache) for f in constraints]
+        fact_items = list(constraint_items[trimmed])
         required = brief_tokens + sum(i.tokens for i in crumbs) + segment_tokens
         required += sum(i.tokens for i in fact_items)
         last = index == len(LEVELS) - 1
         if required > data.budget and not last:
             continue
+        at_level = [(seg, f[index]) for seg, f in zip(data.segments, forms, strict=True)]
+        shown = [(seg, form) for seg, form in at_level if form is not None]
+        left_out = [seg for seg, form in at_level if form is None]  # dropped at this level
         segments = [_segment_item(seg, form, trim_cache) for seg, form in shown]
         reason = "low_priority" if level == "aggressive" else "not_critical"
         level_drops = [Dropped("segments", s.id, reason, level, s.tokens) for s in left_out]

@@ -14,6 +14,7 @@ from frames.strategies import FRAME, MAX_NAME_LENGTH, strategy_enum
 from .annotations import NOTE_MAX_CHARS
 from .compaction import MAX_MESSAGE_COUNT, MAX_TARGET_TOKENS
 from .pack import ContextPack
+from .packing import FactItem, PackedItem
 from .pressure_report import PressureReport
 
 CompactionLevel = Literal["none", "light", "moderate", "aggressive", "critical"]
@@ -239,79 +240,79 @@ class FrameCompactOut(Schema):
     summarized: list[str]
 
 
-def context_pack_out(pack: ContextPack) -> ContextPackOut:
-    """The ``ContextPackOut`` answer for ``pack`` (see docs/api.md: context packs).
+def context_pack_out(pack: ContextPack) -> dict[str, Any]:
+    """The ``ContextPackOut`` answer for ``pack`` (see docs/api.md: context packs), as
+    plain dicts in the schemas' field order, for ``prebuilt_json_response``.
 
-    Built with ``model_construct``, not validated: every value comes from the packer's
-    own dataclasses with the schema's types already, and a large pack holds thousands of
-    nested items that validation would walk field by field for nothing. django-ninja
-    serializes an instance of the response schema without validating it again."""
+    Every value comes from the packer's own dataclasses with the schema's types already,
+    and a large pack holds thousands of nested items: neither validation nor a model per
+    item would find anything to change. ``dropped`` is the stored record's own list."""
     result = pack.result
     breakdown = result.breakdown
     used = sum(breakdown.values())
-    return ContextPackOut.model_construct(
-        id=str(pack.record.pk),
-        session_id=str(pack.record.session_id),
-        frame_id=str(pack.frame.pk) if pack.frame else None,
-        as_of_seq=pack.record.as_of_seq,
-        query=pack.query,
-        brief_context=result.brief_context,
-        breadcrumbs=[
-            BreadcrumbOut.model_construct(
-                frame_id=i.id,
-                goal=i.source.goal,
-                status=i.source.status,
-                depth=i.source.depth,
-                tokens=i.tokens,
-            )
+    return {
+        "id": str(pack.record.pk),
+        "session_id": str(pack.record.session_id),
+        "frame_id": str(pack.frame.pk) if pack.frame else None,
+        "as_of_seq": pack.record.as_of_seq,
+        "query": pack.query,
+        "brief_context": result.brief_context,
+        "breadcrumbs": [
+            {
+                "frame_id": i.id,
+                "goal": i.source.goal,
+                "status": i.source.status,
+                "depth": i.source.depth,
+                "tokens": i.tokens,
+            }
             for i in result.breadcrumbs
         ],
-        facts=[
-            PackFactOut.model_construct(
-                **{
-                    "key": i.source.key,
-                    "source": "",
-                    "scope": "",
-                    "is_constraint": False,
-                    **i.source.extra,
-                    "id": i.id,
-                    "text": i.text,
-                    "tokens": i.tokens,
-                    "form": i.form,
-                }
-            )
-            for i in result.facts
-        ],
-        working_set=[
-            PackWorkingOut.model_construct(key=i.id, text=i.text, tokens=i.tokens, form=i.form)
+        "facts": [_pack_fact_out(i) for i in result.facts],
+        "working_set": [
+            {"key": i.id, "text": i.text, "tokens": i.tokens, "form": i.form}
             for i in result.working_set
         ],
-        segments=[
-            SegmentOut.model_construct(
-                handle_id=i.id,
-                kind=i.source.kind,
-                priority=i.source.priority,
-                state=i.source.state,
-                form=i.form,
-                content=i.text,
-                tokens=i.tokens,
-            )
+        "segments": [
+            {
+                "handle_id": i.id,
+                "kind": i.source.kind,
+                "priority": i.source.priority,
+                "state": i.source.state,
+                "form": i.form,
+                "content": i.text,
+                "tokens": i.tokens,
+            }
             for i in result.segments
         ],
-        resources=[
-            ResourceOut.model_construct(handle_id=i.id, name=i.text, tokens=i.tokens)
-            for i in result.resources
+        "resources": [
+            {"handle_id": i.id, "name": i.text, "tokens": i.tokens} for i in result.resources
         ],
-        format=pack.format,
-        dropped=[DroppedOut.model_construct(**d) for d in pack.record.dropped],
-        token_summary=TokenSummaryOut.model_construct(
-            budget=result.budget,
-            used=used,
-            remaining=result.budget - used,
-            breakdown=breakdown,
-            compaction_level=result.level,
-        ),
-    )
+        "dropped": pack.record.dropped,
+        "token_summary": {
+            "budget": result.budget,
+            "used": used,
+            "remaining": result.budget - used,
+            "breakdown": breakdown,
+            "compaction_level": result.level,
+        },
+        "format": pack.format,
+    }
+
+
+def _pack_fact_out(item: PackedItem[FactItem]) -> dict[str, Any]:
+    """A ``PackFactOut``: the fact's own fields (``extra``) with the schema's defaults."""
+    extra = item.source.extra
+    return {
+        "id": item.id,
+        "key": extra.get("key", item.source.key),
+        "value": extra.get("value"),
+        "source": extra.get("source", ""),
+        "scope": extra.get("scope", ""),
+        "is_constraint": extra.get("is_constraint", False),
+        "text": item.text,
+        "tokens": item.tokens,
+        "form": item.form,
+    }
 
 
 def pressure_out(report: PressureReport, *, eviction_policy: str) -> dict[str, Any]:

@@ -1,12 +1,15 @@
 """POST /sessions/{id}/context-pack and the stored records."""
 
+import json
 from dataclasses import dataclass
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from facts import services as fact_services
 from frames.context import pack as context_pack
+from frames.context.schemas import ContextPackOut
 from frames.models import ContextPackRecord
 
 
@@ -204,3 +207,31 @@ def test_it_packs_a_session_without_frames(api, session):
     body = api.post(f"/sessions/{session.id}/context-pack", {"budget_tokens": 500}).json()
     assert body["frame_id"] is None and body["segments"] == [] and body["breadcrumbs"] == []
     assert body["token_summary"]["used"] == body["token_summary"]["breakdown"]["brief_context"]
+
+
+def test_it_answers_in_the_bytes_its_documented_schema_gives(
+    api, session, frame, make_frame, make_handle, stub_facts
+):
+    """The answer is built without validation: every section of it, filled, is what
+    validating it against ContextPackOut and rendering that would send, key order included."""
+    child = make_frame(session, parent=frame, goal="Read the contract")
+    make_handle(child, "You are careful.", tokens=5, kind="system_prompt", priority="critical")
+    make_handle(
+        child, "The contract   says 30 days.", tokens=80, summary="30 days.", summary_tokens=3
+    )
+    make_handle(child, "x " * 400, tokens=400, priority="low")
+    make_handle(child, "", tokens=5, state="cold", ref="specs/api.yaml")
+    fact_services.working_set_put(session=session, key="plan", value={"next": ["read", "sign"]})
+    stub_facts.append(StubFact(1, "policy.discount", "max 15%", 6, is_constraint=True))
+    stub_facts.extend(StubFact(i, f"note.{i}", "n " * 50, 60) for i in range(2, 40))
+    response = api.post(
+        f"/sessions/{session.id}/context-pack",
+        {"budget_tokens": 900, "query": "contract", "min_compaction": "light"},
+    )
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert all(body[section] for section in ("breadcrumbs", "facts", "working_set", "segments"))
+    assert body["resources"] and body["dropped"]
+    validated = ContextPackOut.model_validate(body).model_dump(mode="json")
+    assert json.dumps(validated) == json.dumps(body)
+    assert response["Content-Type"] == "application/json; charset=utf-8"
