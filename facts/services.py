@@ -392,10 +392,12 @@ def _fact_write(
 ) -> FactWriteResult:
     """``fact_write`` inside its transaction: load what the rules need, ask
     ``rules.decide_write`` once, then write what the decision says."""
-    existing = selectors.with_relations(
-        Fact.objects.filter(organization=organization, key=key)
-    ).first()
-    if existing is not None:
+    # Most writes are of a new key: a bare existence check, and the stored version with
+    # its relations read only for a key written before (compiling that read cost more CPU
+    # than the rest of a write).
+    stored = Fact.objects.filter(organization=organization, key=key)
+    if stored.exists():
+        existing = selectors.with_relations(stored).get()
         return _fact_rewritten(existing, value=value, supersedes=supersedes)
 
     # Load: the facts it depends on, the fact it names or its subject's current facts
