@@ -214,6 +214,27 @@ def _uuid(value: str):
     return uuid.UUID(value)
 
 
+def _unfinished_page_outs(jobs) -> list[str]:
+    """What the database says of each page-out whose ``handle.paged_out`` never came: the
+    handle's state and the events that name it."""
+    from frames.models import ContextHandle, Event
+
+    lines = []
+    for handle_id, _ in jobs.page_outs:
+        if jobs.status.get(handle_id) == "indexed":
+            continue
+        handle = ContextHandle.objects.filter(pk=handle_id).first()
+        events = [
+            f"{seq} {type_}"
+            for seq, type_ in Event.objects.filter(payload__handle_id=str(handle_id))
+            .order_by("seq")
+            .values_list("seq", "type")
+        ]
+        state = handle.state if handle is not None else "missing"
+        lines.append(f"page-out of {handle_id}: handle {state}; events {events or 'none'}")
+    return lines
+
+
 def _check_jobs(result) -> int:
     """Jobs that ran twice with a visible effect."""
     from django.db.models import Count
@@ -554,6 +575,8 @@ def _run(args, var_dir: Path, postgres, redis) -> int:
         _log("  unexpected:", line)
     if unfinished:
         _log(f"  jobs not completed, by last status: {dict(unfinished)}")
+        for line in _unfinished_page_outs(jobs):
+            _log("   ", line)
     failed_faults = [f for f in faults if f["outcome"] != "done"]
     ok = (
         not errors
