@@ -30,6 +30,7 @@ def when_ready(server) -> None:
 
     The tokenizer's tables are loaded here too, once for every worker, rather than by
     each worker's first request that counts tokens."""
+    # Gunicorn reads this file before it loads the application (and Django's settings).
     from contextops.tokens import encoding
 
     encoding()

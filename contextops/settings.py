@@ -266,6 +266,7 @@ CELERY_BEAT_SCHEDULE = {
     "expire-suspensions": {"task": "frames.tasks.suspensions_expire", "schedule": 30.0},
     "requeue-compactions": {"task": "conversation.compactions_requeue", "schedule": 60.0},
     "requeue-imports": {"task": "conversation.imports_requeue", "schedule": 60.0},
+    "requeue-page-outs": {"task": "frames.handles_page_out_requeue", "schedule": 60.0},
     "purge-rlm-temporaries": {"task": "rlm.temporaries_purge", "schedule": 300.0},
     "check-resources": {"task": "frames.resources_check", "schedule": 300.0},
 }

@@ -8,6 +8,7 @@ event in the same transaction. Page-out only queues: the summary is made by the
 
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 from uuid import UUID
 
 from django.db import transaction
@@ -129,6 +130,10 @@ def handle_page_out_request(*, handle: ContextHandle, actor: str = "") -> Contex
         raise Unavailable(
             "The job queue is unreachable; the handle was left as it was. Retry shortly."
         )
+    # Once sent: a job that already ran left the handle indexed, and this matches nothing.
+    ContextHandle.objects.filter(pk=handle.pk, state__in=ACTIVE_STATES).update(
+        page_out_requested_at=timezone.now()
+    )
     return handle
 
 
@@ -139,14 +144,23 @@ def handle_page_out_complete(*, handle_id: UUID | str, actor: str = "") -> Conte
     repeated or late job changes nothing. The summary is counted once and stored.
     """
     handle = ContextHandle.objects.filter(pk=handle_id).first()
-    if handle is None or handle.state not in ACTIVE_STATES:
+    if handle is None:
+        return None
+    if handle.state not in ACTIVE_STATES:
+        if handle.page_out_requested_at is not None:  # nothing left for the sweep to send
+            ContextHandle.objects.filter(pk=handle_id).exclude(state__in=ACTIVE_STATES).update(
+                page_out_requested_at=None
+            )
         return None
     summary = handle.summary or handle_summary(handle.content or handle.ref)
     summary_tokens = count_tokens(summary)
     with transaction.atomic():
         session = session_lock(handle.session_id, open_only=False)
         changed = ContextHandle.objects.filter(pk=handle_id, state__in=ACTIVE_STATES).update(
-            state=INDEXED, summary=summary, summary_tokens=summary_tokens
+            state=INDEXED,
+            summary=summary,
+            summary_tokens=summary_tokens,
+            page_out_requested_at=None,
         )
         if changed != 1:
             return None
@@ -163,6 +177,24 @@ def handle_page_out_complete(*, handle_id: UUID | str, actor: str = "") -> Conte
         )
         handle.refresh_from_db()
     return handle
+
+
+def handles_page_out_requeue(*, older_than_seconds: int = 60) -> int:
+    """Send again the page-outs whose job was sent ``older_than_seconds`` ago and has not
+    run (the handle still active); return how many.
+
+    The Redis broker can lose a job it was handed as it restarts, or one a worker took
+    off the queue as it died; a page-out has no run of its own, so the handle keeps when
+    its job was sent. A job sent twice is harmless: the second finds the handle indexed.
+    """
+    # tasks imports this module: send the job without a cycle
+    from .tasks import handle_page_out
+
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    pending = ContextHandle.objects.filter(
+        page_out_requested_at__lt=cutoff, state__in=ACTIVE_STATES
+    ).values_list("pk", flat=True)[:500]
+    return sum(job_send(handle_page_out, str(handle_id)) for handle_id in pending)
 
 
 def _load_cold(handle: ContextHandle) -> str | None:

@@ -4,9 +4,9 @@ from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
 from .freshness import resources_check as resources_check_service
-from .paging import handle_page_out_complete
+from .paging import handle_page_out_complete, handles_page_out_requeue
 
-__all__ = ["handle_page_out", "resources_check"]
+__all__ = ["handle_page_out", "handles_page_out_requeue_stale", "resources_check"]
 
 
 # A page-out has no row of its own to sweep: when the database goes away mid-job the
@@ -23,6 +23,12 @@ __all__ = ["handle_page_out", "resources_check"]
 def handle_page_out(handle_id: str, actor: str = "") -> None:
     """Idempotent: a handle that is no longer active is left alone."""
     handle_page_out_complete(handle_id=handle_id, actor=actor)
+
+
+@shared_task(name="frames.handles_page_out_requeue", ignore_result=True)
+def handles_page_out_requeue_stale() -> int:
+    """Beat: send again the page-outs whose job the broker lost."""
+    return handles_page_out_requeue()
 
 
 @shared_task(name="frames.resources_check", acks_late=True, ignore_result=True)

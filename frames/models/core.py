@@ -232,10 +232,20 @@ class ContextHandle(models.Model):
     summary_tokens = models.PositiveIntegerField(default=0)
     last_access_at = models.DateTimeField(default=timezone.now)
     created_at = models.DateTimeField(default=timezone.now)
+    # When a page-out's job was sent, until it ran: the sweep sends it again when the
+    # broker lost it (frames.context.paging.handles_page_out_requeue).
+    page_out_requested_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["created_at"]
-        indexes = [models.Index(fields=["frame", "created_at"], name="handle_frame_order")]
+        indexes = [
+            models.Index(fields=["frame", "created_at"], name="handle_frame_order"),
+            models.Index(
+                fields=["page_out_requested_at"],
+                name="handle_page_out_pending",
+                condition=models.Q(page_out_requested_at__isnull=False),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} ({self.estimated_tokens} tokens)"

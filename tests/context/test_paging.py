@@ -5,7 +5,11 @@ import time
 import pytest
 
 from contextops.tokens import count_tokens
-from frames.context.paging import extractive_summary, handle_page_out_complete
+from frames.context.paging import (
+    extractive_summary,
+    handle_page_out_complete,
+    handles_page_out_requeue,
+)
 from frames.context.tasks import handle_page_out
 from frames.models import ContextHandle, Event
 from tests.conftest import postgres_only
@@ -150,3 +154,35 @@ def test_page_out_uses_the_model_summarizer_when_one_is_set_up_and_falls_back_wi
         fallback = handle_page_out_complete(handle_id=make_handle(frame, content=text).pk)
     assert fallback.state == "indexed"
     assert fallback.summary.startswith("The vendor contract renews every March.")
+
+
+def test_a_page_out_whose_job_the_broker_lost_is_sent_again_by_the_sweep(api, frame, make_handle):
+    """Redis can lose a job it was handed (as it restarts, or as a worker that took it
+    dies): the handle keeps when its page-out was asked for until the job has run, and
+    the sweep beat runs every minute sends the job again."""
+    handle = make_handle(frame, "First. Second. Third.", tokens=6)
+    assert api.post(f"/handles/{handle.id}/page-out").status_code == 202
+    handle.refresh_from_db()
+    assert handle.state == "loaded" and handle.page_out_requested_at is not None
+    assert handles_page_out_requeue(older_than_seconds=60) == 0  # not overdue yet
+    assert handles_page_out_requeue(older_than_seconds=0) == 1  # overdue: sent again
+
+    handle_page_out(str(handle.id))  # what the worker does with it
+    handle.refresh_from_db()
+    assert handle.state == "indexed" and handle.page_out_requested_at is None
+    assert handles_page_out_requeue(older_than_seconds=0) == 0
+    assert Event.objects.filter(type="handle.paged_out").count() == 1
+
+
+def test_a_page_out_that_finds_its_handle_moved_on_leaves_nothing_to_send_again(
+    api, frame, make_handle
+):
+    handle = make_handle(frame, "First. Second. Third.", tokens=6)
+    assert api.post(f"/handles/{handle.id}/page-out").status_code == 202
+    ContextHandle.objects.filter(pk=handle.pk).update(state="cold")  # dropped meanwhile
+    handle_page_out(str(handle.id))
+    handle.refresh_from_db()
+    assert handle.state == "cold" and handle.page_out_requested_at is None
+    # Loaded again later, it is not paged out by a job nobody asked for any more.
+    ContextHandle.objects.filter(pk=handle.pk).update(state="loaded")
+    assert handles_page_out_requeue(older_than_seconds=0) == 0

@@ -18,7 +18,7 @@ services are never touched) and, at spread-out moments of the run, SIGKILLs the 
 worker (its whole process group) and starts another, restarts Redis, and restarts
 PostgreSQL (``pg_ctl restart -m fast``). Gunicorn keeps running throughout. While it runs,
 a thread does what beat does in production, every few seconds instead of every minute:
-the compaction and import requeue sweeps.
+the compaction, import and page-out requeue sweeps.
 
 It ends with one JSON line on stdout (the first keys fixed: see ``SUMMARY_KEYS``) and
 exits non-zero when any check fails. Unless ``--no-docs``, it writes
@@ -132,7 +132,7 @@ class Worker:
 class Sweeper(threading.Thread):
     """What beat does in production, every few seconds: send again the jobs of compactions
     and imports left queued (a broker outage) or claimed and abandoned (a dead worker, a
-    database that went away mid-job)."""
+    database that went away mid-job), and of page-outs whose job the broker lost."""
 
     def __init__(self, every: float = 5.0) -> None:
         super().__init__(daemon=True)
@@ -141,6 +141,7 @@ class Sweeper(threading.Thread):
     def run(self) -> None:
         from django.db import connections
 
+        from frames.context.paging import handles_page_out_requeue
         from frames.conversation.compaction import compactions_requeue
         from frames.conversation.importing import imports_requeue
 
@@ -148,6 +149,7 @@ class Sweeper(threading.Thread):
             try:
                 self.sent += compactions_requeue(older_than_seconds=15)
                 self.sent += imports_requeue(older_than_seconds=15)
+                self.sent += handles_page_out_requeue(older_than_seconds=15)
             except Exception as error:  # the database or Redis is away: next time
                 _log(f"  sweep skipped: {type(error).__name__}")
             finally:
