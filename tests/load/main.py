@@ -416,7 +416,10 @@ def _run(args, var_dir: Path, postgres, redis) -> int:
         "LOG_LEVEL": "WARNING",
         **(FAULT_SETTINGS if args.faults else {}),
     }
+    # This process sends jobs too (the sweeper): its broker is the private Redis as well,
+    # whatever broker the caller's environment named (the test settings' memory://).
     env.pop("CELERY_BROKER_URL", None)
+    os.environ.pop("CELERY_BROKER_URL", None)
     os.environ.update(env)
     python = sys.executable
     subprocess.run(
