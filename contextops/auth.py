@@ -2,10 +2,10 @@
 
 import hmac
 from functools import lru_cache
-from typing import Any, cast
+from typing import cast
 
 from django.contrib.auth.models import User
-from django.db import connection, models
+from django.db import connection
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja.security import HttpBearer
@@ -14,6 +14,7 @@ from .errors import PermissionDenied, ReadOnlyKey, Unauthenticated
 from .http import ApiRequest
 from .models import KEY_PREFIX, Agent, ApiKey, Member, Organization, hash_secret
 from .ratelimit import WRITE_METHODS, rate_limit_check
+from .rows import columns, from_row
 
 
 def api_key_resolve(raw: str) -> ApiKey:
@@ -40,60 +41,34 @@ def api_key_of(request: HttpRequest, raw: str) -> ApiKey:
     return key
 
 
-_KEY_MODELS: tuple[type[models.Model], ...] = (ApiKey, Agent, Organization)
-
-
 @lru_cache(maxsize=1)
 def _key_read_sql() -> str:
     """Every API request reads its key: the statement is written once per process, as
     compiling the ORM's three-table query took longer than the database took to answer."""
     qn = connection.ops.quote_name
-    key, agent, org = (qn(model._meta.db_table) for model in _KEY_MODELS)
-    columns = ", ".join(
-        f"{qn(model._meta.db_table)}.{qn(cast(str, field.column))}"
-        for model in _KEY_MODELS
-        for field in model._meta.concrete_fields
-    )
+    key, agent, org = (qn(model._meta.db_table) for model in (ApiKey, Agent, Organization))
     return (
-        f"SELECT {columns} FROM {key}"
-        f" INNER JOIN {agent} ON {agent}.{qn('id')} = {key}.{qn('agent_id')}"
-        f" INNER JOIN {org} ON {org}.{qn('id')} = {agent}.{qn('organization_id')}"
-        f" WHERE {key}.{qn('prefix')} = %s"
+        f"SELECT {columns(ApiKey, 'k')}, {columns(Agent, 'a')}, {columns(Organization, 'o')}"
+        f" FROM {key} k INNER JOIN {agent} a ON a.{qn('id')} = k.{qn('agent_id')}"
+        f" INNER JOIN {org} o ON o.{qn('id')} = a.{qn('organization_id')}"
+        f" WHERE k.{qn('prefix')} = %s"
     )
 
 
 def _key_read(prefix: str) -> ApiKey | None:
-    """The key with ``prefix``, its agent and organization attached, from one statement;
-    each value converted as the ORM would (UUIDs, times and JSON on SQLite and PostgreSQL)."""
+    """The key with ``prefix``, its agent and organization attached, from one statement."""
     with connection.cursor() as cursor:
         cursor.execute(_key_read_sql(), [prefix])
         row = cursor.fetchone()
     if row is None:
         return None
-    values = iter(row)
-
-    def build(model: type[models.Model]) -> Any:
-        fields = model._meta.concrete_fields
-        converted = [_from_db(field, next(values)) for field in fields]
-        return model.from_db(connection.alias, [field.attname for field in fields], converted)
-
-    key: ApiKey = build(ApiKey)
-    agent: Agent = build(Agent)
-    agent.organization = build(Organization)
+    key_end = len(ApiKey._meta.concrete_fields)
+    agent_end = key_end + len(Agent._meta.concrete_fields)
+    key = from_row(ApiKey, row[:key_end])
+    agent = from_row(Agent, row[key_end:agent_end])
+    agent.organization = from_row(Organization, row[agent_end:])
     key.agent = agent
     return key
-
-
-def _from_db(field: models.Field, value: Any) -> Any:
-    """``value`` as the ORM reads ``field`` from this database (its converters, in order)."""
-    if value is None:
-        return None
-    expression = field.get_col(field.model._meta.db_table)
-    for convert in connection.ops.get_db_converters(expression) + field.get_db_converters(
-        connection
-    ):
-        value = convert(value, expression, connection)
-    return value
 
 
 def api_key_person(key: ApiKey, *, permission: str) -> User:

@@ -14,17 +14,15 @@ writer waited on the frame: a deadlock.
 """
 
 import uuid
-from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from django.db import connection
-from django.db.models import Exists, Model, OuterRef
+from django.db.models import Exists, OuterRef
 
 from contextops.errors import Conflict, NotFound
+from contextops.rows import columns, from_row
 
 from .models import Frame, Session
-
-M = TypeVar("M", bound=Model)
 
 SESSION_ENDED_DETAIL = "This session has ended; start a new one."
 
@@ -176,7 +174,7 @@ def _frame_close_lock_in_one_statement(
     session_table, frame_table = qn(Session._meta.db_table), qn(Frame._meta.db_table)
     open_statuses = list(Frame.OPEN_STATUSES)
     sql = (
-        f"SELECT {_columns(Session, 's')}, {_columns(Frame, 'f')}, {_columns(Frame, 'p')},"
+        f"SELECT {columns(Session, 's')}, {columns(Frame, 'f')}, {columns(Frame, 'p')},"
         f" EXISTS (SELECT 1 FROM {frame_table} c"
         '  WHERE c."parent_id" = f."id" AND c."status" = ANY(%s)),'
         f" EXISTS (SELECT 1 FROM {frame_table} c"
@@ -201,40 +199,15 @@ def _frame_close_lock_in_one_statement(
     *row, open_children, open_siblings, log_moved = row
     session_end = len(Session._meta.concrete_fields)
     frame_end = session_end + len(Frame._meta.concrete_fields)
-    session = _from_row(Session, row[:session_end])
-    frame = _from_row(Frame, row[session_end:frame_end])
+    session = from_row(Session, row[:session_end])
+    frame = from_row(Frame, row[session_end:frame_end])
     if log_moved:
         frame = _frame_lock_annotated(frame)  # under contention only: its rows are held
     else:
         vars(frame).update(open_children=open_children, open_siblings=open_siblings)
         if frame.parent_id is not None:
-            frame.parent = _from_row(Frame, row[frame_end:])
+            frame.parent = from_row(Frame, row[frame_end:])
     frame.session = session
     if organization is not None:
         session.organization = frame.organization = organization
     return session, frame
-
-
-def _columns(model: type[Model], alias: str) -> str:
-    """The SELECT list of ``model``'s columns from the table aliased ``alias``, in the
-    order ``_from_row`` reads them back."""
-    qn = connection.ops.quote_name
-    return ", ".join(
-        f"{alias}.{qn(field.column or field.attname)}" for field in model._meta.concrete_fields
-    )
-
-
-def _from_row(model: type[M], values: Sequence[Any]) -> M:
-    """A ``model`` instance from its columns as ``_columns`` selected them, each value
-    through the converters the ORM would apply (a JSON column arrives as text)."""
-    converted = []
-    for field, value in zip(model._meta.concrete_fields, values, strict=True):
-        column = field.cached_col
-        for converter in connection.ops.get_db_converters(column) + field.get_db_converters(
-            connection
-        ):
-            value = converter(value, column, connection)
-        converted.append(value)
-    return model.from_db(
-        connection.alias, [field.attname for field in model._meta.concrete_fields], converted
-    )
