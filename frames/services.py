@@ -7,17 +7,20 @@ is what keeps budget arithmetic exact when many agents write at once; on SQLite 
 IMMEDIATE transaction mode gives the same guarantee for the whole database.
 """
 
+import functools
 import json
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F, OuterRef, Subquery
+from django.db.models import F, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from contextops.errors import AuthorityTooLow, Conflict, Invalid, NotFound
+from contextops.rows import columns, from_row
 from contextops.tokens import count_tokens
 from contextops.zones import zone_check
 
@@ -377,24 +380,27 @@ def usage_record(
     (a ``Frame`` or its id); with ``organization``, a frame of another organization (or
     an id that is not one) is NotFound, and nothing is written.
     """
-    frames = (
-        Frame.objects.all()
-        if organization is None
-        else Frame.objects.filter(organization=organization)
-    )
     frame_pk = None
     if frame is not None:
         frame_pk = _uuid(frame.pk if isinstance(frame, Frame) else frame)
         if frame_pk is None:
             raise NotFound("No such frame.")
-    if session is not None:
-        sessions = Session.objects.filter(pk=session.pk)
-    elif frame_pk is not None:
-        sessions = Session.objects.filter(
-            pk=Subquery(frames.filter(pk=frame_pk).values("session_id"))
-        )
-    else:
+    if session is None and frame_pk is None:
         raise TypeError("usage_record needs a session or a frame")
+
+    def frames() -> QuerySet[Frame]:
+        if organization is None:
+            return Frame.objects.all()
+        return Frame.objects.filter(organization=organization)
+
+    def sessions() -> QuerySet[Session]:
+        if session is not None:
+            return Session.objects.filter(pk=session.pk)
+        assert frame_pk is not None
+        return Session.objects.filter(
+            pk=Subquery(frames().filter(pk=frame_pk).values("session_id"))
+        )
+
     counts = {
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
@@ -418,12 +424,27 @@ def usage_record(
     with transaction.atomic():
         # The charge to the session's totals, with the number of its usage.recorded event,
         # is the statement that takes the session's lock: one write, no read before it.
-        charged = sessions.exclude(lifecycle_state=Session.Lifecycle.ENDED).update(
-            **totals(+1), updated_at=timezone.now()
-        )
-        # Read after the lock, so what it sees (a replayed message, the top of the stack)
-        # stays true until the commit.
-        if frame_pk is not None:
+        if frame_pk is not None and connection.vendor == "postgresql":
+            charged, frame = _usage_charge_and_read(
+                counts,
+                session_pk=session.pk if session is not None else None,
+                frame_pk=frame_pk,
+                organization=organization,
+                message_id=message_id,
+            )
+            if frame is None:
+                raise NotFound("No such frame.")  # the charge matched no session
+            if session is not None and frame.session_id != session.pk:
+                raise Invalid("The frame belongs to another session.", field="frame_id")
+            session, replayed = frame.session, getattr(frame, "replayed_id", None)
+        elif frame_pk is not None:
+            charged = (
+                sessions()
+                .exclude(lifecycle_state=Session.Lifecycle.ENDED)
+                .update(**totals(+1), updated_at=timezone.now())
+            )
+            # Read after the lock, so what it sees (a replayed message, the top of the
+            # stack) stays true until the commit.
             read: dict[str, Any] = {"top_id": top_frame_id_of("session_id")}
             if message_id:  # a record without one is never a replay: nothing to look for
                 read["replayed_id"] = Subquery(
@@ -432,7 +453,7 @@ def usage_record(
                     ).values("pk")[:1]
                 )
             try:
-                frame = frames.select_related("session").annotate(**read).get(pk=frame_pk)
+                frame = frames().select_related("session").annotate(**read).get(pk=frame_pk)
             except Frame.DoesNotExist:
                 raise NotFound("No such frame.") from None  # the charge matched no session
             if session is not None and frame.session_id != session.pk:
@@ -440,6 +461,11 @@ def usage_record(
             session, replayed = frame.session, getattr(frame, "replayed_id", None)
         else:
             assert session is not None
+            charged = (
+                sessions()
+                .exclude(lifecycle_state=Session.Lifecycle.ENDED)
+                .update(**totals(+1), updated_at=timezone.now())
+            )
             replayed_id = Subquery(
                 Usage.objects.filter(session_id=session.pk, message_id=message_id).values("pk")[:1]
             )
@@ -703,6 +729,96 @@ def _usage_recorded(usage: Usage) -> dict[str, Any]:
         **({"started_at": usage.started_at.isoformat()} if usage.started_at else {}),
         **({"latency_ms": usage.latency_ms} if usage.latency_ms is not None else {}),
     }
+
+
+_SESSION_TOTALS = (
+    ("input_tokens_total", "input_tokens"),
+    ("output_tokens_total", "output_tokens"),
+    ("cache_creation_tokens_total", "cache_creation_input_tokens"),
+    ("cache_read_tokens_total", "cache_read_input_tokens"),
+)
+
+
+@functools.cache
+def _usage_charge_sql(by_session: bool, scoped: bool, replay: bool) -> tuple[str, str]:
+    """PostgreSQL: the charge of one call to its session's totals (the statement that takes
+    the session's lock) and the read after it (the frame with its session, the top of the
+    stack and, with ``replay``, the session's record of the same message), written once
+    per process: what ``usage_record`` asks the ORM for elsewhere, without compiling it on
+    every call."""
+    qn = connection.ops.quote_name
+    session_table, frame_table = qn(Session._meta.db_table), qn(Frame._meta.db_table)
+    sets = ", ".join(f"{qn(total)} = {qn(total)} + %s" for total, _ in _SESSION_TOTALS)
+    charge = (
+        f'UPDATE {session_table} SET {sets}, "api_calls_total" = "api_calls_total" + 1,'
+        ' "last_event_seq" = "last_event_seq" + 1, "updated_at" = %s'
+        ' WHERE "lifecycle_state" <> %s AND "id" = '
+    )
+    if by_session:
+        charge += "%s"
+    else:
+        charge += f'(SELECT "session_id" FROM {frame_table} WHERE "id" = %s' + (
+            ' AND "organization_id" = %s)' if scoped else ")"
+        )
+
+    def top(status: str) -> str:
+        return (
+            f'(SELECT t."id" FROM {frame_table} t WHERE t."session_id" = f."session_id"'
+            f' AND t."status" {status} ORDER BY t."depth" DESC, t."created_at" DESC LIMIT 1)'
+        )
+
+    replayed = (
+        f'(SELECT u."id" FROM {qn(Usage._meta.db_table)} u WHERE u."session_id" = f."session_id"'
+        ' AND u."message_id" = %s ORDER BY u."created_at", u."id" LIMIT 1)'
+        if replay
+        else "NULL"
+    )
+    read = (
+        f"SELECT {columns(Frame, 'f')}, {columns(Session, 's')},"
+        f" COALESCE({top('= %s')}, {top('= ANY(%s)')}), {replayed}"
+        f' FROM {frame_table} f JOIN {session_table} s ON s."id" = f."session_id"'
+        ' WHERE f."id" = %s' + (' AND f."organization_id" = %s' if scoped else "")
+    )
+    return charge, read
+
+
+def _usage_charge_and_read(
+    counts: dict[str, int],
+    *,
+    session_pk: Any,
+    frame_pk: uuid.UUID,
+    organization: Any,
+    message_id: str,
+) -> tuple[int, Frame | None]:
+    """PostgreSQL: charge one call (``counts``) to the session's totals, then read the frame
+    (``frame_pk``, in ``organization`` when given) with its session, ``top_id`` and
+    ``replayed_id`` annotated; return how many sessions the charge matched (0: ended, or
+    no such frame) and the frame (None when there is none)."""
+    charge, read = _usage_charge_sql(
+        session_pk is not None, organization is not None, bool(message_id)
+    )
+    scope = [organization.pk] if organization is not None else []
+    params: list[Any] = [counts[name] for _, name in _SESSION_TOTALS]
+    params += [timezone.now(), Session.Lifecycle.ENDED]
+    params += [session_pk] if session_pk is not None else [frame_pk, *scope]
+    read_params: list[Any] = [Frame.Status.ACTIVE, list(Frame.OPEN_STATUSES)]
+    read_params += [message_id] if message_id else []
+    read_params += [frame_pk, *scope]
+    with connection.cursor() as cursor:
+        cursor.execute(charge, params)
+        charged = cursor.rowcount
+        cursor.execute(read, read_params)
+        row = cursor.fetchone()
+    if row is None:
+        return charged, None
+    *row, top_id, replayed_id = row
+    frame_end = len(Frame._meta.concrete_fields)
+    frame, session = from_row(Frame, row[:frame_end]), from_row(Session, row[frame_end:])
+    vars(frame).update(top_id=top_id, replayed_id=replayed_id)
+    frame.session = session
+    if organization is not None:
+        session.organization = frame.organization = organization
+    return charged, frame
 
 
 def _usage_charge_in_one_statement(usage: Usage, event: Event, *, spent: int) -> None:
