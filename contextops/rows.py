@@ -3,11 +3,11 @@ compiling of a query costs more than running it (the API key of every request, t
 pop's lock): ``columns`` writes a model's SELECT list, ``from_row`` reads it back with
 the converters the ORM would apply (UUIDs, times and JSON differ by database)."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from django.db import connection
-from django.db.models import Model
+from django.db.models import Field, Model
 
 M = TypeVar("M", bound=Model)
 
@@ -21,17 +21,53 @@ def columns(model: type[Model], alias: str) -> str:
     )
 
 
+def _field(model: type[Model], name: str) -> Field:
+    field = model._meta.get_field(name)
+    assert isinstance(field, Field), f"{model.__name__}.{name} is not a column"
+    return field
+
+
+def _converters(field: Any) -> list[Callable[[Any, Any, Any], Any]]:
+    return connection.ops.get_db_converters(field.cached_col) + field.get_db_converters(connection)
+
+
+def converter(model: type[Model], field_name: str) -> Callable[[Any], Any]:
+    """What the ORM makes of a value of ``model``'s column ``field_name`` as the database
+    hands it back (a UUID arrives as text on SQLite)."""
+    field = _field(model, field_name)
+    column, steps = field.cached_col, _converters(field)
+
+    def convert(value: Any) -> Any:
+        for step in steps:
+            value = step(value, column, connection)
+        return value
+
+    return convert
+
+
 def from_row(model: type[M], values: Sequence[Any]) -> M:
     """A ``model`` instance from its columns as ``columns`` selected them, each value
     through the converters the ORM would apply (a JSON column arrives as text)."""
     converted = []
     for field, value in zip(model._meta.concrete_fields, values, strict=True):
         column = field.cached_col
-        for converter in connection.ops.get_db_converters(column) + field.get_db_converters(
-            connection
-        ):
-            value = converter(value, column, connection)
+        for step in _converters(field):
+            value = step(value, column, connection)
         converted.append(value)
     return model.from_db(
         connection.alias, [field.attname for field in model._meta.concrete_fields], converted
     )
+
+
+def param(model: type[Model], field_name: str, value: Any) -> Any:
+    """``value`` as a parameter for ``model``'s column ``field_name`` on this database (a
+    UUID is text of 32 hex digits on SQLite, a datetime is text there too)."""
+    return _field(model, field_name).get_db_prep_value(value, connection)
+
+
+def fetch(model: type[M], sql: str, params: Sequence[Any]) -> list[M]:
+    """The ``model`` instances of the rows ``sql`` selects (its columns as ``columns``
+    writes them, first in each row)."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [from_row(model, row) for row in cursor.fetchall()]

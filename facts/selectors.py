@@ -5,6 +5,7 @@ however long the chain: every version of a chain shares ``Fact.chain``; what dep
 what, transitively, is one recursive query (``dependents_closure``, ``dependencies_closure``).
 """
 
+import functools
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -30,6 +31,7 @@ from django.utils import timezone
 
 from contextops.errors import NotFound
 from contextops.models import Organization
+from contextops.rows import columns, fetch, param
 from contextops.text import value_text
 from frames.models import Session
 
@@ -647,9 +649,27 @@ def working_set_list(*, session: Session) -> list[WorkingSetItem]:
     return list(_live(session).order_by("key"))
 
 
+@functools.cache
+def _working_set_newest_first_sql() -> str:
+    return (
+        f"SELECT {columns(WorkingSetItem, 'w')} FROM {WorkingSetItem._meta.db_table} w"
+        ' WHERE w."session_id" = %s AND (w."expires_at" IS NULL OR w."expires_at" > %s)'
+        ' ORDER BY w."updated_at" DESC, w."id" DESC'
+    )
+
+
 def working_set_for_context(*, session: Session, query: str = "") -> list[WorkingSetItem]:
-    """The session's live working set, items that mention a word of ``query`` first."""
-    items = list(_live(session).order_by("-updated_at", "-id"))
+    """The session's live working set, items that mention a word of ``query`` first: what
+    ``_live`` reads, newest first, as SQL written once per process (every context pack
+    reads it)."""
+    items = fetch(
+        WorkingSetItem,
+        _working_set_newest_first_sql(),
+        [
+            param(WorkingSetItem, "session", session.pk),
+            param(WorkingSetItem, "expires_at", timezone.now()),
+        ],
+    )
     terms = rules.query_terms(query)
     if not terms:
         return items

@@ -4,6 +4,7 @@ Anything of another organization, or an id that is not even well formed, is NotF
 the API never says 403 for objects a caller may not know exist.
 """
 
+import functools
 import time
 import uuid
 from collections import Counter
@@ -12,11 +13,12 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Case, F, OuterRef, Q, QuerySet, Subquery, Sum, Value, When
+from django.db.models import F, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce, TruncDate
 
 from contextops.errors import NotFound
 from contextops.models import Organization
+from contextops.rows import columns, fetch, param
 
 from .archive import session_events
 from .costs import CostTotal, Price, call_cost, cost_total, price_for
@@ -174,17 +176,27 @@ def frames_children_of(parents: list[Frame], *, session: Session) -> dict[Any, l
     return found
 
 
+@functools.cache
+def _session_top_frame_sql() -> str:
+    statuses = ", ".join(["%s"] * len(Frame.OPEN_STATUSES))
+    return (
+        f"SELECT {columns(Frame, 'f')} FROM {Frame._meta.db_table} f"
+        f' WHERE f."session_id" = %s AND f."status" IN ({statuses})'
+        ' ORDER BY CASE WHEN f."status" = %s THEN 0 ELSE 1 END, f."depth" DESC,'
+        ' f."created_at" DESC LIMIT 1'
+    )
+
+
 def session_top_frame(session: Session) -> Frame | None:
     """The top of the session's stack (as ``top_frame`` chooses it) with every field, in
-    one query: the newest active frame, else the newest open one."""
-    return (
-        Frame.objects.filter(session=session, status__in=Frame.OPEN_STATUSES)
-        .order_by(
-            Case(When(status=Frame.Status.ACTIVE, then=Value(0)), default=Value(1)),
-            *_STACK_ORDER,
-        )
-        .first()
+    one query: the newest active frame, else the newest open one. Its SQL is written once
+    per process (every context pack and turn asks for it)."""
+    found = fetch(
+        Frame,
+        _session_top_frame_sql(),
+        [param(Frame, "session", session.pk), *Frame.OPEN_STATUSES, Frame.Status.ACTIVE],
     )
+    return found[0] if found else None
 
 
 @dataclass
