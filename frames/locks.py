@@ -13,6 +13,7 @@ insert took its frame's key share, then waited on the session a writer held, whi
 writer waited on the frame: a deadlock.
 """
 
+import functools
 import uuid
 from typing import Any
 
@@ -111,6 +112,67 @@ def frame_lock(frame: Frame | Any, *, organization: Any = None) -> Frame:
         return Frame.objects.select_for_update(no_key=True).get(pk=pk, organization=organization)
     except Frame.DoesNotExist:
         raise NotFound("No such frame.") from None
+
+
+def session_and_frame_lock(
+    session: Session | Any, frame: Frame | Any, *, organization: Any = None
+) -> tuple[Session, Frame]:
+    """``session_lock(session, open_only=False)`` then ``frame_lock(frame)``: the session
+    (a ``Session`` or its primary key) and a frame (one or its primary key, of any session:
+    the caller checks), both locked and fresh, the session's lock taken first.
+
+    One statement on PostgreSQL when both are found (in ``organization``, when given);
+    otherwise the two locks one after the other, which raise NotFound for the session
+    before the frame, as they would alone.
+    """
+    if connection.vendor == "postgresql":
+        session_pk = _uuid(session.pk if isinstance(session, Session) else session)
+        frame_pk = _uuid(frame.pk if isinstance(frame, Frame) else frame)
+        if session_pk is not None and frame_pk is not None:
+            locked = _session_and_frame_lock_in_one_statement(session_pk, frame_pk, organization)
+            if locked is not None:
+                return locked
+    return (
+        session_lock(session, open_only=False, organization=organization),
+        frame_lock(frame, organization=organization),
+    )
+
+
+def _session_and_frame_lock_in_one_statement(
+    session_pk: uuid.UUID, frame_pk: uuid.UUID, organization: Any
+) -> tuple[Session, Frame] | None:
+    """PostgreSQL: both rows locked by one statement, the session's first (the order FOR
+    NO KEY UPDATE OF names them); None, with nothing locked, when either is missing.
+
+    Each locked row is handed back in its newest version, even when the statement waited
+    for its lock: the statement reads nothing else."""
+    scoped = organization is not None
+    params: list[Any] = [session_pk, frame_pk]
+    if scoped:
+        params += [organization.pk, organization.pk]
+    with connection.cursor() as cursor:
+        cursor.execute(_session_and_frame_lock_sql(scoped), params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    session_end = len(Session._meta.concrete_fields)
+    session, frame = from_row(Session, row[:session_end]), from_row(Frame, row[session_end:])
+    if scoped:
+        session.organization = frame.organization = organization
+    return session, frame
+
+
+@functools.cache
+def _session_and_frame_lock_sql(scoped: bool) -> str:
+    qn = connection.ops.quote_name
+    sql = (
+        f"SELECT {columns(Session, 's')}, {columns(Frame, 'f')}"
+        f" FROM {qn(Session._meta.db_table)} s, {qn(Frame._meta.db_table)} f"
+        ' WHERE s."id" = %s AND f."id" = %s'
+    )
+    if scoped:
+        sql += ' AND s."organization_id" = %s AND f."organization_id" = %s'
+    return sql + " FOR NO KEY UPDATE OF s, f"
 
 
 def frame_close_lock(frame: Frame | Any, *, organization: Any = None) -> tuple[Session, Frame]:

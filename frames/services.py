@@ -30,6 +30,7 @@ from .locks import (
     _uuid,
     frame_close_lock,
     frame_lock,
+    session_and_frame_lock,
     session_lock,
     session_require_not_ended,
 )
@@ -213,9 +214,10 @@ def frame_push(
     ``frame_not_active`` when the parent is closed or suspended.
     """
     with transaction.atomic():
-        session = session_lock(session, open_only=False, organization=organization)
-        if parent is not None:
-            parent = frame_lock(parent, organization=organization)
+        if parent is None:
+            session = session_lock(session, open_only=False, organization=organization)
+        else:
+            session, parent = session_and_frame_lock(session, parent, organization=organization)
         session_require_not_ended(session)  # after the reads: a missing parent is a 404 first
         depth, changes = 0, []
         if parent is not None:

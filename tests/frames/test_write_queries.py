@@ -4,7 +4,7 @@ Counted at the service: transaction control (BEGIN, COMMIT, savepoints) is left 
 every statement that reads or writes a row is counted. On PostgreSQL the log's UPDATE and
 INSERT, with the rows the write moves, are one statement, so a write costs two fewer (a
 pop, which moves two rows, three); a pop's two locking reads (the session, then the frame
-and its parent) are one statement as well.
+and its parent) are one statement as well, and so are a push's (the session, then the parent).
 A usage record stays at five so that a cached price read still fits the budget.
 """
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
 # Statements one write may cost: SQLite's, less what PostgreSQL folds into one statement.
-PUSH, POP, USAGE = (4, 2, 3) if IS_POSTGRES else (6, 6, 5)
+PUSH, POP, USAGE = (3, 2, 3) if IS_POSTGRES else (6, 6, 5)
 
 
 def _statements(queries: CaptureQueriesContext) -> list[str]:
