@@ -27,15 +27,22 @@ def _field(model: type[Model], name: str) -> Field:
     return field
 
 
+def _column(field: Any) -> Any:
+    """``field``'s column as the ORM selects it: a foreign key's has its target's type (a
+    UUID on SQLite is text that only the UUID field's converter turns back into one)."""
+    return field.get_col(field.model._meta.db_table)
+
+
 def _converters(field: Any) -> list[Callable[[Any, Any, Any], Any]]:
-    return connection.ops.get_db_converters(field.cached_col) + field.get_db_converters(connection)
+    column = _column(field)
+    return connection.ops.get_db_converters(column) + column.get_db_converters(connection)
 
 
 def converter(model: type[Model], field_name: str) -> Callable[[Any], Any]:
     """What the ORM makes of a value of ``model``'s column ``field_name`` as the database
     hands it back (a UUID arrives as text on SQLite)."""
     field = _field(model, field_name)
-    column, steps = field.cached_col, _converters(field)
+    column, steps = _column(field), _converters(field)
 
     def convert(value: Any) -> Any:
         for step in steps:
@@ -50,7 +57,7 @@ def from_row(model: type[M], values: Sequence[Any]) -> M:
     through the converters the ORM would apply (a JSON column arrives as text)."""
     converted = []
     for field, value in zip(model._meta.concrete_fields, values, strict=True):
-        column = field.cached_col
+        column = _column(field)
         for step in _converters(field):
             value = step(value, column, connection)
         converted.append(value)
