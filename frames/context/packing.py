@@ -458,25 +458,28 @@ def pack(data: PackInput) -> PackResult:
         brief_text = data.brief_context if level == "none" else light_trim(data.brief_context)
         brief_tokens = estimate_tokens(brief_text)
         crumbs, crumbs_dropped = _breadcrumbs_at(data.breadcrumbs, level)
-        segment_tokens = 0
-        for position, seg in enumerate(data.segments):
-            form = forms[position][index]
-            if form == "whole":
-                segment_tokens += seg.tokens
-            elif form == "summary":
-                segment_tokens += seg.summary_tokens
-            elif form is not None:
-                tokens = shown_tokens[position]
-                if tokens is None:
-                    tokens = shown_tokens[position] = _segment_tokens(seg, form, trim_cache)
-                segment_tokens += tokens
         trimmed = level != "none"
         if trimmed not in constraint_items:
             constraint_items[trimmed] = [_render_fact(f, level, trim_cache) for f in constraints]
         fact_items = list(constraint_items[trimmed])
-        required = brief_tokens + sum(i.tokens for i in crumbs) + segment_tokens
-        required += sum(i.tokens for i in fact_items)
+        required = brief_tokens + sum(i.tokens for i in crumbs) + sum(i.tokens for i in fact_items)
         last = index == len(LEVELS) - 1
+        # What the level's segments take, until it is more than the budget: a level that
+        # does not fit is left as soon as that is known (on a frame of a thousand handles,
+        # after a few dozen), and only the last level needs the whole sum (to cut to fit).
+        for position, seg in enumerate(data.segments):
+            form = forms[position][index]
+            if form == "whole":
+                required += seg.tokens
+            elif form == "summary":
+                required += seg.summary_tokens
+            elif form is not None:
+                tokens = shown_tokens[position]
+                if tokens is None:
+                    tokens = shown_tokens[position] = _segment_tokens(seg, form, trim_cache)
+                required += tokens
+            if required > data.budget and not last:
+                break
         if required > data.budget and not last:
             continue
         at_level = [(seg, f[index]) for seg, f in zip(data.segments, forms, strict=True)]
