@@ -29,6 +29,13 @@ def test_it_prints_the_key_alone_on_the_last_line(db):
     assert agent.authority == "manager"
 
 
+def test_it_says_when_it_creates_an_organization_no_dashboard_user_sees(db):
+    _, err = _create_api_key("--org", "Acme", "--agent", "planner")
+    assert "Created organization 'Acme'" in err and "create_user --org Acme" in err
+    _, again = _create_api_key("--org", "Acme", "--agent", "auditor")
+    assert "Created organization" not in again  # an existing one is only named
+
+
 def test_it_issues_another_key_for_an_existing_agent(db):
     first, _ = _create_api_key("--org", "Acme", "--agent", "planner", "--authority", "manager")
     second, _ = _create_api_key("--org", "Acme", "--agent", "planner")

@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from contextops.errors import DomainError
+from contextops.models import Organization
 from contextops.tenancy import api_key_create
 
 
@@ -58,6 +59,7 @@ class Command(BaseCommand):
         if not agent and not user:
             raise CommandError("Name the key's agent with --agent (or a person with --user).")
         agent = agent or user
+        new_organization = not Organization.objects.filter(name=org).exists()
         try:
             key, raw = api_key_create(
                 org_name=org,
@@ -77,6 +79,13 @@ class Command(BaseCommand):
             raise CommandError(exc.detail + hint) from exc
         person = f", personal key of {user!r}" if user else ""
         scope = ", read-only" if read_only else ""
+        if new_organization:
+            # A new organization has no members: no dashboard login sees its sessions yet.
+            self.stderr.write(
+                f"Created organization {org!r}: no dashboard user is a member of it yet, so "
+                "the dashboard shows its sessions to nobody (manage.py create_user --org "
+                f"{org} --username NAME adds one)."
+            )
         self.stderr.write(
             f"Created key {key.prefix} for agent {agent!r} in {org!r} "
             f"(authority {key.agent.authority}{person}{scope}). It is shown once:"
