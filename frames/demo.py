@@ -10,6 +10,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from contextops.actors import agent_actor
 from contextops.models import Organization
 from contextops.tenancy import api_key_create, user_create
 from facts.services import fact_write
@@ -66,7 +67,7 @@ def _usage(session, frame, input_tokens, output_tokens, cache_read=0, cache_writ
         cache_read_input_tokens=cache_read,
         cache_creation_input_tokens=cache_write,
         model="claude-sonnet-4-5",
-        actor="agent:research-agent",
+        actor=agent_actor(session.agent) if session.agent else "",  # the session's own agent
         started_at=started_at,
         latency_ms=latency_ms,
     )

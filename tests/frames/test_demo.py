@@ -3,7 +3,8 @@
 from django.core.management import call_command
 from django.test import Client
 
-from frames.models import Frame, Session
+from contextops.actors import agent_actor
+from frames.models import Event, Frame, Session
 
 
 def test_it_builds_a_deep_tree_once_and_its_pages_open(db, capsys, tmp_path, settings):
@@ -20,6 +21,14 @@ def test_it_builds_a_deep_tree_once_and_its_pages_open(db, capsys, tmp_path, set
     assert frames.filter(depth=3).exists()
     assert frames.filter(status="active").exists() and frames.filter(status="completed").exists()
     call_command("rebuild_projections", "--verify")
+    # Each session's model calls are its own agent's.
+    for demo in Session.objects.filter(organization__name="Demo").select_related("agent"):
+        actors = set(
+            Event.objects.filter(session=demo, type="usage.recorded").values_list(
+                "actor", flat=True
+            )
+        )
+        assert actors == {agent_actor(demo.agent)}, (demo.title, actors)
 
     browser = Client()
     assert browser.login(username="demo", password="demo-password")
