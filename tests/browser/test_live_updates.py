@@ -216,3 +216,29 @@ def test_an_open_page_says_when_its_updates_fail_and_recovers(logged_in, agent):
     assert_not_reloaded(page)
     assert all("503" in error for error in page.console_errors), page.console_errors
     page.console_errors_expected = lambda error: "503" in error  # provoked above
+
+
+def test_refresh_and_reload_update_their_panel_in_place(logged_in, agent):
+    """The refresh and reload links beside a panel's title fetch that panel again; they
+    do not leave the page for the bare fragment the panel polls."""
+    page = logged_in
+    session = agent.session_create(identity=IDENTITY, title="Refresh in place")
+    frame = agent.frame_push(session, goal="Read the logs", budget=40_000)
+    agent.handle_add(frame, kind="document", content="Disk full on node 3.", priority="low")
+    page.goto(f"/sessions/{session.id}/")
+    mark_page(page)
+    agent.context_pack(session, budget_tokens=2_000, query="disk space")
+    for panel, link in (
+        ("#pressure-gauge", "refresh"),
+        ("#context-packs", "refresh"),
+        (f"#frame-handles-{frame.id}", "reload"),
+    ):
+        with page.expect_response(lambda r: r.request.method == "GET" and r.status == 200):
+            page.locator(panel).get_by_role("link", name=link).click()
+        expect(page.locator(panel)).to_be_visible()
+        assert page.url.endswith(f"/sessions/{session.id}/"), (link, page.url)
+        assert_not_reloaded(page)
+    # The pack asked for after the page opened shows once its list is refreshed.
+    expect(page.locator("#context-packs")).to_contain_text("disk space")
+    expect(page.locator("nav").first).to_be_visible()  # still the whole page
+    assert page.console_errors == []
