@@ -73,3 +73,28 @@ def test_a_session_with_a_misspelt_identity_field_is_refused(api):
     response = api.post("/sessions", {"identity": {"user_name": "Ada", "authorty": "admin"}})
     assert response.status_code == 422, response.content
     assert response.json()["errors"][0]["loc"][-1] == "authorty"
+
+
+@pytest.mark.parametrize(
+    "path, body, loc",
+    [
+        ("usage", {"input_tokens": True, "output_tokens": 1}, "input_tokens"),
+        ("push", {"goal": "g", "budget": {"total": True}}, "total"),
+    ],
+)
+def test_a_boolean_where_a_number_is_due_is_refused_naming_it(api, path, body, loc):
+    session = api.post("/sessions", {"identity": {"user_name": "Ada"}}).json()
+    root = api.post(f"/sessions/{session['id']}/frames", {"goal": "r", "budget": {"total": 9}})
+    events = Event.objects.count()
+    url = (
+        f"/frames/{root.json()['id']}/usage"
+        if path == "usage"
+        else f"/sessions/{session['id']}/frames"
+    )
+    response = api.post(url, body)
+    assert response.status_code == 422, response.content
+    answer = response.json()
+    assert answer["error"] == "validation_error"
+    assert [e["loc"][-1] for e in answer["errors"]] == [loc]
+    assert Event.objects.count() == events
+    assert Frame.objects.filter(session_id=session["id"]).count() == 1
