@@ -10,6 +10,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("favicon.ico", dashboard.favicon, name="favicon"),
     path("healthz", dashboard.healthz, name="healthz"),
     path("readyz", dashboard.readyz, name="readyz"),
     path("audit/", dashboard.audit_log, name="audit_log"),

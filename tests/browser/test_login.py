@@ -37,3 +37,14 @@ def test_it_serves_pages_that_satisfy_their_content_security_policy(logged_in):
     # htmx is served by the project itself and loaded without breaking the policy.
     assert page.evaluate("typeof window.htmx") == "object"
     assert violations == []
+
+
+def test_the_admin_finds_an_icon_where_browsers_look_for_one(logged_in):
+    """Django's admin names no icon, so the browser asks for /favicon.ico: it gets the
+    dashboard's own icon, not a 404 logged as a console error (the fixture fails on one)."""
+    page = logged_in
+    page.goto("/admin/")
+    page.wait_for_load_state("networkidle")
+    assert page.get_by_role("heading", name="Site administration").is_visible()
+    icon = page.request.get("/favicon.ico")
+    assert icon.ok and icon.url.endswith(".svg"), icon.url
