@@ -316,7 +316,7 @@ def test_the_session_page_shows_what_the_calls_cost_beside_what_they_filled(api,
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
     # 100 + 100 + 1.25 x 400 + 0.1 x 10,000 = 1,700 effective tokens of cost,
     # while the window held 10,600 tokens.
-    assert "Cost (effective) 1,700 tokens" in text
+    assert "Effective billed tokens 1,700 tokens" in text
     assert "Cache reads 10,000" in text
 
 
