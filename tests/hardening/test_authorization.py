@@ -491,8 +491,8 @@ def _dashboard_routes() -> set[str]:
     return set(walk(get_resolver().url_patterns))
 
 
-# Routes outside the matrix on purpose: logging in and out, and the probes (no data).
-NOT_ORGANIZATION_DATA = {"accounts/login/", "accounts/logout/", "healthz", "readyz"}
+# Routes outside the matrix on purpose: logging in and out, the probes and the icon (no data).
+NOT_ORGANIZATION_DATA = {"accounts/login/", "accounts/logout/", "healthz", "readyz", "favicon.ico"}
 
 
 def test_every_dashboard_route_is_in_the_matrix(acme):
