@@ -5,7 +5,7 @@ from typing import Any, Literal
 from uuid import UUID
 
 from ninja import Schema
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from contextops.bodies import BodyIn
 
@@ -204,6 +204,13 @@ class HandleIn(BodyIn):
     estimated_tokens: int | None = Field(None, ge=0, le=MAX_BUDGET)
     # "cold": discovered, not loaded (seed 003): it costs the window nothing until paged in.
     state: Literal["loaded", "cold"] = "loaded"
+
+    @model_validator(mode="after")
+    def _content_or_ref(self) -> "HandleIn":
+        # An empty content (a tool's empty output) is content; neither at all is no handle.
+        if self.content is None and self.ref is None:
+            raise ValueError("A handle needs its content or a ref (what it points to).")
+        return self
 
 
 class FrameHandleOut(Schema):

@@ -4,7 +4,7 @@ import uuid
 
 import pytest
 
-from frames.models import Session
+from frames.models import ContextHandle, Session
 from frames.projections import projection_diff
 from frames.suspensions.selectors import suspension_get
 from frames.suspensions.services import suspension_reject
@@ -188,6 +188,13 @@ def test_it_counts_a_handle_once_and_stores_the_count(api, start_session, push_o
     )
     assert bad.status_code == 422
     assert bad.json()["errors"][0]["loc"][-1] == "priority"
+    # Neither content nor a ref is no handle at all; an empty tool output is content.
+    empty = api.post(f"/frames/{frame['id']}/handles", {"kind": "message", "priority": "high"})
+    assert empty.status_code == 422, empty.content
+    assert "content or a ref" in empty.json()["errors"][0]["msg"]
+    blank = api.post(f"/frames/{frame['id']}/handles", {"kind": "tool_result", "content": ""})
+    assert blank.status_code == 201, blank.content
+    assert ContextHandle.objects.filter(frame_id=frame["id"]).count() == 2
 
 
 @pytest.mark.parametrize(
