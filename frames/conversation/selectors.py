@@ -95,8 +95,8 @@ def counterfactual_get(*, session: Session, threshold: float | None = None) -> c
     the context window at which our trigger fires; the session's own when None).
 
     Raises Invalid(field="threshold") outside (0, 1]. The units are the main
-    conversation's model calls (``counterfactual.steps``), or its turns when it reported
-    none; the real compactions are the ones its transcript recorded and the session's
+    conversation's model calls (``counterfactual.steps``: every call of the session but
+    those made in a subagent conversation's frame), or its turns when it reported none; the real compactions are the ones its transcript recorded and the session's
     own finished, unreverted runs.
     """
     if threshold is None:
@@ -113,14 +113,21 @@ def counterfactual_get(*, session: Session, threshold: float | None = None) -> c
             "has_error",
             "occupancy_tokens",
             "created_at",
-            "frame_id",
             "compaction_run_id",
         )
     )
-    frame_ids = {t.frame_id for t in turns if t.frame_id is not None}
-    usage = Usage.objects.filter(session=session).order_by("created_at", "id")
-    if frame_ids:
-        usage = usage.filter(frame_id__in=frame_ids)
+    # Every call of the session, but those made in a frame that holds another branch's
+    # conversation (an imported subagent's): they filled another context window.
+    elsewhere = (
+        Turn.objects.filter(session=session, frame_id__isnull=False)
+        .exclude(branch=MAIN_BRANCH)
+        .values("frame_id")
+    )
+    usage = (
+        Usage.objects.filter(session=session)
+        .exclude(frame_id__in=elsewhere)
+        .order_by("created_at", "id")
+    )
     records = list(
         usage.only(
             "input_tokens",

@@ -245,7 +245,7 @@ def _compaction_tables(answer: cf.Counterfactual) -> list[dict]:
                     "tokens_after": outcome.tokens_after,
                     "summary_tokens": outcome.summary_tokens,
                     "anchor": (
-                        f"turn {outcome.anchor['turn']} ({outcome.anchor['type']})"
+                        f"{answer.unit} {outcome.anchor['turn']} ({outcome.anchor['type']})"
                         if outcome.anchor
                         else ""
                     ),
@@ -278,6 +278,7 @@ def counterfactual_page(request: MemberRequest, session_id) -> HttpResponse:
         "answer": answer,
         "chart": _counterfactual_chart(answer) if answer.curve else None,
         "tables": _compaction_tables(answer),
+        "unit_word": answer.unit,
         "threshold_percent": round(answer.threshold * 100),
         "error": error,
         "raw_threshold": raw,

@@ -214,10 +214,10 @@ def test_the_page_shows_the_curve_the_points_and_a_table_per_compaction(imported
     assert response.status_code == 200
     html = response.content.decode()
     assert 'class="conv-occupancy"' in html and 'class="cf-uncompacted"' in html
-    assert "Compaction before turn 71" in html and "167,731" in html
+    assert "Compaction before call 71" in html and "167,731" in html
     for name in strategies():
         assert f'<th scope="row">{name}</th>' in html
-        assert f"{name} compacts after turn" in html
+        assert f"{name} compacts after call" in html
     assert "the agent (actual)" in html
     assert "Counterfactual" in member_client.get(f"/sessions/{imported.pk}/turns/").content.decode()
 
@@ -238,3 +238,40 @@ def test_the_page_answers_htmx_with_the_report_only_and_explains_a_bad_threshold
 def test_the_page_is_another_organizations_404(make_session, other_api, member_client):
     elsewhere = make_session(organization=other_api.organization)
     assert member_client.get(f"/sessions/{elsewhere.pk}/turns/counterfactual/").status_code == 404
+
+
+def test_it_counts_the_calls_of_nested_frames_but_not_a_subagent_conversation(
+    api, session, imported
+):
+    """An agent that pushes a frame for a subtask and records its calls there still fills
+    the same context window: those calls are units and count in the tokens sent. An
+    imported subagent's calls (their own branch, their own frame) do not."""
+    root = session.frames.get()
+    messages = [
+        {"role": "user", "content": "Find the failing test. " + "Context. " * 40},
+        assistant(text("Looking. " + "Notes. " * 30)),
+    ]
+    usage = {"input_tokens": 1_000, "output_tokens": 100, "message_id": "m0"}
+    response = api.post(f"/sessions/{session.pk}/messages", {"messages": messages, "usage": usage})
+    assert response.status_code == 200, response.content
+    child = api.post(
+        f"/sessions/{session.pk}/frames",
+        {"parent_frame_id": str(root.pk), "goal": "Bisect", "budget": {"total": 50_000}},
+    ).json()
+    for i in range(3):
+        body = {"input_tokens": 2_000 + i, "output_tokens": 50}
+        response = api.post(f"/frames/{child['id']}/usage", body)
+        assert response.status_code == 200, response.content
+    body = api.get(f"/sessions/{session.pk}/counterfactual").json()
+    assert body["unit"] == "call"
+    assert [p["occupancy"] for p in body["curve"]] == [1_100, 2_050, 2_051, 2_052]
+    actual = {p["policy"]: p for p in body["policies"]}["actual"]
+    assert actual["tokens_sent"] == 1_000 + 2_000 + 2_001 + 2_002
+
+    # The imported session's subagents recorded calls in their own frames: not units.
+    subagent_calls = imported.usage_records.exclude(frame__parent__isnull=True).count()
+    assert subagent_calls > 0
+    body = api.get(f"/sessions/{imported.pk}/counterfactual").json()
+    assert len(body["curve"]) == imported.usage_records.filter(frame__parent__isnull=True).count()
+    actual = {p["policy"]: p for p in body["policies"]}["actual"]
+    assert actual["tokens_sent"] == full_inputs(imported)
