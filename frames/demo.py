@@ -279,7 +279,30 @@ def demo_build(*, password: str) -> Demo:
     )
     _small_sessions(org, support_key.agent)
     _extras(session)
+    for demo in Session.objects.filter(organization=org):
+        _began_before_its_calls(demo)
     return Demo(org, session, raw, created=True)
+
+
+def _began_before_its_calls(session: Session) -> None:
+    """The demo's calls are timed minutes in the past (``_usage``): the session began, as
+    an imported one does, just before its first call, and each frame opened just before
+    the first call recorded after it was pushed."""
+    calls = [
+        (recorded, started or recorded)
+        for recorded, started in Usage.objects.filter(session=session).values_list(
+            "created_at", "started_at"
+        )
+    ]
+    if not calls:
+        return
+    began = min(started for _, started in calls) - timedelta(seconds=10)
+    Session.objects.filter(pk=session.pk).update(started_at=began)
+    for frame in Frame.objects.filter(session=session).only("created_at"):
+        later = [started for recorded, started in calls if recorded >= frame.created_at]
+        if later and min(later) < frame.created_at:
+            opened = min(later) - timedelta(seconds=1)
+            Frame.objects.filter(pk=frame.pk).update(created_at=opened)
 
 
 def _extras(session: Session) -> None:

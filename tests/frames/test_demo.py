@@ -4,7 +4,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from contextops.actors import agent_actor
-from frames.models import Event, Frame, Session
+from frames.models import Event, Frame, Session, Usage
 
 
 def test_it_builds_a_deep_tree_once_and_its_pages_open(db, capsys, tmp_path, settings):
@@ -29,6 +29,14 @@ def test_it_builds_a_deep_tree_once_and_its_pages_open(db, capsys, tmp_path, set
             )
         )
         assert actors == {agent_actor(demo.agent)}, (demo.title, actors)
+        # No call began before its session did, nor before its frame was opened, and no
+        # frame was opened before its parent.
+        for call in Usage.objects.filter(session=demo).select_related("frame"):
+            began = call.started_at or call.created_at
+            assert began >= demo.started_at, (demo.title, began)
+            assert began >= call.frame.created_at, (demo.title, call.frame.goal)
+        for frame in Frame.objects.filter(session=demo, parent__isnull=False):
+            assert frame.created_at >= frame.parent.created_at, frame.goal
 
     browser = Client()
     assert browser.login(username="demo", password="demo-password")
