@@ -84,3 +84,22 @@ def test_it_answers_422_for_a_malformed_check(api):
     assert api.post("/constraints/check", {"value": 1}).status_code == 422
     assert api.post("/constraints/check", {"subject": "", "value": 1}).status_code == 422
     assert api.post("/constraints/check", {"subject": "x"}).status_code == 422
+
+
+def test_a_written_policy_constraint_is_kept_but_never_checked(api, write):
+    """`is_constraint` with a value that states no bound: a policy in words. It is stored
+    as a constraint with no machine-checkable form, and a check says it did not check it."""
+    fact = write(
+        api,
+        key="vendor_rule",
+        subject="vendor",
+        value="Every vendor must be approved by procurement",
+        is_constraint=True,
+    )
+    assert fact["is_constraint"] is True and fact["constraint"] is None
+    check = api.post("/constraints/check", {"subject": "vendor", "value": "Initech"}).json()
+    assert check["allowed"] is True and check["checked"] == [] and check["violations"] == []
+    bounded = write(
+        api, key="vendor_cap", subject="vendor_count", value="max 3", is_constraint=True
+    )
+    assert bounded["constraint"] == {"max": 3}
