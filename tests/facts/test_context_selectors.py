@@ -53,6 +53,26 @@ def test_it_puts_governing_constraints_first_even_without_matching_words(api, ma
     assert ranked[0] == "discount_cap" and "discount_offer" in ranked
 
 
+def test_governing_constraints_are_found_for_subjects_of_any_spelling(api, make_session):
+    """Subjects are matched as one array of text: quotes, backslashes, braces, commas
+    and non-ASCII letters in a subject still find its constraint, and only its own."""
+    org = api.organization
+    subjects = ['price "list", {EU}', "path\\to\\budget", "Zürich-quota", "NULL"]
+    for i, subject in enumerate(subjects):
+        w(org, f"cap{i}", "max 15%", subject=subject, is_constraint=True, source="policy")
+        w(org, f"note{i}", f"customer note about item {i}", subject=subject)
+    w(org, "cap_other", "max 5", subject="price list, {EU}", is_constraint=True, source="policy")
+    session = make_session(api)
+    ranked = keys(
+        facts_for_context(
+            organization=org, session=session, scope_ids=[], query="customer note", limit=4
+        )
+    )
+    for i in range(len(subjects)):
+        assert f"cap{i}" in ranked and f"note{i}" in ranked
+    assert "cap_other" not in ranked
+
+
 def test_it_reads_only_valid_facts_of_the_right_scopes(api, make_session):
     org = api.organization
     w(org, "a_v1", "old")
