@@ -182,8 +182,7 @@ def _session_top_frame_sql() -> str:
     return (
         f"SELECT {columns(Frame, 'f')} FROM {Frame._meta.db_table} f"
         f' WHERE f."session_id" = %s AND f."status" IN ({statuses})'
-        ' ORDER BY CASE WHEN f."status" = %s THEN 0 ELSE 1 END, f."depth" DESC,'
-        ' f."created_at" DESC LIMIT 1'
+        f' ORDER BY CASE WHEN f."status" = %s THEN 0 ELSE 1 END, {stack_order_sql("f")} LIMIT 1'
     )
 
 
@@ -401,7 +400,17 @@ TOP_FRAME_FIELDS = (
     "goal",
     "created_at",
 )
+# The order of a session's stack, its top first: the deepest frame, then the newest.
 _STACK_ORDER = ("-depth", "-created_at")
+
+
+def stack_order_sql(alias: str) -> str:
+    """``_STACK_ORDER`` as the ORDER BY of SQL written by hand over frames aliased ``alias``."""
+    return ", ".join(
+        f'{alias}."{name.lstrip("-")}"'  # plain fields: each column is its field's name
+        + (" DESC" if name.startswith("-") else "")
+        for name in _STACK_ORDER
+    )
 
 
 def top_frame(session: Session) -> Frame | None:

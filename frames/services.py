@@ -36,7 +36,7 @@ from .locks import (
 )
 from .models import ContextHandle, Event, Frame, Session, Suspension, Usage, token_hash
 from .pressure import CRITICAL, level_next, utilization_of
-from .selectors import top_frame, top_frame_id_of
+from .selectors import stack_order_sql, top_frame, top_frame_id_of
 
 DEFAULT_MAX_SUBFRAME_DEPTH = 8
 
@@ -766,7 +766,7 @@ def _usage_charge_sql(by_session: bool, scoped: bool, replay: bool) -> tuple[str
     def top(status: str) -> str:
         return (
             f'(SELECT t."id" FROM {frame_table} t WHERE t."session_id" = f."session_id"'
-            f' AND t."status" {status} ORDER BY t."depth" DESC, t."created_at" DESC LIMIT 1)'
+            f' AND t."status" {status} ORDER BY {stack_order_sql("t")} LIMIT 1)'
         )
 
     replayed = (
