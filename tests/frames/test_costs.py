@@ -114,6 +114,36 @@ def test_an_admin_edits_a_price_and_costs_follow(api, start_session, push_ok, ma
     assert api.get(f"/sessions/{session['id']}").json()["cost_usd"] == 4.0
 
 
+def test_a_negative_price_is_refused_by_the_form_and_the_database(make_user):
+    from django.db import IntegrityError, transaction
+
+    admin = Client()
+    user = make_user(username="root", admin=True)
+    user.is_superuser = True
+    user.save()
+    admin.force_login(user)
+    body = {
+        "model": "my-local-llama",
+        "provider": "",
+        "input_per_mtok": "-1",
+        "output_per_mtok": "0",
+        "cache_write_5m_per_mtok": "0",
+        "cache_write_1h_per_mtok": "0",
+        "cache_read_per_mtok": "-0.5",
+    }
+    response = admin.post("/admin/frames/modelprice/add/", body)
+    assert response.status_code == 200  # the form again, with its errors
+    assert response.content.decode().count("A price cannot be negative.") == 2
+    assert not ModelPrice.objects.filter(model="my-local-llama").exists()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        ModelPrice.objects.create(model="my-local-llama", input_per_mtok=-1, output_per_mtok=0)
+    response = admin.post(
+        "/admin/frames/modelprice/add/", {**body, "input_per_mtok": "0", "cache_read_per_mtok": "0"}
+    )
+    assert response.status_code == 302
+    assert ModelPrice.objects.filter(model="my-local-llama").exists()  # a free local model
+
+
 def test_another_organization_sees_no_cost_of_ours(other_api, api, start_session):
     session = start_session(model="claude-sonnet-4-5")
     assert other_api.get(f"/sessions/{session['id']}").status_code == 404
