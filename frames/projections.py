@@ -75,13 +75,14 @@ def replay(events, *, window_tokens: int | None = None) -> Replay:
         kind = event.type
         state.last_seq = event.seq
         if kind == "frame.pushed":
-            extra[frame_id] = {
+            parent_id = payload.get("parent_frame_id")
+            inherited = extra.get(parent_id, {}) if parent_id is not None else {}
+            extra[frame_id] = {  # a child starts with its parent's window (frame_push)
                 "goal": payload.get("goal", ""),
                 "created_at": payload.get("created_at", ""),
-                "occupancy": 0,
-                "pressure_level": LOW,
+                "occupancy": inherited.get("occupancy", 0),
+                "pressure_level": inherited.get("pressure_level", LOW),
             }
-            parent_id = payload.get("parent_frame_id")
             frames[frame_id] = {
                 "parent_id": parent_id,
                 "depth": payload["depth"],

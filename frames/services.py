@@ -35,7 +35,7 @@ from .locks import (
     session_require_not_ended,
 )
 from .models import ContextHandle, Event, Frame, Session, Suspension, Usage, token_hash
-from .pressure import CRITICAL, level_next, utilization_of
+from .pressure import CRITICAL, LOW, level_next, utilization_of
 from .selectors import stack_order_sql, top_frame, top_frame_id_of
 
 DEFAULT_MAX_SUBFRAME_DEPTH = 8
@@ -266,6 +266,10 @@ def frame_push(
             max_subframe_depth=DEFAULT_MAX_SUBFRAME_DEPTH
             if max_subframe_depth is None
             else max_subframe_depth,
+            # The agent's window does not empty when it opens a subtask: a child starts
+            # with its parent's latest occupancy and level, until its own first call.
+            last_occupancy_tokens=parent.last_occupancy_tokens if parent is not None else 0,
+            pressure_level=parent.pressure_level if parent is not None else LOW,
         )
         events = [
             EventSpec(

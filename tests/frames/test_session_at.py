@@ -68,3 +68,33 @@ def test_the_history_page_shows_the_tree_at_that_point(api, member_client, start
     fragment = member_client.get(f"/sessions/{session['id']}/at/", HTTP_HX_REQUEST="true")
     text = fragment.content.decode()
     assert "<html" not in text and "Later child" in text and 'id="session-history"' in text
+
+
+def test_a_pushed_child_keeps_the_window_its_parent_left_until_its_own_call(
+    api, start_session, push_ok
+):
+    """Opening a subtask does not empty the agent's window: the gauge, the session's level
+    and the pack's format stay where the parent's latest call left them, live and as
+    the history replays them, until the child reports a call of its own."""
+    session = start_session(context_window_tokens=10_000)
+    root = push_ok(session["id"], 50_000, goal="Root")
+    api.post(f"/frames/{root['id']}/usage", {"input_tokens": 9_000, "output_tokens": 200})
+    child = push_ok(session["id"], 5_000, parent=root["id"], goal="Child")
+
+    body = api.get(f"/sessions/{session['id']}").json()
+    assert body["top_frame_id"] == child["id"]
+    assert body["pressure"]["level"] == "critical"
+    assert body["pressure"]["utilization"] == 0.92
+    assert api.get(f"/frames/{child['id']}").json()["pressure_level"] == "critical"
+    at = api.get(f"/sessions/{session['id']}/at/{body['last_event_seq']}").json()
+    assert at["top_frame_id"] == child["id"]
+    assert at["pressure"] == {"level": "critical", "utilization": 0.92}
+    pack = api.post(f"/sessions/{session['id']}/context-pack", {"budget_tokens": 2_000}).json()
+    assert pack["format"] == "ultra_dense"
+
+    # The child's own first call measures the window again.
+    api.post(f"/frames/{child['id']}/usage", {"input_tokens": 1_000, "output_tokens": 0})
+    body = api.get(f"/sessions/{session['id']}").json()
+    assert body["pressure"]["level"] == "low" and body["pressure"]["utilization"] == 0.1
+    at = api.get(f"/sessions/{session['id']}/at/{body['last_event_seq']}").json()
+    assert at["pressure"] == {"level": "low", "utilization": 0.1}
