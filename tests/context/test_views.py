@@ -18,6 +18,12 @@ def test_it_shows_the_pressure_gauge_that_refreshes_itself(member_client, sessio
     assert "<html" not in html
 
 
+def test_the_gauge_says_when_no_frame_is_open(member_client, session, frame):
+    Frame.objects.filter(pk=frame.pk).update(last_occupancy_tokens=7_200, status="completed")
+    html = member_client.get(f"/sessions/{session.id}/pressure/").content.decode()
+    assert "No open frame" in html and "tokens in the window" not in html
+
+
 def test_it_previews_a_pack_at_the_budget_of_the_slider(member_client, session, frame, make_handle):
     make_handle(frame, "x " * 3000, tokens=1500, priority="low")
     make_handle(frame, "system", tokens=3, priority="critical")
