@@ -34,7 +34,11 @@ from .annotations import notes_by_handle
 from .as_of import AsOf, as_of_read
 from .resources import COLD, INDEXED, OFFLINE, resource_name
 
-FACTS_LIMIT_MAX = 400
+# The facts a pack considers, best ranked first: a first read of one per 20 tokens of
+# budget (at least 20, at most FACTS_FIRST_READ); when every one of them fitted with room
+# left, the ranking is read again four times as deep, up to FACTS_LIMIT_MAX.
+FACTS_FIRST_READ = 400
+FACTS_LIMIT_MAX = 2_000
 HANDLE_FIELDS = (
     "id",
     "kind",
@@ -94,11 +98,10 @@ def _facts(
     session: Session,
     frames: list[Frame],
     query: str,
-    budget: int,
+    limit: int,
     reader_authority: str | None,
     as_of: AsOf | None = None,
 ) -> list[packing.FactItem]:
-    limit = max(20, min(FACTS_LIMIT_MAX, budget // 20))
     scope_ids = [str(session.pk), *(str(f.pk) for f in frames)]
     rows = facts_for_context(
         organization=session.organization,
@@ -129,6 +132,19 @@ def _facts(
             )
         )
     return items
+
+
+def _more_facts_may_fit(
+    result: packing.PackResult, facts: list[packing.FactItem], limit: int
+) -> bool:
+    """Whether a deeper read of the ranking could add facts: it was read to ``limit``
+    (and not to the end), every fact read was packed, and the budget has room left."""
+    return (
+        limit < FACTS_LIMIT_MAX
+        and len(facts) >= limit
+        and result.remaining > 0
+        and not any(d.section == "facts" for d in result.dropped)
+    )
 
 
 def _working_set(
@@ -330,6 +346,7 @@ def context_pack_assemble(
     )
     if notes:
         segments = [_with_notes(s, notes[s.id]) if s.id in notes else s for s in segments]
+    limit = max(20, min(FACTS_FIRST_READ, budget_tokens // 20))
     data = packing.PackInput(
         budget=budget_tokens,
         brief_context=brief_context_text(session, as_of.moment if as_of else None),
@@ -340,13 +357,17 @@ def context_pack_assemble(
             for f in ancestry
         ],
         segments=segments,
-        facts=_facts(session, ancestry, query, budget_tokens, reader_authority, as_of),
+        facts=_facts(session, ancestry, query, limit, reader_authority, as_of),
         working_set=_working_set(session, query, as_of),
         min_compaction=packing.format_min_level(pack_format, min_compaction),
         skipped=skipped,
         resources=_resources(cold, pack_format),
     )
     result = packing.pack(data)
+    while _more_facts_may_fit(result, data.facts, limit):
+        limit = min(FACTS_LIMIT_MAX, limit * 4)
+        data = replace(data, facts=_facts(session, ancestry, query, limit, reader_authority, as_of))
+        result = packing.pack(data)
     record = ContextPackRecord(
         session=session,
         frame=frame,

@@ -112,3 +112,19 @@ def test_assembly_counts_no_tokens_it_reads_them_from_storage(
         body = response.json()
         assert body["token_summary"]["used"] <= budget
         assert any(f["key"] == "deadline" for f in body["facts"]) or budget == 600
+
+
+def test_no_fact_is_left_out_while_the_budget_has_room(api, session, frame):
+    """A small budget reads few facts of the ranking first; when all of them fit with room
+    left, the pack reads deeper, so a fact is either in the pack or dropped for the budget,
+    never silently absent."""
+    for i in range(150):
+        _fact(api, key=f"note_{i}", subject=f"topic {i}", value=f"short note {i}")
+    roomy = api.post(f"/sessions/{session.id}/context-pack", {"budget_tokens": 2_000}).json()
+    keys = {f["key"] for f in roomy["facts"]}
+    assert len(keys) == 150, (len(keys), roomy["token_summary"])
+    tight = api.post(f"/sessions/{session.id}/context-pack", {"budget_tokens": 600}).json()
+    packed = {f["key"] for f in tight["facts"]}
+    dropped = [d for d in tight["dropped"] if d["section"] == "facts"]
+    assert 20 < len(packed) < 150 and dropped  # more than the first read, the rest dropped
+    assert tight["token_summary"]["used"] <= 600

@@ -40,12 +40,15 @@ def _handles(session, frame, first: int, count: int) -> None:
 def test_it_packs_in_eight_queries_whatever_the_superseded_facts_and_handles(api):
     org = api.organization
     session, frame = _pack_session(org, budget_total=10**6)
-    _handles(session, frame, 0, 20)
+    # Enough handles that the first read of the ranking does not all fit: the pack then
+    # reads no deeper (test_context_pack_facts.py), in this case as in the large one.
+    _handles(session, frame, 0, 200)
     _add_facts(org, 0, 500, 0)
     _pack_queries(api, session)  # the first pack moves the session out of loading
-    small, _ = _pack_queries(api, session)
+    small, body = _pack_queries(api, session)
+    assert any(d["section"] == "facts" for d in body["dropped"])
 
-    _handles(session, frame, 20, 600)
+    _handles(session, frame, 200, 420)
     _add_facts(org, 500, 500, 4_000)
     large, body = _pack_queries(api, session)
     assert large <= 8 and large == small
