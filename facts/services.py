@@ -79,6 +79,10 @@ def _check_level(organization: Organization, level: str, field: str) -> None:
         )
 
 
+# How far ahead of this server's clock an observed_at may be (another host's clock).
+OBSERVED_AT_SKEW = timedelta(minutes=5)
+
+
 def _validate(
     *,
     organization: Organization,
@@ -136,6 +140,13 @@ def _validate(
     _check_level(organization, read_authority, "read_authority")
     if observed_at is not None and timezone.is_naive(observed_at):
         raise _invalid("observed_at needs a time zone (e.g. 2026-01-15T00:00:00Z).", "observed_at")
+    if observed_at is not None and observed_at > timezone.now() + OBSERVED_AT_SKEW:
+        # A later observation wins its subject (the temporal rule): one from the future
+        # would win every correction written until then.
+        raise _invalid(
+            "observed_at is in the future: an observation cannot be later than now.",
+            "observed_at",
+        )
 
 
 def fact_authority(*, organization: Organization, writer_level: str, source: str) -> str:

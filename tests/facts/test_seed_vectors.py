@@ -163,3 +163,22 @@ def test_a_late_older_observation_leads_to_the_current_value(api, write):
     assert api.get("/facts/rate_jan1/current").json()["key"] == "rate_feb1"
     lineage = api.get("/facts/rate_jan15/lineage").json()
     assert [c["key"] for c in lineage["contested"]] == ["rate_jan1"]
+
+
+def test_an_observation_from_the_future_is_refused_and_changes_nothing(api, write):
+    """A later observation wins its subject, so one dated ahead of now would outrank every
+    correction until then: it is a 422 naming observed_at, and nothing is stored."""
+    write(api, key="stock_now", subject="stock", value=5, observed_at="2026-01-01T00:00:00Z")
+    body = write(
+        api,
+        status=422,
+        key="stock_far",
+        subject="stock",
+        value=9,
+        observed_at="3000-01-01T00:00:00Z",
+    )
+    assert body["error"] == "validation_error"
+    assert body["errors"][0]["loc"] == ["body", "observed_at"]
+    assert "future" in body["errors"][0]["msg"]
+    assert api.get("/facts/stock_far").status_code == 404
+    assert api.get("/facts/stock_now/current").json()["key"] == "stock_now"
