@@ -278,6 +278,18 @@ def assert_tool_list(tools) -> None:
     assert schemas["rlm_rollback"]["required"] == ["state_id", "checkpoint_id"]
 
 
+def test_missing_arguments_are_named_once_each():
+    from contextops_client.mcp import TOOLS_BY_NAME, InvalidArguments
+
+    with pytest.raises(InvalidArguments) as caught:
+        TOOLS_BY_NAME["frame_push"].request({"session_id": "s"})
+    assert str(caught.value).endswith(": Invalid arguments: budget, goal.")
+    assert caught.value.body["errors"] == [
+        {"loc": ["arguments", "budget"], "msg": "Field required"},
+        {"loc": ["arguments", "goal"], "msg": "Field required"},
+    ]
+
+
 def test_each_tool_takes_its_operations_path_parameters_and_body_fields():
     schema = api.get_openapi_schema()
     components = schema["components"]["schemas"]

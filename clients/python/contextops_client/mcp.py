@@ -217,7 +217,9 @@ def argument_errors(schema: dict[str, Any], arguments: Mapping[str, Any]) -> lis
             found += [{"loc": [*loc, n], "msg": "Extra inputs are not permitted"} for n in names]
         else:
             found.append({"loc": loc, "msg": error.message})
-    return sorted(found, key=lambda item: [str(part) for part in item["loc"]])
+    # jsonschema reports ``required`` once per missing name: each names them all, once.
+    unique = {(tuple(str(p) for p in e["loc"]), e["msg"]): e for e in found}
+    return sorted(unique.values(), key=lambda item: [str(part) for part in item["loc"]])
 
 
 class InvalidArguments(ContextopsError):
