@@ -91,7 +91,9 @@ class StrictJsonParser(Parser):
             raise _located(["body"], "The body is not valid UTF-8.") from None
         except _NotJsonNumber as exc:
             raise _located(["body"], str(exc)) from None
-        except (ValueError, RecursionError):
+        except RecursionError:
+            raise _located(["body"], "The body nests too deeply to be read.") from None
+        except ValueError:
             raise _located(["body"], "The body is not valid JSON.") from None
         _check_text(data, ["body"])
         return data

@@ -63,6 +63,9 @@ def test_deeply_nested_json_is_refused(api, session):
     response = _raw(api, f"/sessions/{session['id']}/frames", body)
     assert response.status_code == 422
     assert response.json()["error"] == "validation_error"
+    assert response.json()["errors"] == [
+        {"loc": ["body"], "msg": "The body nests too deeply to be read."}
+    ]
     assert not Frame.objects.filter(goal="deep").exists()
 
 
