@@ -1,13 +1,13 @@
 """Sessions, frames, budgets, handles, resume and the event log: ``/sessions``, ``/frames``."""
 
-from datetime import datetime
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Literal
 from uuid import UUID
 
 from ninja import Path, Query, Router, Schema
 from ninja.responses import Status
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from contextops.actors import request_actor
 from contextops.errors import Conflict, NotFound
@@ -91,11 +91,26 @@ class SessionFilters(Schema):
         None, description="The level the session's gauge shows (the top of its stack)"
     )
     agent: str = Field("", max_length=200, description="The agent's name")
-    since: datetime | None = Field(None, description="Started at or after")
-    until: datetime | None = Field(None, description="Started before")
+    since: datetime | date | None = Field(
+        None, description="Started at or after; a date alone: from the start of that day"
+    )
+    until: datetime | date | None = Field(
+        None, description="Started before; a date alone: through the end of that day"
+    )
     order: Literal["newest", "oldest", "last_activity", "tokens", "calls"] = "newest"
     limit: int = Field(50, ge=1, le=200)
     offset: int = Field(0, ge=0, le=10**9)
+
+    @field_validator("since", "until", mode="before")
+    @classmethod
+    def _date_alone(cls, value: object) -> object:
+        """``2026-11-27`` is that day (``selectors.day_start``), not its first instant."""
+        if isinstance(value, str) and len(value) == 10:
+            try:
+                return date.fromisoformat(value)
+            except ValueError:
+                return value
+        return value
 
 
 @router.get(

@@ -9,12 +9,14 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime, timedelta
+from datetime import time as day_time
 from decimal import Decimal
 from typing import Any
 
 from django.db.models import F, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce, TruncDate
+from django.utils import timezone
 
 from contextops.errors import NotFound
 from contextops.models import Organization
@@ -75,6 +77,15 @@ def _top_pressure(**status: Any) -> Subquery:
     )
 
 
+def day_start(moment: datetime | date, *, after: bool = False) -> datetime:
+    """A moment as it is; a date alone as the start of that day in the server's zone (of
+    the next day with ``after``, so an ``until`` date includes its whole day)."""
+    if isinstance(moment, datetime):
+        return moment
+    day = moment + timedelta(days=1) if after else moment
+    return timezone.make_aware(datetime.combine(day, day_time.min))
+
+
 def session_list(
     *,
     organization,
@@ -82,8 +93,8 @@ def session_list(
     status: str = "",
     pressure: str = "",
     agent: str = "",
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: datetime | date | None = None,
+    until: datetime | date | None = None,
     order: str = "newest",
 ) -> QuerySet[Session]:
     """The organization's sessions matching the filters, in ``order`` (``SESSION_ORDERS``).
@@ -91,7 +102,8 @@ def session_list(
     ``search`` looks in title, agent, model and ids; ``status`` is the lifecycle state;
     ``pressure`` the level the session's gauge shows (that of the top of its stack, as
     ``pressure_of`` reads it, so a list and a page never disagree); ``agent`` the agent's
-    name; ``since`` / ``until`` bound when the session started. Each row carries
+    name; ``since`` / ``until`` bound when the session started (a date alone is that
+    whole day in the server's zone: ``since`` from its start, ``until`` through its end). Each row carries
     ``gauge_level`` and ``window_tokens`` (every token its calls put in the window).
     """
     sessions = (
@@ -128,9 +140,9 @@ def session_list(
     if agent:
         sessions = sessions.filter(agent__name=agent)
     if since is not None:
-        sessions = sessions.filter(started_at__gte=since)
+        sessions = sessions.filter(started_at__gte=day_start(since))
     if until is not None:
-        sessions = sessions.filter(started_at__lt=until)
+        sessions = sessions.filter(started_at__lt=day_start(until, after=True))
     return sessions
 
 

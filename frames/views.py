@@ -79,7 +79,7 @@ def session_list(request: MemberRequest) -> HttpResponse:
         "pressure": _choice(query.get("pressure"), LEVELS),
         "agent": query.get("agent", "")[:200].replace("\x00", ""),
         "since": _day(query.get("since")),
-        "until": _day(query.get("until"), end=True),
+        "until": _day(query.get("until")),
         "order": _choice(query.get("order"), list(selectors.SESSION_ORDERS)) or "newest",
     }
     sessions = selectors.session_list(organization=request.organization, search=search, **filters)
@@ -93,6 +93,7 @@ def session_list(request: MemberRequest) -> HttpResponse:
         "rows": rows,
         "q": search,
         "filters": {**filters, "since": query.get("since", ""), "until": query.get("until", "")},
+        "filter_errors": _date_errors(query),
         "querystring": kept.urlencode(),
         "statuses": Session.Lifecycle.choices,
         "levels": LEVELS,
@@ -116,16 +117,22 @@ def _choice(value: str | None, allowed) -> str:
     return value if value is not None and value in allowed else ""
 
 
-def _day(value: str | None, *, end: bool = False) -> datetime | None:
-    """A date from the filter form as the start of that day (or of the next, for an end),
-    in the server's zone; None when empty or not a date."""
+def _day(value: str | None) -> date | None:
+    """A date from the filter form (the selector takes it as that whole day); None when
+    empty or not a date (``_date_errors`` says so)."""
     try:
-        day = date.fromisoformat(value or "")
+        return date.fromisoformat(value or "")
     except ValueError:
         return None
-    if end:
-        day += timedelta(days=1)
-    return timezone.make_aware(datetime.combine(day, time.min))
+
+
+def _date_errors(query: Any) -> list[str]:
+    """What the page says about a filter date it could not read (and so did not apply)."""
+    return [
+        f"“{query[name]}” is not a date (YYYY-MM-DD): the {label} filter is not applied."
+        for name, label in (("since", "“Started from”"), ("until", "“to”"))
+        if query.get(name, "").strip() and _day(query.get(name)) is None
+    ]
 
 
 def _tree_nodes(frames: list[Frame], session: Session) -> list[dict]:

@@ -72,3 +72,23 @@ def test_another_organization_never_sees_ours(other_api, three):
 def test_the_list_page_filters_the_same_way(member_client, three):
     page = member_client.get("/", {"status": "ended"}).content.decode()
     assert "Ended one" in page and "Busy one" not in page
+
+
+def test_a_date_alone_is_that_whole_day_in_the_api_and_on_the_page(api, member_client, three):
+    today = timezone.localdate().isoformat()
+    yesterday = (timezone.localdate() - timedelta(days=1)).isoformat()
+    everyone = {three[name]["id"] for name in ("ended", "busy", "quiet")}
+    assert set(_ids(api.get("/sessions", {"until": today}))) == everyone
+    assert set(_ids(api.get("/sessions", {"since": today, "until": today}))) == everyone
+    assert _ids(api.get("/sessions", {"until": yesterday})) == []
+    page = member_client.get("/", {"until": today}).content.decode()
+    assert "Ended one" in page and "Busy one" in page and "Quiet one" in page
+    assert "Ended one" not in member_client.get("/", {"until": yesterday}).content.decode()
+
+
+def test_the_page_says_which_filter_date_it_could_not_read(member_client, three):
+    page = member_client.get("/", {"since": "notadate"}).content.decode()
+    assert (
+        "“notadate” is not a date (YYYY-MM-DD): the “Started from” filter is not applied." in page
+    )
+    assert "Ended one" in page  # the rest of the filters still apply; this one does not
