@@ -5,7 +5,7 @@ replays to exactly its tables and the pages show what an agent's work really pro
 """
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -19,7 +19,7 @@ from . import services
 from .context import lifecycle
 from .context.pack import context_pack_assemble
 from .conversation.ingest import messages_append
-from .models import Frame, Session, Usage
+from .models import Event, Frame, Session, Usage
 from .rlm.protocol import state_initialize, variable_write
 from .rlm.snapshots import checkpoint_create
 from .suspensions.services import suspension_create
@@ -280,29 +280,35 @@ def demo_build(*, password: str) -> Demo:
     _small_sessions(org, support_key.agent)
     _extras(session)
     for demo in Session.objects.filter(organization=org):
-        _began_before_its_calls(demo)
+        _on_the_calls_clock(demo)
     return Demo(org, session, raw, created=True)
 
 
-def _began_before_its_calls(session: Session) -> None:
-    """The demo's calls are timed minutes in the past (``_usage``): the session began, as
-    an imported one does, just before its first call, and each frame opened just before
-    the first call recorded after it was pushed."""
-    calls = [
-        (recorded, started or recorded)
-        for recorded, started in Usage.objects.filter(session=session).values_list(
-            "created_at", "started_at"
-        )
-    ]
-    if not calls:
+def _on_the_calls_clock(session: Session) -> None:
+    """The demo's calls are timed minutes in the past, one every 20 s (``_usage``); the
+    rest of the session's story is set on the same clock. It began 10 s before its first
+    call; every event up to its last timed call happened in order between the calls (a
+    call's own when the call ended, which is also when its row was recorded); each frame
+    opened when its push happened. What came after the last timed call keeps its time."""
+    events = list(Event.objects.filter(session=session).order_by("seq"))
+    timed = [e for e in events if e.type == "usage.recorded" and e.payload.get("started_at")]
+    if not timed:
         return
-    began = min(started for _, started in calls) - timedelta(seconds=10)
-    Session.objects.filter(pk=session.pk).update(started_at=began)
-    for frame in Frame.objects.filter(session=session).only("created_at"):
-        later = [started for recorded, started in calls if recorded >= frame.created_at]
-        if later and min(later) < frame.created_at:
-            opened = min(later) - timedelta(seconds=1)
-            Frame.objects.filter(pk=frame.pk).update(created_at=opened)
+    began = datetime.fromisoformat(timed[0].payload["started_at"]) - timedelta(seconds=10)
+    moment, step = began, timedelta(milliseconds=50)
+    for event in events:
+        if event.seq > timed[-1].seq:
+            break
+        moment += step
+        if event.type == "usage.recorded" and event.payload.get("started_at"):
+            started = datetime.fromisoformat(event.payload["started_at"])
+            moment = max(moment, started + timedelta(milliseconds=event.payload["latency_ms"]))
+            Usage.objects.filter(pk=event.payload["usage_id"]).update(created_at=moment)
+        if event.type == "frame.pushed" and event.frame_id is not None:
+            event.payload = {**event.payload, "created_at": moment.isoformat()}
+            Frame.objects.filter(pk=event.frame_id).update(created_at=moment)
+        Event.objects.filter(pk=event.pk).update(created_at=moment, payload=event.payload)
+    Session.objects.filter(pk=session.pk).update(started_at=began, created_at=began)
 
 
 def _extras(session: Session) -> None:

@@ -37,6 +37,18 @@ def test_it_builds_a_deep_tree_once_and_its_pages_open(db, capsys, tmp_path, set
             assert began >= call.frame.created_at, (demo.title, call.frame.goal)
         for frame in Frame.objects.filter(session=demo, parent__isnull=False):
             assert frame.created_at >= frame.parent.created_at, frame.goal
+        # The event log tells the story in order, from the session's start.
+        times = list(
+            Event.objects.filter(session=demo).order_by("seq").values_list("created_at", flat=True)
+        )
+        assert times == sorted(times) and times[0] >= demo.started_at, demo.title
+        pushed = dict(
+            Event.objects.filter(session=demo, type="frame.pushed").values_list(
+                "frame_id", "created_at"
+            )
+        )
+        for call in Usage.objects.filter(session=demo, started_at__isnull=False):
+            assert pushed[call.frame_id] <= call.started_at, demo.title  # pushed, then called
 
     browser = Client()
     assert browser.login(username="demo", password="demo-password")
