@@ -4,10 +4,13 @@ A call's full input (uncached + cache written + cache read) is split into the
 conversation it carried, read from the stored messages that came before the call in its
 branch: user text, assistant text, thinking, tool calls, tool results and summaries
 (compaction summaries, and a transcript's "continued from a previous conversation"
-message). What the messages do not account for is ``system_and_tools``: the system
-prompt and tool definitions, which no transcript stores. Our counts come from our own
-tokenizer, not the model's; when they exceed the reported input, the categories are
-scaled down to it, so the parts always add up to ``full_input_tokens``.
+message). After one of our compactions a call read the summary in effect then and the
+turns still in the window, not the turns the compaction took out; a transcript's own
+compaction restarts the window at its summary message. What the messages do not
+account for is ``system_and_tools``: the system prompt and tool definitions, which no
+transcript stores. Our counts come from our own tokenizer, not the model's; when they
+exceed the reported input, the categories are scaled down to it, so the parts always
+add up to ``full_input_tokens``.
 """
 
 import json
@@ -18,7 +21,7 @@ from contextops.tokens import count_tokens
 from frames.budget import full_input_tokens
 from frames.models import Session, Usage
 
-from .models import Message, Summary, Turn
+from .models import MAIN_BRANCH, CompactionRun, Message, Summary, Turn
 
 CATEGORIES = (
     "system_and_tools",
@@ -114,26 +117,41 @@ def _blocks(message: Message) -> list[tuple[str, str, str]]:
     return parts
 
 
-def call_exchange(call: Usage, *, shown: int = 30) -> tuple[list[Message], list[Message]]:
-    """What the call's page shows as its request (the last ``shown`` messages it read)
-    and its response (the assistant messages recorded with it)."""
+@dataclass
+class Window:
+    """What a call read from the conversation: the stored messages still in its window,
+    oldest first, and the summary standing in for the turns our compactions had taken
+    out by then (None when none had)."""
+
+    messages: list[Message]
+    summary: Summary | None
+
+
+def call_exchange(call: Usage, *, shown: int = 30) -> tuple[Window, list[Message]]:
+    """What the call's page shows as its request (the summary it read, if any, and the
+    last ``shown`` messages) and its response (the assistant messages recorded with it)."""
     reply = []
-    for message in reversed(_branch_messages(call)):
+    for message in reversed(_branch_messages(call, _branch(call))):
         if message.role != "assistant":
             break
         reply.append(message)
-    return _input_messages(call)[-shown:], list(reversed(reply))
+    window = call_window(call)
+    return Window(window.messages[-shown:], window.summary), list(reversed(reply))
 
 
-def _branch_messages(call: Usage) -> list[Message]:
-    """The stored messages of the call's branch up to the call, oldest first."""
-    branch = (
+def _branch(call: Usage) -> str:
+    """The branch of the conversation the call was made in ("" for the main one)."""
+    if not call.frame_id:
+        return MAIN_BRANCH
+    return (
         Turn.objects.filter(session_id=call.session_id, frame_id=call.frame_id)
         .values_list("branch", flat=True)
         .first()
-        if call.frame_id
-        else None
-    ) or ""
+    ) or MAIN_BRANCH
+
+
+def _branch_messages(call: Usage, branch: str) -> list[Message]:
+    """The stored messages of ``branch`` up to the call, oldest first."""
     rows = list(
         Message.objects.filter(
             session_id=call.session_id, turn__branch=branch, created_at__lte=call.created_at
@@ -145,19 +163,46 @@ def _branch_messages(call: Usage) -> list[Message]:
     return rows
 
 
-def _input_messages(call: Usage) -> list[Message]:
-    """The stored messages of the call's branch up to the call, without its own reply
-    (the assistant messages at the end, recorded with or just before the call)."""
-    rows = _branch_messages(call)
+def _compacted_before(call: Usage, branch: str) -> tuple[set[int], Summary | None]:
+    """The turns (ids) our compactions had taken out of the window when the call was made,
+    and the summary in effect then: the newest of those runs' summaries, since a run's
+    summary folds the earlier ones in and a truncating run leaves the earlier one be.
+    Our runs compact the main branch only; a reverted run counts as never run."""
+    if branch != MAIN_BRANCH:
+        return set(), None
+    runs = list(
+        CompactionRun.objects.filter(
+            session_id=call.session_id,
+            status__in=[CompactionRun.Status.COMPLETED, CompactionRun.Status.FAILED],
+            finished_at__lte=call.created_at,
+        )
+        .select_related("summary")
+        .order_by("finished_at")
+    )
+    if not runs:
+        return set(), None
+    taken = set(Turn.objects.filter(compaction_run__in=runs).values_list("pk", flat=True))
+    return taken, next((r.summary for r in reversed(runs) if r.summary is not None), None)
+
+
+def call_window(call: Usage) -> Window:
+    """What the call read: the stored messages of its branch up to it, without its own
+    reply (the assistant messages at the end, recorded with or just before the call) and
+    without the turns a compaction had taken out by then, with the summary in effect."""
+    branch = _branch(call)
+    rows = _branch_messages(call, branch)
     while rows and rows[-1].role == "assistant":
         rows.pop()
+    taken, summary = _compacted_before(call, branch)
+    if taken:
+        rows = [m for m in rows if m.turn_id not in taken]
     # A transcript's compaction restarts the window at its summary message.
     for index in range(len(rows) - 1, -1, -1):
         if rows[index].role == "user" and _text_of(rows[index].content).startswith(
             SUMMARY_OPENINGS
         ):
-            return rows[index:]
-    return rows
+            return Window(rows[index:], summary)
+    return Window(rows, summary)
 
 
 def call_anatomy(*, session: Session, call: Usage) -> Anatomy:
@@ -170,7 +215,8 @@ def call_anatomy(*, session: Session, call: Usage) -> Anatomy:
     )
     names: dict[str, str] = {}
     parts: dict[str, list[Part]] = {name: [] for name in CATEGORIES}
-    for message in _input_messages(call):
+    window = call_window(call)
+    for message in window.messages:
         for category, what, text in _blocks(message):
             if category == "tool_calls":
                 for block in message.content if isinstance(message.content, list) else []:
@@ -183,13 +229,11 @@ def call_anatomy(*, session: Session, call: Usage) -> Anatomy:
             if tokens:
                 ref = f"turn {message.turn.index} · message {message.seq}"
                 parts[category].append(Part(what=what, tokens=tokens, ref=ref))
-    for summary in Summary.objects.filter(
-        session=session, created_at__lte=call.created_at, failed=False
-    ).order_by("created_at")[:100]:
-        if Turn.objects.filter(summary=summary, summarized=True).exists():
-            parts["summaries"].append(
-                Part(what=str(summary), tokens=summary.tokens, ref=f"summary {summary.pk}")
-            )
+    if window.summary is not None:
+        summary = window.summary
+        parts["summaries"].append(
+            Part(what=str(summary), tokens=summary.tokens, ref=f"summary {summary.pk}")
+        )
     counted = {name: sum(p.tokens for p in items) for name, items in parts.items()}
     conversation = sum(counted.values())
     totals = dict(counted)

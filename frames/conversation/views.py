@@ -344,7 +344,7 @@ def call_detail(request: MemberRequest, session_id, call_id: int) -> HttpRespons
         }
         for category in found["categories"]
     ]
-    request_messages, response_messages = anatomy.call_exchange(call)
+    read, response_messages = anatomy.call_exchange(call)
     context = {
         "session": session,
         "call": call,
@@ -355,7 +355,8 @@ def call_detail(request: MemberRequest, session_id, call_id: int) -> HttpRespons
             100 * found["threshold_tokens"] / max(found["window_tokens"], 1), 2
         ),
         "window_share": round(100 * found["full_input_tokens"] / max(found["window_tokens"], 1), 2),
-        "request_messages": [_shown(m) for m in request_messages],
+        "request_summary": read.summary,
+        "request_messages": [_shown(m) for m in read.messages],
         "response_messages": [_shown(m) for m in response_messages],
     }
     return render_page(request, "conversation/call_detail.html", context)
