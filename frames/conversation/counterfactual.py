@@ -22,7 +22,7 @@ session into them). Figures are estimates, and the rules behind them are these:
 """
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
@@ -142,8 +142,9 @@ class Call:
 @dataclass(frozen=True)
 class RealCompaction:
     """A compaction the agent really did. ``taken``: the turn indices it took out of the
-    window (the ones before ``before_turn`` for a transcript's); ``summary_tokens``: the
-    size of its summary when known."""
+    window (the ones before ``before_turn`` for a transcript's); ``removed``: those of
+    them that left without a summary (a truncating run's); ``summary_tokens``: the size
+    of its summary when known."""
 
     before_turn: int
     pre_tokens: int
@@ -155,6 +156,7 @@ class RealCompaction:
     summary_tokens: int | None = None
     summary_turn: int | None = None  # the turn that holds the agent's summary, if any
     conversation_turn: int = 0  # the conversation turn it came before
+    removed: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -171,10 +173,17 @@ class StrategyOutcome:
 
 @dataclass(frozen=True)
 class Actual:
+    """What the real compaction did. ``kept``, ``summarized``, ``removed``: the turns of
+    the window it kept, summarized and took out without a summary, as ranges; a
+    transcript's compaction summarizes the whole window and keeps none."""
+
     pre_tokens: int
     tokens_after: int | None  # the next call's full input, None without a later call
     summary_tokens: int | None
     trigger: str
+    kept: list[list[int]] = field(default_factory=list)
+    summarized: list[list[int]] = field(default_factory=list)
+    removed: list[list[int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -230,8 +239,9 @@ class Counterfactual:
         return answer
 
 
-def ranges(indices: Sequence[int]) -> list[list[int]]:
-    """Sorted indices as inclusive ``[first, last]`` runs: [1, 2, 3, 7] -> [[1, 3], [7, 7]]."""
+def ranges(indices: Iterable[int]) -> list[list[int]]:
+    """Indices, in any order, as sorted inclusive ``[first, last]`` runs:
+    [1, 2, 3, 7] -> [[1, 3], [7, 7]]."""
     runs: list[list[int]] = []
     for index in sorted(indices):
         if runs and index == runs[-1][1] + 1:
@@ -387,6 +397,7 @@ def counterfactual(
     taken: set[int] = set()
     for r in real:
         window = [t for t in turns if t.index < r.before_turn and t.index not in taken]
+        in_window = {t.index for t in window}
         after = next((c.input_tokens for c in calls if c.turn >= r.before_turn), None)
         points.append(
             CompactionPoint(
@@ -401,6 +412,9 @@ def counterfactual(
                     tokens_after=after,
                     summary_tokens=r.summary_tokens,
                     trigger=r.trigger,
+                    kept=ranges(in_window - r.taken),
+                    summarized=ranges(in_window & (r.taken - r.removed)),
+                    removed=ranges(in_window & r.removed),
                 ),
                 strategies=[
                     _outcome(s, window, weights, pre_tokens=r.pre_tokens, fixed=fixed, ratio=ratio)

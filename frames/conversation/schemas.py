@@ -309,6 +309,14 @@ class CounterfactualActualOut(Schema):
     tokens_after: int | None = Field(description="The full input of the next model call.")
     summary_tokens: int | None
     trigger: str
+    kept: list[list[int]] = Field(
+        description="Inclusive [first, last] turn ranges of the window it kept; none for a "
+        "transcript's compaction, which keeps only its summary."
+    )
+    summarized: list[list[int]] = Field(description="Turns of the window it summarized.")
+    removed: list[list[int]] = Field(
+        description="Turns it took out without a summary (one of our truncate_at runs)."
+    )
 
 
 class CounterfactualCompactionOut(Schema):

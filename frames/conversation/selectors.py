@@ -234,17 +234,19 @@ def _real_compactions(
         .order_by("created_at")
     )
     for run in runs:
-        turns_taken = set(
+        truncated = dict(
             Turn.objects.filter(compaction_run=run, branch=MAIN_BRANCH).values_list(
-                "index", flat=True
+                "index", "truncated"
             )
         )
+        turns_taken = set(truncated)
         before = unit_at(run.created_at)
         real.append(
             cf.RealCompaction(
                 before_turn=before,
                 pre_tokens=run.occupancy_tokens or run.original_tokens or 0,
                 taken=frozenset(u.index for u in units if u.turn in turns_taken),
+                removed=frozenset(u.index for u in units if truncated.get(u.turn)),
                 at=run.finished_at,
                 origin="contextops",
                 trigger=run.trigger,

@@ -221,13 +221,16 @@ def _compaction_tables(answer: cf.Counterfactual) -> list[dict]:
     """One table per real compaction: the agent's own row, then a row per strategy."""
     tables = []
     for point in answer.compactions:
+        actual = point.actual
         rows = [
             {
                 "name": "the agent (actual)",
                 "actual": True,
-                "kept": "the summary only",
-                "summarized": _runs_text(point.turns_in_window),
-                "removed": "—",
+                "kept": "the summary only"
+                if actual.summarized and not actual.kept
+                else _runs_text(actual.kept),
+                "summarized": _runs_text(actual.summarized),
+                "removed": _runs_text(actual.removed),
                 "tokens_after": point.actual.tokens_after,
                 "summary_tokens": point.actual.summary_tokens,
                 "anchor": "",

@@ -79,6 +79,9 @@ def test_it_reports_the_agents_own_compaction(api, imported):
     n = figures["calls_before"]
     assert point["turn"] == n
     assert point["turns_in_window"] == [[0, n - 1]]
+    # Claude Code's compaction summarizes the whole window and keeps only its summary.
+    assert point["actual"]["kept"] == [] and point["actual"]["removed"] == []
+    assert point["actual"]["summarized"] == [[0, n - 1]]
     by_name = {s["strategy"]: s for s in point["strategies"]}
     assert list(by_name) == list(strategies())
     for outcome in by_name.values():
@@ -174,6 +177,44 @@ def test_it_counts_one_of_our_runs_as_a_real_compaction(api, session):
     assert {p["policy"] for p in body["policies"]} == {"actual", *strategies()}
 
 
+def test_it_says_what_our_runs_really_kept_summarized_and_removed(api, session, member_client):
+    def turn_sent(i):
+        messages = [
+            {"role": "user", "content": f"Task {i}. " + "Details. " * 40},
+            assistant(text(f"Done with part {i}. " + "Explanation. " * 30)),
+        ]
+        usage = {"input_tokens": 1_000 * (i + 1), "output_tokens": 200, "message_id": f"m{i}"}
+        response = api.post(
+            f"/sessions/{session.pk}/messages", {"messages": messages, "usage": usage}
+        )
+        assert response.status_code == 200, response.content
+
+    for i in range(5):
+        turn_sent(i)
+    first = compaction_request(session=session, strategy="summarize_oldest", keep_turns=2)
+    compaction_execute(run_id=first.pk, summarizer=ExtractiveSummarizer())
+    for i in range(5, 7):
+        turn_sent(i)
+    second = compaction_request(session=session, strategy="truncate_at", keep_turns=3)
+    compaction_execute(run_id=second.pk, summarizer=ExtractiveSummarizer())
+    body = api.get(f"/sessions/{session.pk}/counterfactual").json()
+    summarized, truncated = body["compactions"]
+    assert summarized["turns_in_window"] == [[0, 4]]
+    assert summarized["actual"]["kept"] == [[3, 4]]
+    assert summarized["actual"]["summarized"] == [[0, 2]]
+    assert summarized["actual"]["removed"] == []
+    assert truncated["turns_in_window"] == [[3, 6]]
+    assert truncated["actual"]["kept"] == [[4, 6]]
+    assert truncated["actual"]["summarized"] == []
+    assert truncated["actual"]["removed"] == [[3, 3]]
+
+    html = member_client.get(f"/sessions/{session.pk}/turns/counterfactual/").content.decode()
+    rows = [row.split("</tr>")[0] for row in html.split('<tr class="cf-actual">')[1:]]
+    assert len(rows) == 2 and "the summary only" not in html
+    assert "<td>3–4</td><td>0–2</td><td>—</td>" in rows[0]
+    assert "<td>4–6</td><td>—</td><td>3</td>" in rows[1]
+
+
 def test_it_uses_the_documented_ratio_without_a_real_summary():
     turns = [cf.TurnPoint(i, 1_000) for i in range(20)]
     calls = [cf.Call(turn=i, input_tokens=5_000 + 1_000 * i, output_tokens=100) for i in range(20)]
@@ -219,6 +260,10 @@ def test_the_page_shows_the_curve_the_points_and_a_table_per_compaction(imported
         assert f'<th scope="row">{name}</th>' in html
         assert f"{name} compacts after call" in html
     assert "the agent (actual)" in html
+    assert (
+        '<tr class="cf-actual"><th scope="row">the agent (actual)</th><td>the summary only</td><td>0–70</td>'
+        in html
+    )
     assert "Counterfactual" in member_client.get(f"/sessions/{imported.pk}/turns/").content.decode()
 
 
