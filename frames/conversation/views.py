@@ -37,16 +37,22 @@ def _session(request: MemberRequest, session_id) -> Session:
 
 def _chart(session: Session, series: list[tuple[int, int]]) -> dict:
     """An SVG chart of occupancy per turn: axes with token ticks and turn numbers, the
-    compaction threshold and the window as lines, and a dot for every turn's point."""
+    compaction threshold and the window as lines, and a dot for every turn's point.
+
+    The axis names the first and the last turn of ``series``, or its one turn alone
+    (drawn in the middle) when it has one."""
     width, height, left, bottom, top_margin = 600, 140, 56, 18, 6
     window = max(1, session.context_window_tokens)
     top = max([window] + [o for _, o in series])
-    first = min([i for i, _ in series] or [0])
-    last = max([first + 1] + [i for i, _ in series])
+    indices = [i for i, _ in series] or [0]
+    first, last = min(indices), max(indices)
+    plot_width = width - left - 8
     plot_height = height - bottom - top_margin
 
     def x(index: int) -> float:
-        return round(left + (index - first) / (last - first) * (width - left - 8), 1)
+        if last == first:
+            return round(left + plot_width / 2, 1)
+        return round(left + (index - first) / (last - first) * plot_width, 1)
 
     def y(tokens: int) -> float:
         return round(height - bottom - tokens / top * plot_height, 1)
@@ -60,10 +66,7 @@ def _chart(session: Session, series: list[tuple[int, int]]) -> dict:
         "points": " ".join(f"{d['x']},{d['y']}" for d in dots),
         "dots": dots,
         "ticks": [{"y": y(top * k // 4), "text": f"{top * k // 4:,}"} for k in range(5)],
-        "labels": [
-            {"x": x(first), "text": f"turn {first}"},
-            {"x": x(last), "text": f"turn {last}"},
-        ],
+        "labels": [{"x": x(i), "text": f"turn {i}"} for i in sorted({first, last})],
         "threshold_y": y(int(session.compaction_threshold * window)),
         "window_y": y(window),
     }

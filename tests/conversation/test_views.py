@@ -34,6 +34,18 @@ def test_it_shows_turns_anchors_and_the_chart(api, session, member_client, page)
     assert "No compactions yet." in html
 
 
+def test_the_chart_names_only_turns_that_exist(api, session, member_client, page):
+    url = f"/sessions/{session.id}/messages"
+    api.post(url, {"messages": [{"role": "user", "content": "first, no call reported"}]})
+    usage = {"input_tokens": 5000, "output_tokens": 10}
+    api.post(url, {"messages": [{"role": "user", "content": "second"}], "usage": usage})
+    html = member_client.get(page).content.decode()
+    assert "<strong>#0</strong>" in html and "<strong>#1</strong>" in html
+    chart = html.split('class="conv-chart"')[1].split("</svg>")[0]
+    assert chart.count(">turn 1</text>") == 1 and "turn 2" not in chart
+    assert "turn 1: 5,010 tokens" in chart
+
+
 def test_it_folds_summarized_turns_under_their_summary(
     api, session, member_client, page, django_capture_on_commit_callbacks
 ):
