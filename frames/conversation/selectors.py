@@ -4,7 +4,8 @@ import bisect
 import uuid
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet
+from django.db.models.functions import Coalesce
 
 from contextops.errors import Invalid, NotFound
 from contextops.tokens import count_tokens
@@ -73,6 +74,22 @@ def occupancy_series(*, session: Session, branch: str = MAIN_BRANCH) -> list[tup
         .order_by("index")
         .values_list("index", "occupancy_tokens")
     )
+
+
+def call_position(*, session: Session, call: Usage) -> tuple[int, int]:
+    """(the call's place among the session's calls, counted from 1, how many there are),
+    in the order the session's calls list shows them: when sent, else when recorded, then
+    by id. One query."""
+    moment = call.started_at or call.created_at
+    counts = (
+        Usage.objects.filter(session=session)
+        .annotate(moment=Coalesce("started_at", "created_at"))
+        .aggregate(
+            total=Count("id"),
+            before=Count("id", filter=Q(moment__lt=moment) | Q(moment=moment, id__lt=call.pk)),
+        )
+    )
+    return counts["before"] + 1, counts["total"]
 
 
 def import_get(*, organization, import_id: Any) -> Import:

@@ -351,9 +351,12 @@ def call_detail(request: MemberRequest, session_id, call_id: int) -> HttpRespons
         for category in found["categories"]
     ]
     read, response_messages = anatomy.call_exchange(call)
+    position, call_count = selectors.call_position(session=session, call=call)
     context = {
         "session": session,
         "call": call,
+        "position": position,
+        "call_count": call_count,
         "cost": frames_selectors.usage_cost(call, frames_selectors.price_table()),
         "anatomy": found,
         "categories": categories,

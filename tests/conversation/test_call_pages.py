@@ -1,7 +1,10 @@
 """The calls timeline on the session page and a call's own page with its anatomy."""
 
+from datetime import timedelta
+
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from frames.conversation.importing import transcript_import
 from frames.conversation.readers import read_transcript
@@ -42,3 +45,32 @@ def test_another_organizations_call_page_is_404(make_user, imported):
     call = Usage.objects.filter(session=imported).first()
     assert outsider.get(f"/sessions/{imported.pk}/calls/{call.pk}/").status_code == 404
     assert outsider.get(f"/sessions/{imported.pk}/calls/").status_code == 404
+
+
+def test_a_call_page_names_the_calls_place_in_the_session_not_its_id(
+    api, make_session, member_client
+):
+    def call_sent(session, message_id, started_at):
+        usage = {"input_tokens": 100, "output_tokens": 10, "message_id": message_id}
+        usage["started_at"] = started_at.isoformat()
+        body = {"messages": [{"role": "user", "content": message_id}], "usage": usage}
+        assert api.post(f"/sessions/{session.pk}/messages", body).status_code == 200
+        return Usage.objects.get(session=session, message_id=message_id)
+
+    now = timezone.now()
+    other = make_session()
+    for i in range(3):
+        call_sent(other, f"other-{i}", now)
+    session = make_session()
+    # Recorded first but sent last: the calls list shows it third, and so does its page.
+    late = call_sent(session, "late", now + timedelta(seconds=30))
+    first = call_sent(session, "first", now + timedelta(seconds=10))
+    second = call_sent(session, "second", now + timedelta(seconds=20))
+    listed = member_client.get(f"/sessions/{session.pk}/calls/").content.decode()
+    links = [f"/sessions/{session.pk}/calls/{c.pk}/" for c in (first, second, late)]
+    assert sorted(links, key=listed.index) == links
+    for position, call in enumerate((first, second, late), start=1):
+        html = member_client.get(f"/sessions/{session.pk}/calls/{call.pk}/").content.decode()
+        assert f"<h1>Model call {position} of 3 " in html
+        assert f"<title>Model call {position} of 3" in html
+        assert f"model call {position} of 3</nav>" in html
