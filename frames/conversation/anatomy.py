@@ -227,7 +227,7 @@ def call_anatomy(*, session: Session, call: Usage) -> Anatomy:
                 what = f"{names.get(tool_id, 'tool')} result"
             tokens = count_tokens(text) if text else 0
             if tokens:
-                ref = f"turn {message.turn.index} · message {message.seq}"
+                ref = f"turn {message.turn.index} · message {message.number}"
                 parts[category].append(Part(what=what, tokens=tokens, ref=ref))
     if window.summary is not None:
         summary = window.summary

@@ -133,6 +133,12 @@ class Message(models.Model):
     def __str__(self) -> str:
         return f"{self.role} message {self.seq}"
 
+    @property
+    def number(self) -> int:
+        """The message's place in the session counted from 0, as pages number it next to
+        turns (which count from 0); ``seq`` counts from 1."""
+        return self.seq - 1
+
 
 class ToolUse(models.Model):
     """Which turn a tool_use id belongs to, so a result that arrives later finds it."""

@@ -74,3 +74,25 @@ def test_a_call_page_names_the_calls_place_in_the_session_not_its_id(
         assert f"<h1>Model call {position} of 3 " in html
         assert f"<title>Model call {position} of 3" in html
         assert f"model call {position} of 3</nav>" in html
+
+
+def test_a_call_page_numbers_turns_and_messages_from_0_like_the_turn_list(
+    api, session, member_client
+):
+    body = {
+        "messages": [
+            {"role": "user", "content": "Fix the parser. " * 20},
+            {"role": "assistant", "content": [{"type": "text", "text": "Fixed."}]},
+        ],
+        "usage": {"input_tokens": 5_000, "output_tokens": 10},
+    }
+    assert api.post(f"/sessions/{session.pk}/messages", body).status_code == 200
+    call = Usage.objects.get(session=session)
+    turns = member_client.get(f"/sessions/{session.pk}/turns/").content.decode()
+    assert "<strong>#0</strong>" in turns
+    html = member_client.get(f"/sessions/{session.pk}/calls/{call.pk}/").content.decode()
+    anatomy_html, request_html = html.split('id="call-request"')
+    # The prompt is the session's first message, in its first turn: both numbered 0.
+    assert "turn 0 · message 0" in anatomy_html and "message 1" not in anatomy_html
+    assert "<strong>user</strong> · turn 0 · message 0 ·" in request_html
+    assert "numbered from 0" in html
