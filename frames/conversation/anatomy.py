@@ -121,10 +121,12 @@ def _blocks(message: Message) -> list[tuple[str, str, str]]:
 class Window:
     """What a call read from the conversation: the stored messages still in its window,
     oldest first, and the summary standing in for the turns our compactions had taken
-    out by then (None when none had)."""
+    out by then (None when none had). ``read``: how many messages it read in all, more
+    than ``messages`` holds when only the last of them are kept."""
 
     messages: list[Message]
     summary: Summary | None
+    read: int
 
 
 def call_exchange(call: Usage, *, shown: int = 30) -> tuple[Window, list[Message]]:
@@ -136,7 +138,7 @@ def call_exchange(call: Usage, *, shown: int = 30) -> tuple[Window, list[Message
             break
         reply.append(message)
     window = call_window(call)
-    return Window(window.messages[-shown:], window.summary), list(reversed(reply))
+    return Window(window.messages[-shown:], window.summary, window.read), list(reversed(reply))
 
 
 def _branch(call: Usage) -> str:
@@ -201,8 +203,9 @@ def call_window(call: Usage) -> Window:
         if rows[index].role == "user" and _text_of(rows[index].content).startswith(
             SUMMARY_OPENINGS
         ):
-            return Window(rows[index:], summary)
-    return Window(rows, summary)
+            rows = rows[index:]
+            break
+    return Window(rows, summary, len(rows))
 
 
 def call_anatomy(*, session: Session, call: Usage) -> Anatomy:

@@ -329,6 +329,19 @@ def _shown(message) -> dict:
     }
 
 
+def _request_read(shown: int, read: int) -> str:
+    """How the request's heading counts the messages it lists: "" for none, "the one
+    message it read", "the 5 messages it read", or "the last 30 of the 120 messages it
+    read" when only the last are shown."""
+    if not shown:
+        return ""
+    if shown == read == 1:
+        return "the one message it read"
+    if shown == read:
+        return f"the {read:,} messages it read"
+    return f"the last {shown:,} of the {read:,} messages it read"
+
+
 @require_GET
 @organization_required
 def call_detail(request: MemberRequest, session_id, call_id: int) -> HttpResponse:
@@ -365,6 +378,7 @@ def call_detail(request: MemberRequest, session_id, call_id: int) -> HttpRespons
         ),
         "window_share": round(100 * found["full_input_tokens"] / max(found["window_tokens"], 1), 2),
         "request_summary": read.summary,
+        "request_read": _request_read(len(read.messages), read.read),
         "request_messages": [_shown(m) for m in read.messages],
         "response_messages": [_shown(m) for m in response_messages],
     }

@@ -96,3 +96,25 @@ def test_a_call_page_numbers_turns_and_messages_from_0_like_the_turn_list(
     assert "turn 0 · message 0" in anatomy_html and "message 1" not in anatomy_html
     assert "<strong>user</strong> · turn 0 · message 0 ·" in request_html
     assert "numbered from 0" in html
+
+
+def test_the_request_heading_counts_the_messages_it_lists_in_words(api, session, member_client):
+    frame = session.frames.get()
+    usage = {"input_tokens": 100, "output_tokens": 10}
+    assert api.post(f"/frames/{frame.pk}/usage", usage).status_code == 200
+    bare = Usage.objects.get(session=session)
+    body = {"messages": [{"role": "user", "content": "Only this."}], "usage": usage}
+    api.post(f"/sessions/{session.pk}/messages", body)
+    one = Usage.objects.filter(session=session).latest("id")
+    messages = [{"role": "user" if i % 2 else "assistant", "content": f"m{i}"} for i in range(41)]
+    api.post(f"/sessions/{session.pk}/messages", {"messages": messages, "usage": usage})
+    many = Usage.objects.filter(session=session).latest("id")
+
+    def heading(call):
+        html = member_client.get(f"/sessions/{session.pk}/calls/{call.pk}/").content.decode()
+        return html.split('id="call-request"')[1].split("</h2>")[0]
+
+    assert heading(bare) == ">\n      <h2>Request"
+    assert "the one message it read" in heading(one)
+    # The first prompt and m0 to m39 were read; m40 is the reply.
+    assert "the last 30 of the 41 messages it read" in heading(many)
