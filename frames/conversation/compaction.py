@@ -425,7 +425,14 @@ def _compaction_apply(
             )
         final = kept_tokens + (summary.tokens if summary else previous_tokens)
         ratio = sel.compression_ratio(original, final)
-        warning = sel.quality_warning(ratio)
+        warning = sel.quality_warning(
+            ratio,
+            final_tokens=final,
+            large_tokens=sel.large_window_tokens(
+                context_window_tokens=session.context_window_tokens,
+                threshold=session.compaction_threshold,
+            ),
+        )
         failed = bool(outcome and outcome.failed)
         if summary is not None and not failed:
             covered = sel.summary_quality_warning(summary.content, _worked_on(to_summarize))

@@ -173,12 +173,30 @@ def compression_ratio(original_tokens: int, final_tokens: int) -> float:
     return max(0.0, 1 - final_tokens / original_tokens)
 
 
-def quality_warning(ratio: float) -> str:
-    """The seed's quality gate: a warning below 60 % compression, else ""."""
+def large_window_tokens(*, context_window_tokens: int, threshold: float) -> int:
+    """Past this many tokens a compacted window is still large: what a compaction that met
+    the quality bar would leave of a window at the trigger, ``(1 - QUALITY_RATIO) x
+    threshold x context window`` (72,000 tokens of a 200,000-token window at 0.9)."""
+    return int((1 - QUALITY_RATIO) * threshold * context_window_tokens)
+
+
+def quality_warning(
+    ratio: float, *, final_tokens: int | None = None, large_tokens: int | None = None
+) -> str:
+    """The seed's quality gate: "" at or above ``QUALITY_RATIO`` compression, else the
+    ratio. Only when the window left (``final_tokens``) is still large, above
+    ``large_tokens`` (``large_window_tokens``), does it add the seed's advice to start a
+    fresh conversation: a small window that compressed little is no reason to. Without
+    both figures the advice is left out."""
     if ratio >= QUALITY_RATIO:
         return ""
+    warning = f"Compression ratio {ratio:.0%} is below {QUALITY_RATIO:.0%}"
+    if final_tokens is None or large_tokens is None:
+        return f"{warning}."
+    if final_tokens <= large_tokens:
+        return f"{warning}; the {final_tokens:,}-token window left is small."
     return (
-        f"Compression ratio {ratio:.0%} is below {QUALITY_RATIO:.0%}: the window is still large; "
+        f"{warning}: the window is still large ({final_tokens:,} tokens); "
         "consider starting a fresh conversation."
     )
 

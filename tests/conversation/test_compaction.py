@@ -3,7 +3,7 @@
 import pytest
 
 from contextops.llm import CONTINUATION_MESSAGE, AnthropicSummarizer, ExtractiveSummarizer
-from frames.conversation.compaction import compaction_execute
+from frames.conversation.compaction import compaction_execute, compaction_request
 from frames.conversation.models import CompactionRun, Summary, Turn
 from frames.conversation.tasks import compaction_run
 from frames.models import ContextHandle, Event
@@ -109,6 +109,19 @@ def test_anchor_point_compaction_summarizes_before_the_latest_older_anchor(api, 
     handle = ContextHandle.objects.get(session=session, kind="summary")
     assert handle.content == body["summary"] and str(summary.handle_id) == str(handle.pk)
     assert body["warning"] is not None and "below 60%" in body["warning"]  # 50 % of the turns only
+
+
+@pytest.mark.parametrize("window, large", [(200_000, False), (2_000, True)])
+def test_it_calls_the_window_still_large_only_when_it_is(api, make_session, window, large):
+    session = make_session(context_window_tokens=window)
+    conversation(api, session, 10)
+    run = compaction_request(session=session, strategy="summarize_oldest", keep_turns=8)
+    run = compaction_execute(run_id=run.pk, summarizer=ExtractiveSummarizer())
+    assert run.compression_ratio < 0.6 and "below 60%" in run.warning
+    # Some 1,300 tokens left: a sliver of a 200,000-token window, most of a 2,000-token one.
+    assert 1_000 < run.final_tokens < 1_600
+    assert ("still large" in run.warning) is large
+    assert ("consider starting a fresh conversation" in run.warning) is large
 
 
 def test_a_second_delivery_does_nothing(api, session, queued):
