@@ -72,8 +72,11 @@ def _chart(session: Session, series: list[tuple[int, int]]) -> dict:
     }
 
 
-def _runs_context(session: Session, runs: list[CompactionRun] | None = None) -> dict:
-    """The runs panel's context: ``runs``, else the session's newest runs read now."""
+def _runs_context(
+    session: Session, runs: list[CompactionRun] | None = None, form: dict | None = None
+) -> dict:
+    """The runs panel's context: ``runs``, else the session's newest runs read now, and
+    the form's values (``form``: what was submitted; empty fields when None)."""
     if runs is None:
         runs = list(selectors.compactions_list(session=session)[:RUNS_SHOWN])
     return {
@@ -81,14 +84,15 @@ def _runs_context(session: Session, runs: list[CompactionRun] | None = None) -> 
         "runs": runs,
         "running": any(r.is_open for r in runs),
         "strategies": strategy_names(CONVERSATION),
+        "form": form or {"strategy": selection.ANCHOR_POINT, "keep_turns": "", "target_tokens": ""},
     }
 
 
-@require_GET
-@organization_required
-def conversation_page(request: MemberRequest, session_id) -> HttpResponse:
-    session = _session(request, session_id)
-    branch = request.GET.get("branch", "")[:120]
+def _page_context(
+    session: Session, branch: str, *, form: dict | None = None, error: str = ""
+) -> dict:
+    """The turns page's context for ``branch``, its runs panel with ``form``'s values and
+    ``error`` (a refused compaction's, "" for none)."""
     turns = list(selectors.turns_list(session=session, branch=branch, limit=TURNS_SHOWN))
     summaries = selectors.summaries_by_id(session=session)
     # Fold consecutive summarized turns under their summary.
@@ -108,8 +112,9 @@ def conversation_page(request: MemberRequest, session_id) -> HttpResponse:
         else:
             rows.append({"kind": "turn", "turn": turn})
     series = selectors.occupancy_series(session=session, branch=branch)
-    context = {
-        **_runs_context(session),
+    return {
+        **_runs_context(session, form=form),
+        "error": error,
         "rows": rows,
         "turn_count": len(turns),
         "more_turns": len(turns) == TURNS_SHOWN,
@@ -118,6 +123,13 @@ def conversation_page(request: MemberRequest, session_id) -> HttpResponse:
         "chart": _chart(session, series) if series else None,
         "threshold_percent": round(session.compaction_threshold * 100),
     }
+
+
+@require_GET
+@organization_required
+def conversation_page(request: MemberRequest, session_id) -> HttpResponse:
+    session = _session(request, session_id)
+    context = _page_context(session, request.GET.get("branch", "")[:120])
     return render_page(request, TEMPLATE, context, partial="timeline")
 
 
@@ -135,6 +147,7 @@ def compaction_start(request: MemberRequest, session_id) -> HttpResponse:
     strategy = request.POST.get("strategy", selection.ANCHOR_POINT)
     keep = request.POST.get("keep_turns", "").strip()
     target = request.POST.get("target_tokens", "").strip()
+    form = {"strategy": strategy, "keep_turns": keep, "target_tokens": target}
     error = ""
     runs = None
     try:
@@ -163,8 +176,12 @@ def compaction_start(request: MemberRequest, session_id) -> HttpResponse:
         except DomainError as exc:
             error = exc.detail
     if not request.htmx:
-        return redirect("conversation:turns", session_id=session.pk)
-    context = {**_runs_context(session, runs), "branch": "", "error": error}
+        if not error:
+            return redirect("conversation:turns", session_id=session.pk)
+        # Without htmx the whole page answers, so the error and the typed values show.
+        context = _page_context(session, "", form=form, error=error)
+        return render_page(request, TEMPLATE, context, status=422)
+    context = {**_runs_context(session, runs, form), "branch": "", "error": error}
     return render_page(request, TEMPLATE, context, partial="runs", status=422 if error else 200)
 
 

@@ -80,7 +80,7 @@ def test_the_button_queues_a_compaction_and_returns_the_runs(
     assert CompactionRun.objects.filter(session=session).count() == 1
     plain = Client()
     plain.force_login(response.wsgi_request.user)
-    assert plain.post(url, {"strategy": "magic"}).status_code == 302
+    assert plain.post(url, {"strategy": "magic"}).status_code == 422
 
 
 def test_the_button_offers_priority_based_with_a_target(
@@ -105,6 +105,36 @@ def test_the_button_offers_priority_based_with_a_target(
     html = member_client.get(page).content.decode()
     # Everything but the three recent turns folded under the one summary.
     assert "<strong>Summary</strong> of turns 0–4" in html and "5 turns folded" in html
+
+
+def test_a_refused_form_keeps_what_the_person_typed(api, session, member_client, page):
+    conversation(api, session, 5)
+    url = f"/sessions/{session.id}/turns/compactions/start/"
+    typed = {"strategy": "summarize_oldest", "keep_turns": "4", "target_tokens": "0"}
+    response = member_client.post(url, typed, HTTP_HX_REQUEST="true")
+    assert response.status_code == 422
+    html = response.content.decode()
+    assert "Target tokens must be a whole number above 0." in html
+    assert '<option value="summarize_oldest" selected>' in html
+    assert 'name="keep_turns" value="4"' in html and 'name="target_tokens" value="0"' in html
+    assert not CompactionRun.objects.filter(session=session).exists()
+
+
+def test_without_htmx_a_refused_form_shows_its_error_on_the_page(
+    api, session, member_client, django_capture_on_commit_callbacks
+):
+    conversation(api, session, 5)
+    url = f"/sessions/{session.id}/turns/compactions/start/"
+    response = member_client.post(url, {"strategy": "truncate_at", "keep_turns": ""})
+    assert response.status_code == 422
+    html = response.content.decode()
+    assert "<html" in html and 'id="conv-timeline"' in html and "Step 4: please" in html
+    assert "truncate_at needs keep_turns" in html
+    assert '<option value="truncate_at" selected>' in html
+    with django_capture_on_commit_callbacks(execute=False):
+        done = member_client.post(url, {"strategy": "truncate_at", "keep_turns": "3"})
+    assert done.status_code == 302 and done["Location"] == f"/sessions/{session.id}/turns/"
+    assert CompactionRun.objects.get(session=session).keep_turns == 3
 
 
 @pytest.mark.parametrize(
