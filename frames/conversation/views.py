@@ -213,7 +213,7 @@ def _counterfactual_chart(answer: cf.Counterfactual) -> dict:
                     {
                         "x": x(f.turn),
                         "curve_y": y(f.occupancy),
-                        "turn": f.turn,
+                        "turn": f.turn + _shown_from(answer),
                         "occupancy": f.occupancy,
                     }
                     for f in policy.fires
@@ -232,13 +232,22 @@ def _counterfactual_chart(answer: cf.Counterfactual) -> dict:
     }
 
 
-def _runs_text(runs: list[list[int]]) -> str:
-    """[[0, 60], [62, 62]] as "0–60, 62"; "—" for none."""
-    return ", ".join(f"{a}–{b}" if a != b else str(a) for a, b in runs) or "—"
+def _runs_text(runs: list[list[int]], shown: int = 0) -> str:
+    """[[0, 60], [62, 62]] as "0–60, 62" (each number plus ``shown``); "—" for none."""
+    return (
+        ", ".join(f"{a + shown}–{b + shown}" if a != b else str(a + shown) for a, b in runs) or "—"
+    )
+
+
+def _shown_from(answer: cf.Counterfactual) -> int:
+    """What the page adds to a unit's index: calls are numbered from 1, as the call page
+    and the calls list number them; conversation turns from 0, as the turn list does."""
+    return 1 if answer.unit == "call" else 0
 
 
 def _compaction_tables(answer: cf.Counterfactual) -> list[dict]:
     """One table per real compaction: the agent's own row, then a row per strategy."""
+    shown = _shown_from(answer)
     tables = []
     for point in answer.compactions:
         actual = point.actual
@@ -248,9 +257,9 @@ def _compaction_tables(answer: cf.Counterfactual) -> list[dict]:
                 "actual": True,
                 "kept": "the summary only"
                 if actual.summarized and not actual.kept
-                else _runs_text(actual.kept),
-                "summarized": _runs_text(actual.summarized),
-                "removed": _runs_text(actual.removed),
+                else _runs_text(actual.kept, shown),
+                "summarized": _runs_text(actual.summarized, shown),
+                "removed": _runs_text(actual.removed, shown),
                 "tokens_after": point.actual.tokens_after,
                 "summary_tokens": point.actual.summary_tokens,
                 "anchor": "",
@@ -262,20 +271,20 @@ def _compaction_tables(answer: cf.Counterfactual) -> list[dict]:
                 {
                     "name": outcome.strategy,
                     "actual": False,
-                    "kept": _runs_text(outcome.kept),
-                    "summarized": _runs_text(outcome.summarized),
-                    "removed": _runs_text(outcome.removed),
+                    "kept": _runs_text(outcome.kept, shown),
+                    "summarized": _runs_text(outcome.summarized, shown),
+                    "removed": _runs_text(outcome.removed, shown),
                     "tokens_after": outcome.tokens_after,
                     "summary_tokens": outcome.summary_tokens,
                     "anchor": (
-                        f"{answer.unit} {outcome.anchor['turn']} ({outcome.anchor['type']})"
+                        f"{answer.unit} {outcome.anchor['turn'] + shown} ({outcome.anchor['type']})"
                         if outcome.anchor
                         else ""
                     ),
-                    "cut_at": outcome.cut_at,
+                    "cut_at": None if outcome.cut_at is None else outcome.cut_at + shown,
                 }
             )
-        tables.append({"point": point, "rows": rows})
+        tables.append({"point": point, "number": point.turn + shown, "rows": rows})
     return tables
 
 
@@ -302,6 +311,7 @@ def counterfactual_page(request: MemberRequest, session_id) -> HttpResponse:
         "chart": _counterfactual_chart(answer) if answer.curve else None,
         "tables": _compaction_tables(answer),
         "unit_word": answer.unit,
+        "shown_from": _shown_from(answer),
         "threshold_percent": round(answer.threshold * 100),
         "error": error,
         "raw_threshold": raw,

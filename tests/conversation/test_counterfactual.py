@@ -211,8 +211,9 @@ def test_it_says_what_our_runs_really_kept_summarized_and_removed(api, session, 
     html = member_client.get(f"/sessions/{session.pk}/turns/counterfactual/").content.decode()
     rows = [row.split("</tr>")[0] for row in html.split('<tr class="cf-actual">')[1:]]
     assert len(rows) == 2 and "the summary only" not in html
-    assert "<td>3–4</td><td>0–2</td><td>—</td>" in rows[0]
-    assert "<td>4–6</td><td>—</td><td>3</td>" in rows[1]
+    # The page numbers calls from 1, as each call's own page does.
+    assert "<td>4–5</td><td>1–3</td><td>—</td>" in rows[0]
+    assert "<td>5–7</td><td>—</td><td>4</td>" in rows[1]
 
 
 def test_it_uses_the_documented_ratio_without_a_real_summary():
@@ -255,13 +256,13 @@ def test_the_page_shows_the_curve_the_points_and_a_table_per_compaction(imported
     assert response.status_code == 200
     html = response.content.decode()
     assert 'class="conv-occupancy"' in html and 'class="cf-uncompacted"' in html
-    assert "Compaction before call 71" in html and "167,731" in html
+    assert "Compaction before call 72" in html and "167,731" in html
     for name in strategies():
         assert f'<th scope="row">{name}</th>' in html
         assert f"{name} compacts after call" in html
     assert "the agent (actual)" in html
     assert (
-        '<tr class="cf-actual"><th scope="row">the agent (actual)</th><td>the summary only</td><td>0–70</td>'
+        '<tr class="cf-actual"><th scope="row">the agent (actual)</th><td>the summary only</td><td>1–71</td>'
         in html
     )
     assert "Counterfactual" in member_client.get(f"/sessions/{imported.pk}/turns/").content.decode()
