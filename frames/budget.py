@@ -9,7 +9,7 @@ the parent's used rises by what the child used, so the child's unused tokens ret
 
 from dataclasses import dataclass
 
-from contextops.errors import InsufficientTokens
+from contextops.errors import InsufficientTokens, Invalid
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,10 @@ class Budget:
             raise InsufficientTokens(requested=amount, available=self.available)
 
     def reserve(self, amount: int) -> "Budget":
+        """The budget with ``amount`` more reserved. Invalid (``amount``) for fewer than one
+        token: setting nothing aside is no reservation; InsufficientTokens past available."""
+        if amount < 1:
+            raise Invalid("A reservation sets aside at least one token.", field="amount")
         self.require(amount)
         return Budget(self.total, self.used, self.reserved + amount, self.subcall_allocation)
 

@@ -169,7 +169,7 @@ class FrameDetailOut(FrameOut):
 
 class ReserveIn(BodyIn):
     purpose: str = Field(..., min_length=1, max_length=200)
-    amount: int = Field(..., ge=0, le=MAX_BUDGET)
+    amount: int = Field(..., ge=1, le=MAX_BUDGET)
 
 
 class UsageIn(BodyIn):

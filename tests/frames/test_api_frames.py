@@ -57,6 +57,23 @@ def test_it_answers_insufficient_tokens_with_requested_and_available(start_sessi
     }
 
 
+@pytest.mark.parametrize("amount", [0, -5])
+def test_it_refuses_to_reserve_no_tokens_and_logs_nothing(api, start_session, push_ok, amount):
+    session = start_session()
+    root = push_ok(session["id"], 8000)
+    before = api.get(f"/sessions/{session['id']}/events").json()
+
+    response = api.post(f"/frames/{root['id']}/reserve", {"purpose": "x", "amount": amount})
+
+    assert response.status_code == 422, response.content
+    answer = response.json()
+    assert answer["error"] == "validation_error" and answer["detail"]
+    assert [error["loc"] for error in answer["errors"]] == [["body", "amount"]]
+    assert api.get(f"/sessions/{session['id']}/events").json() == before
+    budget = api.get(f"/frames/{root['id']}").json()["budget"]
+    assert (budget["reserved"], budget["reservations"], budget["available"]) == (0, {}, 8000)
+
+
 def test_it_limits_depth_and_lets_a_child_only_lower_the_limit(start_session, push_ok, push):
     session = start_session()
     root = push_ok(session["id"], 10_000, max_subframe_depth=1)

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextops.errors import InsufficientTokens
+from contextops.errors import InsufficientTokens, Invalid
 from frames.budget import Budget, usage_tokens
 
 
@@ -20,6 +20,13 @@ def test_it_refuses_to_reserve_more_than_is_available():
     with pytest.raises(InsufficientTokens) as raised:
         Budget(1000, used=600).reserve(500)
     assert raised.value.extra == {"requested": 500, "available": 400}
+
+
+@pytest.mark.parametrize("amount", [0, -1])
+def test_it_refuses_to_reserve_fewer_than_one_token(amount):
+    with pytest.raises(Invalid) as raised:
+        Budget(1000).reserve(amount)
+    assert raised.value.field == ("amount",)
 
 
 def test_it_never_reports_negative_availability_after_overspending():

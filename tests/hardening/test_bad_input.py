@@ -540,6 +540,8 @@ NUMBERS = [
      {"weight": 101}, ["body", "weight"]),
     ("attention huge", "post", "/handles/{handle_id}/attention",
      {"weight": 1e308}, ["body", "weight"]),
+    ("reservation zero", "post", "/frames/{frame_id}/reserve",
+     {"purpose": "p", "amount": 0}, ["body", "amount"]),
     ("reservation negative", "post", "/frames/{frame_id}/reserve",
      {"purpose": "p", "amount": -1}, ["body", "amount"]),
     ("reservation huge", "post", "/frames/{frame_id}/reserve",
