@@ -4,7 +4,8 @@ A frame's budget has a total, what it used, what it reserved for named purposes 
 what it delegated to its children (``subcall_allocation``). Available is what is left,
 never below zero. Pushing a child moves the child's total into the parent's
 subcall allocation; popping it settles: the allocation drops by the child's total and
-the parent's used rises by what the child used, so the child's unused tokens return.
+the parent's used rises by what the child used, so the child's unused tokens return,
+what it reserved among them (a closed frame keeps no reservation).
 """
 
 from dataclasses import dataclass

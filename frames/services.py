@@ -892,6 +892,8 @@ def frame_pop(
 
     The parent's subcall allocation drops by the child's total and its used rises by
     what the child used; when no other child is open, a waiting parent is active again.
+    The frame's reservations are released (``released`` in ``frame.popped``), so its
+    available is what went back to the parent (``returned``).
     ``frame`` may be an id: with ``organization``, one of another organization (or not
     an id) is NotFound, and nothing is written.
     """
@@ -932,10 +934,14 @@ def frame_close(
     if frame.parent_id:
         parent = frame.parent if Frame.parent.is_cached(frame) else frame_lock(frame.parent_id)
     now = timezone.now()
+    # A closed frame spends nothing more, so what it set aside goes back with the rest of
+    # its unused tokens: its budget then says what the parent got back (``returned``).
+    released = dict(frame.reservations)
     frame.status = status
     frame.completed_at = now
     frame.result_refs = [*frame.result_refs, *(result_refs or [])]
     frame.failure_reason = failure_reason
+    frame.budget_reserved, frame.reservations = 0, {}
     changes = [
         RowChange(
             Frame,
@@ -945,6 +951,8 @@ def frame_close(
                 "completed_at": now,
                 "result_refs": frame.result_refs,
                 "failure_reason": failure_reason,
+                "budget_reserved": 0,
+                "reservations": {},
             },
         )
     ]
@@ -956,6 +964,7 @@ def frame_close(
                 "status": status,
                 "used": frame.budget_used,
                 "returned": max(0, frame.budget_total - frame.budget_used),
+                "released": released,
                 "result_refs": result_refs or [],
                 "completed_at": now.isoformat(),
                 **({"failure_reason": failure_reason} if failure_reason else {}),

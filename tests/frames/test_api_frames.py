@@ -3,6 +3,7 @@
 import uuid
 
 import pytest
+from django.core.management import call_command
 
 from frames.models import ContextHandle, Session
 from frames.projections import projection_diff
@@ -41,6 +42,43 @@ def test_it_reproduces_the_seed_budget_propagation_example_figure_for_figure(
     assert popped.json()["status"] == "completed"
     budget = api.get(f"/frames/{root['id']}").json()["budget"]
     assert (budget["used"], budget["subcall_allocation"], budget["available"]) == (4500, 0, 2800)
+
+
+def _popped(api, session_id, frame_id):
+    events = api.get(f"/sessions/{session_id}/events").json()
+    return next(e for e in events if e["type"] == "frame.popped" and e["frame_id"] == frame_id)
+
+
+def test_a_popped_frame_releases_its_reservations_and_shows_what_it_returned(
+    api, member_client, start_session, push_ok, capsys
+):
+    session = start_session()
+    root = push_ok(session["id"], 8000, goal="Answer the customer")
+    api.post(f"/frames/{root['id']}/reserve", {"purpose": "brief_context", "amount": 700})
+    child = push_ok(session["id"], 3000, parent=root["id"], goal="Look up the order")
+    api.post(f"/frames/{child['id']}/reserve", {"purpose": "evidence", "amount": 500})
+    api.post(f"/frames/{child['id']}/usage", {"input_tokens": 1200, "output_tokens": 400})
+    parent_before = api.get(f"/frames/{root['id']}").json()["budget"]["available"]
+
+    answer = api.post(f"/frames/{child['id']}/pop", {"status": "completed"}).json()
+    popped = _popped(api, session["id"], child["id"])
+    assert popped["payload"]["returned"] == 1400
+    for budget in (answer["budget"], api.get(f"/frames/{child['id']}").json()["budget"]):
+        assert budget["available"] == popped["payload"]["returned"]
+        assert (budget["reserved"], budget["reservations"]) == (0, {})
+    assert popped["payload"]["released"] == {"evidence": 500}
+    parent_after = api.get(f"/frames/{root['id']}").json()["budget"]["available"]
+    assert parent_after - parent_before == popped["payload"]["returned"]
+    page = member_client.get(f"/frames/{child['id']}/").content.decode()
+    assert "available 1,400" in page and "Reserved for:" not in page
+
+    api.post(f"/frames/{root['id']}/pop", {"status": "completed"})
+    root_popped = _popped(api, session["id"], root["id"])
+    budget = api.get(f"/frames/{root['id']}").json()["budget"]
+    assert (budget["reserved"], budget["available"]) == (0, root_popped["payload"]["returned"])
+    assert root_popped["payload"]["released"] == {"brief_context": 700}
+    call_command("rebuild_projections", "--verify")
+    assert "match the event log" in capsys.readouterr().out
 
 
 def test_it_answers_insufficient_tokens_with_requested_and_available(start_session, push_ok, push):

@@ -1,11 +1,14 @@
 """rebuild_projections: frames and budgets from the event log alone."""
 
+from types import SimpleNamespace
+
 import pytest
 from django.core.management import CommandError, call_command
 
 from frames import services
 from frames.context import lifecycle
 from frames.models import Frame, Usage
+from frames.projections import replay
 
 
 def _busy_session(api):
@@ -89,3 +92,20 @@ def test_budgets_audits_every_sum_and_fails_on_a_spending_no_frame_accounts_for(
     with pytest.raises(CommandError, match="budget problem"):
         call_command("rebuild_projections", "--verify", "--budgets")
     assert f"session {_session.pk}: budget:" in capsys.readouterr().out
+
+
+def test_a_pop_logged_before_reservations_were_released_keeps_them_on_replay():
+    """Logs written before pops released reservations replay as the tables hold them."""
+
+    def event(seq, kind, **payload):
+        return SimpleNamespace(seq=seq, type=kind, frame_id="f", payload=payload)
+
+    pushed = event(1, "frame.pushed", depth=0, budget_total=1000, max_subframe_depth=8)
+    reserved = event(2, "frame.reserved", purpose="p", amount=300)
+    old_pop = event(3, "frame.popped", status="completed")
+    new_pop = event(3, "frame.popped", status="completed", released={"p": 300})
+
+    kept = replay([pushed, reserved, old_pop]).frames["f"]
+    assert (kept["budget_reserved"], kept["reservations"]) == (300, {"p": 300})
+    released = replay([pushed, reserved, new_pop]).frames["f"]
+    assert (released["budget_reserved"], released["reservations"]) == (0, {})
