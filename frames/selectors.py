@@ -393,9 +393,23 @@ def tree_changes(*, session: Session, after: int, limit: int, page_size: int) ->
     return changes
 
 
-def frame_usage_recent(*, frame: Frame, limit: int) -> list[Usage]:
-    """The frame's latest model calls, newest first."""
-    return list(Usage.objects.filter(frame=frame).order_by("-created_at", "-id")[:limit])
+def frame_calls_recent(*, frame: Frame, limit: int) -> tuple[list[Usage], int]:
+    """The frame's latest ``limit`` model calls, newest first (by when each was sent, else
+    recorded: ``call_list``'s order, reversed), and how many the frame made in all."""
+    calls = Usage.objects.filter(frame=frame)
+    newest = calls.order_by(Coalesce("started_at", "created_at").desc(), "-id")
+    return list(newest[:limit]), calls.count()
+
+
+def frame_events_newest_first(*, frame: Frame, limit: int, offset: int) -> tuple[list[Event], int]:
+    """One page of the events about ``frame``, newest first, and how many there are; the
+    log of a session past retention is read back from its archive files."""
+    session = frame.session
+    if EventArchive.objects.filter(session=session).exists():
+        found = [e for e in session_events(session) if str(e.frame_id or "") == str(frame.pk)]
+        return found[::-1][offset : offset + limit], len(found)
+    events = Event.objects.filter(session=session, frame_id=frame.pk)
+    return list(events.order_by("-seq")[offset : offset + limit]), events.count()
 
 
 def context_packs_newest_first(session: Session) -> QuerySet[ContextPackRecord]:
@@ -550,12 +564,15 @@ def frame_cost(frame: Frame, prices: dict[str, Price] | None = None) -> CostTota
     return cost_total(rows, price_table() if prices is None else prices)
 
 
-def call_list(*, session: Session, limit: int, offset: int) -> tuple[list[Usage], int]:
-    """One page of the session's model calls in the order they were made (when they were
-    sent, else when recorded), and how many there are."""
-    calls = Usage.objects.filter(session=session).order_by(
-        Coalesce("started_at", "created_at"), "id"
-    )
+def call_list(
+    *, session: Session, limit: int, offset: int, frame: Frame | None = None
+) -> tuple[list[Usage], int]:
+    """One page of the session's model calls (``frame``'s alone, given one) in the order
+    they were made (when they were sent, else when recorded), and how many there are."""
+    calls = Usage.objects.filter(session=session)
+    if frame is not None:
+        calls = calls.filter(frame=frame)
+    calls = calls.order_by(Coalesce("started_at", "created_at"), "id")
     return list(calls[offset : offset + limit]), calls.count()
 
 

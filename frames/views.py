@@ -9,6 +9,7 @@ import json
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
+from urllib.parse import urlencode
 
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
@@ -32,7 +33,10 @@ EXPANDED_CHILDREN = 200
 LIST_POLL_SECONDS = 10
 CHILDREN_PER_REQUEST = 100
 RECENT_EVENTS = 15
+# The frame page's lists: its latest calls (all of them on the session's calls page,
+# filtered to the frame) and its events, newest first, a page at a time.
 USAGE_SHOWN = 20
+FRAME_EVENTS_PER_PAGE = 50
 # How often open pages poll, in seconds.
 TREE_POLL_SECONDS = 3
 FRAME_POLL_SECONDS = 3
@@ -63,6 +67,14 @@ def _get_or_404(getter, **kwargs):
         return getter(**kwargs)
     except NotFound as error:
         raise Http404(str(error)) from None
+
+
+def _offset(request: MemberRequest, name: str = "offset") -> int:
+    """A page's offset from the query string; 0 when absent, negative or not a number."""
+    try:
+        return max(0, int(request.GET.get(name, 0)))
+    except ValueError:
+        return 0
 
 
 @require_GET
@@ -245,10 +257,7 @@ def session_changes(request: MemberRequest, session_id) -> HttpResponse:
 def frame_children(request: MemberRequest, frame_id) -> HttpResponse:
     """The children of a frame as tree nodes, one page at a time: what "expand" loads."""
     frame = _get_or_404(selectors.frame_get, organization=request.organization, frame_id=frame_id)
-    try:
-        offset = max(0, int(request.GET.get("offset", 0)))
-    except ValueError:
-        offset = 0
+    offset = _offset(request)
     children = selectors.frame_children(
         frame=frame, session=frame.session, limit=CHILDREN_PER_REQUEST + 1, offset=offset
     )
@@ -266,20 +275,22 @@ def frame_children(request: MemberRequest, frame_id) -> HttpResponse:
 @vary_on_headers("HX-Request")
 def frame_detail(request: MemberRequest, frame_id) -> HttpResponse:
     """The frame page; for htmx only its budget card, with its status line and model
-    calls out of band: what the open page polls every FRAME_POLL_SECONDS."""
+    calls out of band: what the open page polls every FRAME_POLL_SECONDS.
+
+    Its model calls and events are the latest first, each list saying how many there are
+    in all; ``events`` in the query string pages back through the events."""
     request.nav_section = "sessions"
     frame = _get_or_404(selectors.frame_get, organization=request.organization, frame_id=frame_id)
     prices = selectors.price_table()
+    calls, calls_count = selectors.frame_calls_recent(frame=frame, limit=USAGE_SHOWN)
     live = {
         "frame": frame,
         "session": frame.session,
         "segments": frame.budget.segments(),
         "overrun": frame.budget.overrun,
         "budgeted": not frame.session.source,
-        "usage": [
-            (call, selectors.usage_cost(call, prices))
-            for call in selectors.frame_usage_recent(frame=frame, limit=USAGE_SHOWN)
-        ],
+        "usage": [(call, selectors.usage_cost(call, prices)) for call in calls],
+        "calls_count": calls_count,
         "cost": selectors.frame_cost(frame, prices),
         "poll_seconds": FRAME_POLL_SECONDS,
     }
@@ -289,6 +300,10 @@ def frame_detail(request: MemberRequest, frame_id) -> HttpResponse:
     children = selectors.frame_children(
         frame=frame, session=frame.session, limit=CHILDREN_PER_REQUEST + 1
     )
+    events_offset = _offset(request, "events")
+    events, events_count = selectors.frame_events_newest_first(
+        frame=frame, limit=FRAME_EVENTS_PER_PAGE, offset=events_offset
+    )
     context = {
         **live,
         "ancestry": ancestry[:-1],
@@ -296,7 +311,16 @@ def frame_detail(request: MemberRequest, frame_id) -> HttpResponse:
         "more": len(children) > CHILDREN_PER_REQUEST,
         "next_offset": CHILDREN_PER_REQUEST,
         "parent": frame,
-        "events": selectors.event_list(session=frame.session, frame=frame, limit=50),
+        "events": events,
+        "events_count": events_count,
+        "events_first": events_offset + 1,
+        "events_last": events_offset + len(events),
+        "events_newer": max(0, events_offset - FRAME_EVENTS_PER_PAGE) if events_offset else None,
+        "events_older": (
+            events_offset + FRAME_EVENTS_PER_PAGE
+            if events_offset + FRAME_EVENTS_PER_PAGE < events_count
+            else None
+        ),
         "inputs_json": _json(frame.inputs) if frame.inputs else "",
         "results_json": _json(frame.result_refs) if frame.result_refs else "",
     }
@@ -339,16 +363,25 @@ CALLS_PER_PAGE = 50
 @organization_required
 def session_calls(request: MemberRequest, session_id) -> HttpResponse:
     """The session's model calls as a timeline, one page at a time: when each was sent,
-    how long it took (a bar, against the slowest on the page), tokens and cost."""
+    how long it took (a bar, against the slowest on the page), tokens and cost. With
+    ``frame`` in the query string, that frame's calls alone (404 for a frame of another
+    session)."""
     request.nav_section = "sessions"
     session = _get_or_404(
         selectors.session_get, organization=request.organization, session_id=session_id
     )
-    try:
-        offset = max(0, int(request.GET.get("offset", 0)))
-    except ValueError:
-        offset = 0
-    calls, count = selectors.call_list(session=session, limit=CALLS_PER_PAGE, offset=offset)
+    frame = None
+    if "frame" in request.GET:
+        frame = _get_or_404(
+            selectors.frame_get, organization=request.organization, frame_id=request.GET["frame"]
+        )
+        if frame.session_id != session.pk:
+            raise Http404("No such frame in this session.")
+    kept = urlencode({"frame": frame.pk}) + "&" if frame else ""
+    offset = _offset(request)
+    calls, count = selectors.call_list(
+        session=session, limit=CALLS_PER_PAGE, offset=offset, frame=frame
+    )
     prices = selectors.price_table()
     slowest = max((c.latency_ms or 0 for c in calls), default=0) or 1
     rows = [
@@ -361,11 +394,13 @@ def session_calls(request: MemberRequest, session_id) -> HttpResponse:
     ]
     context = {
         "session": session,
+        "frame": frame,
         "rows": rows,
         "count": count,
         "offset": offset,
         "previous": max(0, offset - CALLS_PER_PAGE) if offset else None,
         "next": offset + CALLS_PER_PAGE if offset + CALLS_PER_PAGE < count else None,
+        "page_at": f"{request.path}?{kept}offset=",  # another page of the same list
     }
     return render_page(request, "frames/session_calls.html", context, partial="calls")
 

@@ -133,6 +133,17 @@ def test_the_pages_of_an_archived_session_still_show_its_events(api, member_clie
     assert "frame.pushed" in frame_page.content.decode()
 
 
+def test_the_frame_page_of_an_archived_session_lists_its_events_newest_first(api, member_client):
+    session, root = _ended_long_ago(api)
+    events = [e for e in _events_json(api, session.pk) if e["frame_id"] == str(root.pk)]
+    assert session_archive(session) is not None
+
+    page = member_client.get(f"/frames/{root.pk}/").content.decode()
+    shown = page[page.index("<h2>Events</h2>") :]
+    assert f"All {len(events)}, newest first" in shown
+    assert shown.index(f"#{events[-1]['seq']} ") < shown.index(f"#{events[0]['seq']} ")
+
+
 def test_a_missing_archive_file_fails_the_check_and_rebuilds_nothing(api, capsys):
     session, root = _ended_long_ago(api)
     archived = session_archive(session)

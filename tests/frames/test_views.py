@@ -7,7 +7,7 @@ from django.test.utils import CaptureQueriesContext
 
 from frames import services
 from frames.context import lifecycle
-from frames.models import Frame
+from frames.models import Event, Frame, Usage
 
 
 def _session(api, title="Research session", **kwargs):
@@ -337,3 +337,70 @@ def test_budget_shares_read_as_plain_percentages():
     frame.subcall_allocation = 120_000
     widths = [s["width"] for s in frame.budget.segments()]
     assert widths == [10.62, 0.7, 30.0, 58.68]  # not 58.67999999999999
+
+
+def _busy_frame(session, calls):
+    """A root with ``calls`` model calls (models m-000 upwards, oldest first), popped."""
+    root = services.frame_push(session=session, goal="Root", budget_total=10_000_000)
+    for n in range(calls):
+        services.usage_record(
+            session=session, frame=root, input_tokens=10, output_tokens=1, model=f"m-{n:03}"
+        )
+    services.frame_pop(frame=root, status="completed")
+    return root
+
+
+def test_the_frame_page_shows_its_latest_calls_and_events_and_says_how_many(api, member_client):
+    session = _session(api)
+    root = _busy_frame(session, 60)
+    other = services.frame_push(session=session, goal="Other", budget_total=100)
+    services.usage_record(session=session, frame=other, input_tokens=1, output_tokens=1, model="x")
+    events = Event.objects.filter(session=session, frame_id=root.pk).count()
+    assert events > 60
+
+    page = member_client.get(f"/frames/{root.pk}/").content.decode()
+    # The events run newest first: the pop is on the page, the push a page back.
+    shown = page[page.index("<h2>Events</h2>") :]
+    assert "frame.popped" in shown and "frame.pushed" not in shown
+    assert shown.index("frame.popped") < shown.index("usage.recorded")
+    assert f"Latest 50 of {events}, newest first" in shown
+    assert 'href="?events=50#events"' in shown
+    # So do the calls, each with its time linking to its page, and a link to all of them.
+    calls = page[page.index('id="frame-calls"') : page.index("<h2>Events</h2>")]
+    rows = calls[calls.index("<tbody>") :]
+    assert rows.index("m-059") < rows.index("m-058") and "m-039" not in rows
+    newest = Usage.objects.get(frame=root, model="m-059")
+    assert f'<a href="/sessions/{session.pk}/calls/{newest.pk}/"' in rows
+    assert "Latest 20 of 60, newest first" in calls
+    assert f'href="/sessions/{session.pk}/calls/?frame={root.pk}"' in calls
+    older = member_client.get(f"/frames/{root.pk}/", {"events": 50}).content.decode()
+    older = older[older.index("<h2>Events</h2>") :]
+    assert f"51–{events} of {events}" in older and "frame.pushed" in older
+    assert "frame.popped" not in older and 'href="?events=0#events"' in older
+
+    every = member_client.get(f"/sessions/{session.pk}/calls/", {"frame": root.pk})
+    listed = every.content.decode()
+    assert every.status_code == 200 and "60 in all" in listed
+    assert "m-000" in listed and "<td>x</td>" not in listed
+    assert f"?frame={root.pk}&amp;offset=50" in listed
+    later = member_client.get(f"/sessions/{session.pk}/calls/", {"frame": root.pk, "offset": 50})
+    assert "m-059" in later.content.decode() and "m-000" not in later.content.decode()
+
+
+def test_the_calls_of_a_frame_of_another_session_are_not_found(api, member_client):
+    session, elsewhere = _session(api), _session(api, title="Elsewhere")
+    frame = services.frame_push(session=elsewhere, goal="Root", budget_total=100)
+    url = f"/sessions/{session.pk}/calls/"
+    assert member_client.get(url, {"frame": frame.pk}).status_code == 404
+    assert member_client.get(url, {"frame": "not-an-id"}).status_code == 404
+
+
+def test_the_frame_page_costs_the_same_queries_for_a_few_calls_or_many(api, member_client):
+    few, many = _busy_frame(_session(api), 3), _busy_frame(_session(api), 80)
+
+    def count(frame, **query):
+        with CaptureQueriesContext(connection) as queries:
+            assert member_client.get(f"/frames/{frame.pk}/", query).status_code == 200
+        return len(queries)
+
+    assert count(few) == count(many) == count(many, events=50)
