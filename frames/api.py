@@ -356,6 +356,7 @@ def session_at(request, session_id: str, seq: int = Path(..., ge=0, le=2**62)):
 class CallFilters(Schema):
     limit: int = Field(100, ge=1, le=500)
     offset: int = Field(0, ge=0, le=10**9)
+    frame_id: UUID | None = Field(None, description="That frame's calls alone")
 
 
 @router.get(
@@ -365,7 +366,14 @@ class CallFilters(Schema):
 )
 def call_list(request, session_id: str, filters: Query[CallFilters]):
     session = selectors.session_get(organization=request.organization, session_id=session_id)
-    calls, count = selectors.call_list(session=session, limit=filters.limit, offset=filters.offset)
+    frame = None
+    if filters.frame_id is not None:
+        frame = selectors.frame_get(organization=request.organization, frame_id=filters.frame_id)
+        if frame.session_id != session.pk:
+            raise NotFound("No such frame in this session.")
+    calls, count = selectors.call_list(
+        session=session, limit=filters.limit, offset=filters.offset, frame=frame
+    )
     prices = selectors.price_table()
     end = filters.offset + filters.limit
     return {

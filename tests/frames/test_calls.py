@@ -83,3 +83,22 @@ def test_it_refuses_bad_timing_and_other_organizations(api, other_api, start_ses
     assert bad.status_code == 422 and bad.json()["error"] == "validation_error"
     assert Usage.objects.count() == 0
     assert other_api.get(f"/sessions/{session['id']}/calls").status_code == 404
+
+
+def test_it_lists_one_frames_calls_when_asked(api, start_session, push_ok):
+    session = start_session()
+    root = push_ok(session["id"], 100_000)
+    child = push_ok(session["id"], 10_000, parent=root["id"])
+    for frame, tokens in ((root, 1), (child, 2), (child, 3)):
+        body = {"input_tokens": tokens, "output_tokens": 1}
+        assert api.post(f"/frames/{frame['id']}/usage", body).status_code == 200
+    url = f"/sessions/{session['id']}/calls"
+    page = api.get(url, {"frame_id": child["id"]}).json()
+    assert page["count"] == 2
+    assert [c["input_tokens"] for c in page["items"]] == [2, 3]
+    assert {c["frame_id"] for c in page["items"]} == {child["id"]}
+    assert api.get(url).json()["count"] == 3
+    other = start_session()
+    elsewhere = push_ok(other["id"], 1_000)
+    assert api.get(url, {"frame_id": elsewhere["id"]}).status_code == 404
+    assert api.get(url, {"frame_id": "not-a-frame"}).status_code == 422
