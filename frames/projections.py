@@ -129,8 +129,9 @@ def replay(events, *, window_tokens: int | None = None) -> Replay:
             frame["status"] = payload["status"]
             frame["result_refs"] = [*frame["result_refs"], *payload.get("result_refs", [])]
             frame["failure_reason"] = payload.get("failure_reason", "")
-            if "released" in payload:  # pops logged before reservations were released keep them
-                frame["budget_reserved"], frame["reservations"] = 0, {}
+            # A closed frame holds nothing back (migration 0012 released the reservations of
+            # frames closed before pops said so in ``released``).
+            frame["budget_reserved"], frame["reservations"] = 0, {}
             parent_id = frame["parent_id"]
             if parent_id is not None:
                 parent = frames[parent_id]

@@ -94,8 +94,9 @@ def test_budgets_audits_every_sum_and_fails_on_a_spending_no_frame_accounts_for(
     assert f"session {_session.pk}: budget:" in capsys.readouterr().out
 
 
-def test_a_pop_logged_before_reservations_were_released_keeps_them_on_replay():
-    """Logs written before pops released reservations replay as the tables hold them."""
+def test_a_pop_releases_reservations_on_replay_whether_or_not_it_says_so():
+    """A closed frame holds nothing back: a pop logged before pops named what they
+    released replays as one that does, as migration 0012 left the tables."""
 
     def event(seq, kind, **payload):
         return SimpleNamespace(seq=seq, type=kind, frame_id="f", payload=payload)
@@ -104,8 +105,28 @@ def test_a_pop_logged_before_reservations_were_released_keeps_them_on_replay():
     reserved = event(2, "frame.reserved", purpose="p", amount=300)
     old_pop = event(3, "frame.popped", status="completed")
     new_pop = event(3, "frame.popped", status="completed", released={"p": 300})
+    for pop in (old_pop, new_pop):
+        frame = replay([pushed, reserved, pop]).frames["f"]
+        assert (frame["budget_reserved"], frame["reservations"]) == (0, {})
 
-    kept = replay([pushed, reserved, old_pop]).frames["f"]
-    assert (kept["budget_reserved"], kept["reservations"]) == (300, {"p": 300})
-    released = replay([pushed, reserved, new_pop]).frames["f"]
-    assert (released["budget_reserved"], released["reservations"]) == (0, {})
+
+def test_the_migration_releases_what_frames_closed_before_it_held(api, capsys):
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("frames.migrations.0012_closed_frames_release_reservations")
+    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
+    root = services.frame_push(session=session, goal="root", budget_total=1_000)
+    closed = services.frame_push(session=session, parent=root, goal="done", budget_total=500)
+    services.frame_reserve(frame=closed, purpose="answer", amount=200)
+    services.frame_pop(frame=closed, status="completed")
+    services.frame_reserve(frame=root, purpose="plan", amount=100)
+    # As a pop before reservations were released left it:
+    Frame.objects.filter(pk=closed.pk).update(budget_reserved=200, reservations={"answer": 200})
+    migration.release(apps, None)
+    closed.refresh_from_db()
+    root.refresh_from_db()
+    assert (closed.budget_reserved, closed.reservations) == (0, {})
+    assert (root.budget_reserved, root.reservations) == (100, {"plan": 100})  # still open
+    call_command("rebuild_projections", "--verify")  # the tables are what the log replays
