@@ -440,7 +440,11 @@ def counterfactual(
             policy=ACTUAL,
             compactions=len(real),
             tokens_sent=sum(c.input_tokens for c in calls),
-            fires=[Fire(turn=r.before_turn, occupancy=r.pre_tokens, at=r.at) for r in real],
+            # As a policy's fires do, each names the turn after which it compacted.
+            fires=[
+                Fire(turn=max(0, r.before_turn - 1), occupancy=r.pre_tokens, at=r.at)
+                for r in real
+            ],
         )
     ]
     policies += [

@@ -130,6 +130,9 @@ def test_it_says_where_our_trigger_fires_and_what_each_policy_costs(api, importe
         assert (fire["turn"], fire["occupancy"]) == (first["turn"], first["occupancy"])
         policies = {p["policy"]: p for p in body["policies"]}
         assert policies["actual"]["compactions"] == 1
+        # It compacted after the call before the compaction's turn, as a policy's fires say.
+        (real,) = body["compactions"]
+        assert [f["turn"] for f in policies["actual"]["fires"]] == [real["turn"] - 1]
         assert policies["actual"]["tokens_sent"] == full_inputs(imported)
         for name in strategies():
             assert policies[name]["compactions"] >= 1
