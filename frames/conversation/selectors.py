@@ -269,7 +269,13 @@ def _real_compactions(
                 trigger=run.trigger,
                 id=str(run.pk),
                 summary_tokens=run.summary.tokens if run.summary else None,
-                conversation_turn=max(turns_taken, default=-1) + 1,
+                # The conversation turn of the first call after it (the one in progress
+                # when it ran), as a transcript's compaction names the turn it came before.
+                conversation_turn=(
+                    units[before].turn
+                    if before < len(units)
+                    else (units[-1].turn + 1 if units else 0)
+                ),
             )
         )
     return real

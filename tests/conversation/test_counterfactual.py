@@ -202,6 +202,8 @@ def test_it_says_what_our_runs_really_kept_summarized_and_removed(api, session, 
     compaction_execute(run_id=second.pk, summarizer=ExtractiveSummarizer())
     body = api.get(f"/sessions/{session.pk}/counterfactual").json()
     summarized, truncated = body["compactions"]
+    # Each ran after the turn before its first later call: the turns it came before.
+    assert (summarized["conversation_turn"], truncated["conversation_turn"]) == (5, 7)
     assert summarized["turns_in_window"] == [[0, 4]]
     assert summarized["actual"]["kept"] == [[3, 4]]
     assert summarized["actual"]["summarized"] == [[0, 2]]
