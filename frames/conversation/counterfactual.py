@@ -442,8 +442,7 @@ def counterfactual(
             tokens_sent=sum(c.input_tokens for c in calls),
             # As a policy's fires do, each names the turn after which it compacted.
             fires=[
-                Fire(turn=max(0, r.before_turn - 1), occupancy=r.pre_tokens, at=r.at)
-                for r in real
+                Fire(turn=max(0, r.before_turn - 1), occupancy=r.pre_tokens, at=r.at) for r in real
             ],
         )
     ]
