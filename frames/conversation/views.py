@@ -148,14 +148,14 @@ def compaction_start(request: MemberRequest, session_id) -> HttpResponse:
     keep = request.POST.get("keep_turns", "").strip()
     target = request.POST.get("target_tokens", "").strip()
     form = {"strategy": strategy, "keep_turns": keep, "target_tokens": target}
-    error = ""
+    error = "" if strategy.strip() else "Choose a strategy."
     runs = None
     try:
         keep_turns = int(keep) if keep else None
         if keep_turns is not None and keep_turns < 0:
             raise ValueError
     except ValueError:
-        keep_turns, error = None, "Keep turns must be a whole number, 0 or more."
+        keep_turns, error = None, error or "Keep turns must be a whole number, 0 or more."
     try:
         target_tokens = int(target) if target else None
         if target_tokens is not None and target_tokens < 1:

@@ -18,6 +18,12 @@ def test_it_shows_the_pressure_gauge_that_refreshes_itself(member_client, sessio
     assert "<html" not in html
 
 
+def test_the_gauge_states_a_low_band_plainly(member_client, session, frame):
+    Frame.objects.filter(pk=frame.pk).update(last_occupancy_tokens=1_000, pressure_level="low")
+    html = member_client.get(f"/sessions/{session.id}/pressure/").content.decode()
+    assert "Stays low below 50%." in html and "Hysteresis band: stays low" not in html
+
+
 def test_the_gauge_says_when_no_frame_is_open(member_client, session, frame):
     Frame.objects.filter(pk=frame.pk).update(last_occupancy_tokens=7_200, status="completed")
     html = member_client.get(f"/sessions/{session.id}/pressure/").content.decode()

@@ -120,6 +120,15 @@ def test_a_refused_form_keeps_what_the_person_typed(api, session, member_client,
     assert not CompactionRun.objects.filter(session=session).exists()
 
 
+def test_the_form_asks_for_a_strategy_when_none_is_chosen(api, session, member_client):
+    conversation(api, session, 5)
+    url = f"/sessions/{session.id}/turns/compactions/start/"
+    response = member_client.post(url, {"strategy": "", "keep_turns": "2"}, HTTP_HX_REQUEST="true")
+    assert response.status_code == 422
+    assert "Choose a strategy." in response.content.decode()
+    assert not CompactionRun.objects.filter(session=session).exists()
+
+
 def test_without_htmx_a_refused_form_shows_its_error_on_the_page(
     api, session, member_client, django_capture_on_commit_callbacks
 ):
