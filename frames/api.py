@@ -368,9 +368,7 @@ def call_list(request, session_id: str, filters: Query[CallFilters]):
     session = selectors.session_get(organization=request.organization, session_id=session_id)
     frame = None
     if filters.frame_id is not None:
-        frame = selectors.frame_get(organization=request.organization, frame_id=filters.frame_id)
-        if frame.session_id != session.pk:
-            raise NotFound("No such frame in this session.")
+        frame = selectors.session_frame_get(session=session, frame_id=filters.frame_id)
     calls, count = selectors.call_list(
         session=session, limit=filters.limit, offset=filters.offset, frame=frame
     )

@@ -60,6 +60,16 @@ def frame_get(*, organization, frame_id: Any) -> Frame:
     return frame
 
 
+def session_frame_get(*, session: Session, frame_id: Any) -> Frame:
+    """One of ``session``'s frames (the session already read for its organization);
+    NotFound for another session's frame or a malformed id."""
+    pk = _uuid(frame_id)
+    frame = Frame.objects.filter(pk=pk, session=session).first() if pk else None
+    if frame is None:
+        raise NotFound("No such frame in this session.")
+    return frame
+
+
 SESSION_ORDERS = {
     "newest": ("-created_at", "-pk"),
     "oldest": ("created_at", "pk"),

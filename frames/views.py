@@ -373,10 +373,8 @@ def session_calls(request: MemberRequest, session_id) -> HttpResponse:
     frame = None
     if "frame" in request.GET:
         frame = _get_or_404(
-            selectors.frame_get, organization=request.organization, frame_id=request.GET["frame"]
+            selectors.session_frame_get, session=session, frame_id=request.GET["frame"]
         )
-        if frame.session_id != session.pk:
-            raise Http404("No such frame in this session.")
     kept = urlencode({"frame": frame.pk}) + "&" if frame else ""
     offset = _offset(request)
     calls, count = selectors.call_list(

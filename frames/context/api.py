@@ -12,9 +12,15 @@ from contextops.actors import request_actor
 from contextops.errors import NotFound
 from contextops.http import ApiRequest, prebuilt_json_response
 from frames.api import session_body_with_top
-from frames.models import ContextHandle, Frame
+from frames.models import ContextHandle
 from frames.schemas import SessionOut
-from frames.selectors import context_packs_newest_first, frame_get, session_cost, session_get
+from frames.selectors import (
+    context_packs_newest_first,
+    frame_get,
+    session_cost,
+    session_frame_get,
+    session_get,
+)
 
 from .annotations import handle_annotate
 from .compaction import frame_compact
@@ -100,9 +106,7 @@ def context_pack_create(request: ApiRequest, session_id: UUID, payload: ContextP
     session = session_get(organization=request.organization, session_id=session_id)
     frame = None
     if payload.frame_id is not None:
-        frame = Frame.objects.filter(pk=payload.frame_id, session=session).first()
-        if frame is None:
-            raise NotFound("No such frame in this session.")
+        frame = session_frame_get(session=session, frame_id=payload.frame_id)
     pack = context_pack_assemble(
         session=session,
         frame=frame,

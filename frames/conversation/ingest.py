@@ -21,13 +21,13 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from contextops.errors import Invalid, NotFound
+from contextops.errors import Invalid
 from contextops.tokens import count_tokens_many
 from frames.budget import usage_tokens
 from frames.events import event_append
 from frames.locks import session_lock, session_require_not_ended
 from frames.models import Event, Frame, Session, Usage
-from frames.selectors import session_top_frame
+from frames.selectors import session_frame_get, session_top_frame
 from frames.services import UsageCall, frame_require_open, usage_record
 
 from .anchors import AnchorPatterns, ToolCall, ToolResult, TurnView, detect_anchor
@@ -383,9 +383,7 @@ def _usage_check(usage: dict | UsageFigures | None) -> UsageFigures | None:
 
 
 def _frame_of_call(session: Session, frame_id: Any) -> Frame:
-    frame = Frame.objects.filter(pk=frame_id, session=session).first()
-    if frame is None:
-        raise NotFound("No such frame in this session.")
+    frame = session_frame_get(session=session, frame_id=frame_id)
     frame_require_open(frame, action="record a call on")
     return frame
 
