@@ -83,12 +83,17 @@ def variable_from_snapshot(state: RlmState, row: dict[str, Any]) -> RlmVariable:
     return RlmVariable(state=state, **fields)
 
 
-def state_snapshot(state: RlmState) -> dict[str, Any]:
-    """The state as a checkpoint records it: completion and every variable row, by name."""
+def state_snapshot(
+    state: RlmState, undo: dict[str, dict[str, Any] | None] | None = None
+) -> dict[str, Any]:
+    """The state as a checkpoint records it: completion and every variable row, by name;
+    with ``undo`` (pre-images by name, None for a row that did not exist) those rows as
+    they were."""
+    rows = _undone({v.name: variable_snapshot(v) for v in state.variables.all()}, undo or {})
     return {
         "completion_status": state.completion_status,
         "completed_at": state.completed_at.isoformat() if state.completed_at else None,
-        "variables": [variable_snapshot(v) for v in state.variables.order_by("name")],
+        "variables": [rows[name] for name in sorted(rows)],
     }
 
 
@@ -141,6 +146,19 @@ def _undo_rows(befores: list[Any]) -> dict[str, dict[str, Any] | None] | None:
     return rows
 
 
+def _undone(
+    rows: dict[str, dict[str, Any]], undo: dict[str, dict[str, Any] | None]
+) -> dict[str, dict[str, Any]]:
+    """``rows`` (changed in place) with each name in ``undo`` put back as it was: its
+    pre-image, or gone when it had none."""
+    for name, row in undo.items():
+        if row is None:
+            rows.pop(name, None)
+        else:
+            rows[name] = row
+    return rows
+
+
 def _snapshot_at(
     current: dict[str, dict[str, Any]], befores: list[Any], position: dict[str, Any]
 ) -> dict[str, Any] | None:
@@ -149,12 +167,7 @@ def _snapshot_at(
     undo = _undo_rows(befores)
     if undo is None:
         return None
-    rows = dict(current)
-    for name, row in undo.items():
-        if row is None:
-            rows.pop(name, None)
-        else:
-            rows[name] = row
+    rows = _undone(dict(current), undo)
     counts = position["access_counts"]
     return {
         "completion_status": position["completion_status"],
@@ -164,11 +177,17 @@ def _snapshot_at(
 
 
 def checkpoint_snapshots(
-    state: RlmState, checkpoints: list[RlmCheckpoint]
+    state: RlmState,
+    checkpoints: list[RlmCheckpoint],
+    pending: dict[str, dict[str, Any] | None] | None = None,
 ) -> dict[int, dict[str, Any] | None]:
     """Each checkpoint's full snapshot by primary key: the stored one, or for a positional
     checkpoint the state at its position; None for one that has neither. Reads the
-    variables and the log once, however many checkpoints are positional."""
+    variables and the log once, however many checkpoints are positional.
+
+    ``pending`` holds the pre-images of a mutation whose rows are already written but
+    which is not logged yet (the write that is folding the log): undone after every
+    logged one."""
     snapshots = {c.pk: c.snapshot for c in checkpoints}
     positional = [c for c in checkpoints if c.snapshot is None and c.position is not None]
     if not positional:
@@ -179,25 +198,29 @@ def checkpoint_snapshots(
         .order_by("seq")
         .values_list("seq", "before")
     )
+    unlogged = [pending] if pending is not None else []
     for checkpoint in positional:
         snapshots[checkpoint.pk] = _snapshot_at(
             current,
-            [before for seq, before in log if seq > checkpoint.mutation_seq],
+            [before for seq, before in log if seq > checkpoint.mutation_seq] + unlogged,
             checkpoint.position or {},
         )
     return snapshots
 
 
-def _positions_materialize(state: RlmState, *, folding_through: int) -> None:
+def _positions_materialize(
+    state: RlmState, *, folding_through: int, pending: dict[str, dict[str, Any] | None]
+) -> None:
     """Store the full snapshot of every positional checkpoint that needs a mutation up to
     seq ``folding_through``, before the log folds those mutations away; one whose later
-    history came with an import (no pre-images) is no longer restorable."""
+    history came with an import (no pre-images) is no longer restorable. ``pending`` as
+    ``checkpoint_snapshots`` takes it."""
     needing = list(
         state.checkpoints.filter(
             snapshot__isnull=True, position__isnull=False, mutation_seq__lt=folding_through
         )
     )
-    for checkpoint_pk, snapshot in checkpoint_snapshots(state, needing).items():
+    for checkpoint_pk, snapshot in checkpoint_snapshots(state, needing, pending).items():
         stored = {"snapshot": snapshot} if snapshot is not None else {"position": None}
         RlmCheckpoint.objects.filter(pk=checkpoint_pk).update(**stored)
 
@@ -257,8 +280,14 @@ def state_save(state: RlmState, now: datetime) -> None:
     )
 
 
-def _history_make_room(state: RlmState, actor: str) -> None:
-    """Fold the oldest tenth of a full log into a checkpoint before one more entry goes in."""
+def _history_make_room(
+    state: RlmState, actor: str, pending: dict[str, dict[str, Any] | None]
+) -> None:
+    """Fold the oldest tenth of a full log into a checkpoint before one more entry goes in.
+
+    The entry about to go in may have written its rows already; ``pending`` holds their
+    pre-images, so that every snapshot stored here is the state at ``mutation_total``,
+    without that entry."""
     if state.history_length < MAX_HISTORY_ENTRIES:
         return
     batch = max(1, MAX_HISTORY_ENTRIES // 10)
@@ -268,7 +297,7 @@ def _history_make_room(state: RlmState, actor: str) -> None:
         return
     folded = [mutation_row(m) for m in oldest]
     now = timezone.now()
-    snapshot = state_snapshot(state)
+    snapshot = state_snapshot(state, pending)
     name = f"history_fold_{oldest[0].mutation_id}_{oldest[-1].mutation_id}"
     if state.checkpoints.count() < MAX_CHECKPOINTS:
         checkpoint = RlmCheckpoint.objects.create(
@@ -310,7 +339,7 @@ def _history_make_room(state: RlmState, actor: str) -> None:
                 "description",
             ]
         )
-    _positions_materialize(state, folding_through=oldest[-1].seq)
+    _positions_materialize(state, folding_through=oldest[-1].seq, pending=pending)
     RlmMutation.objects.filter(pk__in=[m.pk for m in oldest]).delete()
     state.history_length -= len(oldest)
     state_event_append(
@@ -342,7 +371,7 @@ def mutation_log(
     one that does not exist yet), which is what undoes it. 409 ``history_full`` when the
     log has nowhere to fold into; 409 ``mutation_ids_exhausted`` after the last id.
     """
-    _history_make_room(state, actor)
+    _history_make_room(state, actor, before)
     if state.mutation_total >= MAX_MUTATION_SEQ:
         raise Conflict(
             "mutation_ids_exhausted",
@@ -597,10 +626,6 @@ def rollback(*, state: RlmState, checkpoint_id: str, source: str = "", actor: st
         else:
             restored = checkpoint.position
             count, before = _restore_position(state, checkpoint, count_before)
-        state.completion_status = restored["completion_status"]
-        state.completed_at = (
-            datetime.fromisoformat(restored["completed_at"]) if restored["completed_at"] else None
-        )
         mutation = mutation_log(
             state,
             operation=RlmMutation.Operation.ROLLBACK,
@@ -612,6 +637,12 @@ def rollback(*, state: RlmState, checkpoint_id: str, source: str = "", actor: st
             timestamp=now,
             actor=actor,
             before=before,
+        )
+        # Completion changes after the log entry, which may fold the log and store the
+        # state as it stood before this rollback.
+        state.completion_status = restored["completion_status"]
+        state.completed_at = (
+            datetime.fromisoformat(restored["completed_at"]) if restored["completed_at"] else None
         )
         state_save(state, now)
         state_event_append(

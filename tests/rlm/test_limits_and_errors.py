@@ -236,3 +236,52 @@ def test_it_expires_temporary_variables_and_logs_their_deletion(api, new_state):
         (m["operation"], m["variable_name"], m["source"]) for m in log
     ]
     assert not RlmVariable.objects.filter(state__state_id=sid, name="cache").exists()
+
+
+def _values(state) -> dict:
+    return dict(state.variables.values_list("name", "value"))
+
+
+def _checkpoint_folded_over(monkeypatch, org):
+    """A state whose log holds 10 entries, with checkpoint ``mine`` at seq 3 (a=1, b=1)
+    and a rewritten ten times since: the next logged mutation folds seq 4 away, which
+    stores ``mine``'s snapshot (no later pre-image of seq 4 or older is kept)."""
+    monkeypatch.setattr(snapshots, "MAX_HISTORY_ENTRIES", 10)
+    state = protocol.state_initialize(organization=org, prompt="p")  # seq 1
+    protocol.variable_write(state=state, name="a", value=1)  # seq 2
+    protocol.variable_write(state=state, name="b", value=1)  # seq 3
+    mine = snapshots.checkpoint_create(state=state, name="mine")
+    for i in range(2, 12):  # seq 4..13, folding seq 1..3 on the way
+        protocol.variable_write(state=state, name="a", value=i)
+    state.refresh_from_db()
+    assert state.mutation_total == 13 and state.mutations.order_by("seq").first().seq == 4
+    mine.refresh_from_db()
+    assert mine.snapshot is None  # still a position in the log
+    return state, mine
+
+
+def test_a_write_that_folds_a_checkpoints_history_keeps_the_checkpoint_exact(monkeypatch, org):
+    state, mine = _checkpoint_folded_over(monkeypatch, org)
+    protocol.variable_write(state=state, name="b", value=99)  # seq 14 folds seq 4
+    mine.refresh_from_db()
+    assert mine.snapshot is not None
+    snapshots.rollback(state=state, checkpoint_id=mine.checkpoint_id)
+    assert _values(state) == {"prompt": "p", "a": 1, "b": 1}
+
+
+def test_a_rollback_that_folds_a_checkpoints_history_keeps_the_checkpoint_exact(monkeypatch, org):
+    state, mine = _checkpoint_folded_over(monkeypatch, org)
+    initial = state.checkpoints.get(kind=RlmCheckpoint.Kind.INITIAL)
+    snapshots.rollback(state=state, checkpoint_id=initial.checkpoint_id)  # seq 14 folds seq 4
+    assert _values(state) == {"prompt": "p"}
+    snapshots.rollback(state=state, checkpoint_id=mine.checkpoint_id)
+    assert _values(state) == {"prompt": "p", "a": 1, "b": 1}
+
+
+def test_a_history_fold_holds_the_state_at_its_own_position(monkeypatch, org):
+    state, _ = _checkpoint_folded_over(monkeypatch, org)
+    fold = state.checkpoints.filter(kind=RlmCheckpoint.Kind.HISTORY_FOLD).latest("timestamp")
+    # The newest fold happened at seq 13 (a=11), folding seq 3; it stands at seq 12 (a=10).
+    assert fold.mutation_seq == 12
+    snapshots.rollback(state=state, checkpoint_id=fold.checkpoint_id)
+    assert _values(state) == {"prompt": "p", "a": 10, "b": 1}
