@@ -2,7 +2,7 @@
 
 Open pages keep themselves current by polling: the session page asks what changed
 since the last event it has seen (``session_changes``), the frame page re-reads its
-budget card (an htmx request for ``frame_detail``).
+budget card, calls and events (an htmx request for ``frame_detail``).
 """
 
 import json
@@ -270,15 +270,35 @@ def frame_children(request: MemberRequest, frame_id) -> HttpResponse:
     return render_page(request, "frames/partials/_children.html", context)
 
 
+def _frame_events_page(frame: Frame, offset: int) -> dict:
+    """One page of the frame's events, newest first, from ``offset``, with the offsets of
+    the pages either side."""
+    events, count = selectors.frame_events_newest_first(
+        frame=frame, limit=FRAME_EVENTS_PER_PAGE, offset=offset
+    )
+    return {
+        "events": events,
+        "events_count": count,
+        "events_offset": offset,
+        "events_first": offset + 1,
+        "events_last": offset + len(events),
+        "events_newer": max(0, offset - FRAME_EVENTS_PER_PAGE) if offset else None,
+        "events_older": (
+            offset + FRAME_EVENTS_PER_PAGE if offset + FRAME_EVENTS_PER_PAGE < count else None
+        ),
+    }
+
+
 @require_GET
 @organization_required
 @vary_on_headers("HX-Request")
 def frame_detail(request: MemberRequest, frame_id) -> HttpResponse:
-    """The frame page; for htmx only its budget card, with its status line and model
-    calls out of band: what the open page polls every FRAME_POLL_SECONDS.
+    """The frame page; for htmx only its budget card, with its status line, model calls
+    and events out of band: what the open page polls every FRAME_POLL_SECONDS.
 
     Its model calls and events are the latest first, each list saying how many there are
-    in all; ``events`` in the query string pages back through the events."""
+    in all; ``events`` in the query string pages back through the events, and the poll
+    asks for the page shown, so an older page stays where it is."""
     request.nav_section = "sessions"
     frame = _get_or_404(selectors.frame_get, organization=request.organization, frame_id=frame_id)
     prices = selectors.price_table()
@@ -293,16 +313,13 @@ def frame_detail(request: MemberRequest, frame_id) -> HttpResponse:
         "calls_count": calls_count,
         "cost": selectors.frame_cost(frame, prices),
         "poll_seconds": FRAME_POLL_SECONDS,
+        **_frame_events_page(frame, _offset(request, "events")),
     }
     if request.htmx and not request.htmx.boosted:
         return render(request, "frames/frame_detail.html#budget", {**live, "oob": True})
     ancestry = selectors.frame_ancestry(frame)
     children = selectors.frame_children(
         frame=frame, session=frame.session, limit=CHILDREN_PER_REQUEST + 1
-    )
-    events_offset = _offset(request, "events")
-    events, events_count = selectors.frame_events_newest_first(
-        frame=frame, limit=FRAME_EVENTS_PER_PAGE, offset=events_offset
     )
     context = {
         **live,
@@ -311,16 +328,6 @@ def frame_detail(request: MemberRequest, frame_id) -> HttpResponse:
         "more": len(children) > CHILDREN_PER_REQUEST,
         "next_offset": CHILDREN_PER_REQUEST,
         "parent": frame,
-        "events": events,
-        "events_count": events_count,
-        "events_first": events_offset + 1,
-        "events_last": events_offset + len(events),
-        "events_newer": max(0, events_offset - FRAME_EVENTS_PER_PAGE) if events_offset else None,
-        "events_older": (
-            events_offset + FRAME_EVENTS_PER_PAGE
-            if events_offset + FRAME_EVENTS_PER_PAGE < events_count
-            else None
-        ),
         "inputs_json": _json(frame.inputs) if frame.inputs else "",
         "results_json": _json(frame.result_refs) if frame.result_refs else "",
     }

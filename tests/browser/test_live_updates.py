@@ -7,7 +7,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from frames.models import ContextHandle
+from frames import services
+from frames.models import ContextHandle, Event, Frame
 from tests.browser.conftest import screenshot
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -140,6 +141,40 @@ def test_a_page_out_from_the_frame_page_is_finished_by_the_worker(logged_in, age
     expect(row.get_by_role("button", name="Page in")).to_be_visible()
     stored = ContextHandle.objects.get(pk=handle["id"])
     assert stored.state == "indexed" and stored.summary.startswith("The outage began")
+    assert_not_reloaded(page)
+    assert page.console_errors == []
+
+
+def test_the_frame_pages_events_update_on_the_page_of_them_shown(logged_in, agent):
+    page = logged_in
+    session = agent.session_create(identity=IDENTITY, title="A busy frame")
+    frame = agent.frame_push(session, goal="Summarise the build logs", budget=1_000_000)
+    stored = Frame.objects.select_related("session").get(pk=frame.id)
+    for _ in range(55):  # more events than one page holds
+        services.usage_record(
+            session=stored.session, frame=stored, input_tokens=10, output_tokens=1
+        )
+    count = Event.objects.filter(frame_id=stored.pk).count()
+    page.goto(f"/frames/{frame.id}/")
+    events = page.locator("#frame-events")
+    expect(events).to_contain_text(f"Latest 50 of {count}, newest first")
+    mark_page(page)
+
+    # On the first page, an event the agent adds comes in at the top.
+    agent.frame_reserve(frame, purpose="summary", amount=500)
+    expect(events.locator("li").first).to_contain_text("frame.reserved", timeout=UPDATE_TIMEOUT)
+    expect(events).to_contain_text(f"Latest 50 of {count + 1}, newest first")
+    assert_not_reloaded(page)
+
+    # An older page stays the older page while events arrive; only its count moves on.
+    events.get_by_role("link", name="Older").click()
+    expect(events).to_contain_text(f"51–{count + 1} of {count + 1}")
+    assert "?events=50" in page.url
+    mark_page(page)
+    agent.frame_results_add(frame, result_refs=[{"kind": "note", "text": "done"}])
+    expect(events).to_contain_text(f"51–{count + 2} of {count + 2}", timeout=UPDATE_TIMEOUT)
+    expect(events).not_to_contain_text("frame.result_added")
+    expect(events.get_by_role("link", name="Newer")).to_have_attribute("href", "?events=0#events")
     assert_not_reloaded(page)
     assert page.console_errors == []
 

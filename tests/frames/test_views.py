@@ -404,3 +404,34 @@ def test_the_frame_page_costs_the_same_queries_for_a_few_calls_or_many(api, memb
         return len(queries)
 
     assert count(few) == count(many) == count(many, events=50)
+
+
+def test_the_frame_pages_poll_refreshes_the_page_of_events_shown(api, member_client):
+    session = _session(api)
+    root = services.frame_push(session=session, goal="Root", budget_total=10_000_000)
+    for n in range(60):
+        services.usage_record(
+            session=session, frame=root, input_tokens=10, output_tokens=1, model=f"m-{n:03}"
+        )
+    count = Event.objects.filter(session=session, frame_id=root.pk).count()
+    page = member_client.get(f"/frames/{root.pk}/").content.decode()
+    assert f'hx-get="/frames/{root.pk}/" hx-trigger' in page and "frame.reserved" not in page
+    services.frame_reserve(frame=root, purpose="summary", amount=5)
+
+    # On the first page the poll brings the new event, newest first, and the new count.
+    poll = member_client.get(f"/frames/{root.pk}/", HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="frame-events" hx-swap-oob="true"' in poll
+    events = poll[poll.index('id="frame-events"') :]
+    assert f"Latest 50 of {count + 1}, newest first" in events
+    assert events.index("frame.reserved") < events.index("usage.recorded")
+
+    # An older page polls for itself: it stays an older page, its links unchanged.
+    older = member_client.get(f"/frames/{root.pk}/", {"events": 50}).content.decode()
+    assert f'hx-get="/frames/{root.pk}/?events=50" hx-trigger' in older
+    poll = member_client.get(
+        f"/frames/{root.pk}/", {"events": 50}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    events = poll[poll.index('id="frame-events"') :]
+    assert f"51–{count + 1} of {count + 1}" in events and "frame.pushed" in events
+    assert "frame.reserved" not in events and 'href="?events=0#events"' in events
+
