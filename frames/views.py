@@ -272,10 +272,16 @@ def frame_children(request: MemberRequest, frame_id) -> HttpResponse:
 
 def _frame_events_page(frame: Frame, offset: int) -> dict:
     """One page of the frame's events, newest first, from ``offset``, with the offsets of
-    the pages either side."""
+    the pages either side; an offset past the end (a hand-edited address) gives the last
+    page that has events, or the first when there are none."""
     events, count = selectors.frame_events_newest_first(
         frame=frame, limit=FRAME_EVENTS_PER_PAGE, offset=offset
     )
+    if not events and offset:
+        offset = max(0, (count - 1) // FRAME_EVENTS_PER_PAGE * FRAME_EVENTS_PER_PAGE)
+        events, count = selectors.frame_events_newest_first(
+            frame=frame, limit=FRAME_EVENTS_PER_PAGE, offset=offset
+        )
     return {
         "events": events,
         "events_count": count,

@@ -435,3 +435,28 @@ def test_the_frame_pages_poll_refreshes_the_page_of_events_shown(api, member_cli
     assert f"51–{count + 1} of {count + 1}" in events and "frame.pushed" in events
     assert "frame.reserved" not in events and 'href="?events=0#events"' in events
 
+
+def test_an_events_offset_past_the_end_shows_the_last_page(api, member_client):
+    session = _session(api)
+    root = _busy_frame(session, 60)
+    events = Event.objects.filter(session=session, frame_id=root.pk).count()
+    assert 50 < events < 100
+
+    for offset in (events, 999999):
+        page = member_client.get(f"/frames/{root.pk}/", {"events": offset}).content.decode()
+        shown = page[page.index("<h2>Events</h2>") :]
+        assert f"51–{events} of {events}" in shown and "frame.pushed" in shown
+        assert 'href="?events=0#events"' in shown and "Older" not in shown
+    # A negative or non-numeric offset is the first page.
+    for offset in (-5, "many"):
+        page = member_client.get(f"/frames/{root.pk}/", {"events": offset})
+        shown = page.content.decode()[page.content.decode().index("<h2>Events</h2>") :]
+        assert page.status_code == 200 and f"Latest 50 of {events}" in shown
+        assert "Newer" not in shown and 'href="?events=50#events"' in shown
+    # A frame with no events of its own past the first page shows the first page, empty.
+    quiet = Frame.objects.create(
+        session=session, organization=session.organization, goal="Quiet", budget_total=10
+    )
+    page = member_client.get(f"/frames/{quiet.pk}/", {"events": 999999}).content.decode()
+    shown = page[page.index("<h2>Events</h2>") :]
+    assert '<li class="muted">None.</li>' in shown and "Newer" not in shown
