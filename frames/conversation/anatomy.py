@@ -9,8 +9,9 @@ turns still in the window, not the turns the compaction took out; a transcript's
 compaction restarts the window at its summary message. What the messages do not
 account for is ``system_and_tools``: the system prompt and tool definitions, which no
 transcript stores. Our counts come from our own tokenizer, not the model's; when they
-exceed the reported input, the categories are scaled down to it, so the parts always
-add up to ``full_input_tokens``.
+exceed the reported input, the categories are scaled down to it and each category's
+parts with it, so the categories always add up to ``full_input_tokens`` and each one's
+parts to its tokens.
 """
 
 import json
@@ -208,6 +209,23 @@ def call_window(call: Usage) -> Window:
     return Window(rows, summary, len(rows))
 
 
+def scaled_to(counts: list[int], total: int) -> list[int]:
+    """``counts`` scaled in proportion to add up to ``total`` exactly: each rounded down,
+    then the tokens left over given one each to the largest remainders (ties to the larger
+    count, then to the earlier one). All zeros when ``counts`` add up to 0."""
+    counted = sum(counts)
+    if not counted:
+        return [0] * len(counts)
+    scaled = [count * total // counted for count in counts]
+    leftover = total - sum(scaled)
+    by_remainder = sorted(
+        range(len(counts)), key=lambda i: (-(counts[i] * total % counted), -counts[i], i)
+    )
+    for i in by_remainder[:leftover]:
+        scaled[i] += 1
+    return scaled
+
+
 def call_anatomy(*, session: Session, call: Usage) -> Anatomy:
     """The call's input by category, each with its largest parts; the categories' tokens
     add up to the call's full input (see the module docstring)."""
@@ -238,15 +256,17 @@ def call_anatomy(*, session: Session, call: Usage) -> Anatomy:
             Part(what=str(summary), tokens=summary.tokens, ref=f"summary {summary.pk}")
         )
     counted = {name: sum(p.tokens for p in items) for name, items in parts.items()}
-    conversation = sum(counted.values())
     totals = dict(counted)
-    if conversation > full:
-        # Our tokenizer counted more than the model read: scale to the reported input.
-        scaled = {name: tokens * full // conversation for name, tokens in counted.items()}
-        leftover = full - sum(scaled.values())
-        for name in sorted(counted, key=lambda n: counted[n], reverse=True)[:leftover]:
-            scaled[name] += 1
-        totals = scaled
+    if sum(counted.values()) > full:
+        # Our tokenizer counted more than the model read: scale to the reported input,
+        # each category's parts with it so that they still add up to its total.
+        totals = dict(zip(counted, scaled_to(list(counted.values()), full), strict=True))
+        for name, items in parts.items():
+            for part, tokens in zip(
+                items, scaled_to([p.tokens for p in items], totals[name]), strict=True
+            ):
+                part.tokens = tokens
+            parts[name] = [p for p in items if p.tokens]
     totals["system_and_tools"] = full - sum(v for k, v in totals.items() if k != "system_and_tools")
     if totals["system_and_tools"]:
         parts["system_and_tools"] = [

@@ -6,6 +6,7 @@ import pytest
 
 from contextops.llm import ExtractiveSummarizer
 from contextops.tokens import count_tokens
+from frames.conversation.anatomy import scaled_to
 from frames.conversation.compaction import compaction_execute, compaction_request
 from frames.conversation.importing import transcript_import
 from frames.conversation.models import Message, Turn
@@ -144,3 +145,17 @@ def test_a_call_after_our_compaction_reads_its_summary_instead_of_the_turns_it_t
         assert [p["what"] for p in by_name["summaries"]["largest"]] == [read]
         refs = [part["ref"] for part in _parts(answer)]
         assert not [r for r in refs if r.startswith(tuple(f"turn {i} " for i in range(gone)))]
+
+
+@pytest.mark.parametrize(
+    "counts, total, scaled",
+    [
+        ([149, 93, 45], 55, [28, 18, 9]),  # 28.55, 17.82, 8.62: the two largest remainders
+        ([1, 1, 1], 2, [1, 1, 0]),  # equal remainders: the earlier first
+        ([3, 5], 8, [3, 5]),
+        ([0, 0], 10, [0, 0]),
+        ([], 10, []),
+    ],
+)
+def test_it_scales_counts_to_add_up_to_a_total(counts, total, scaled):
+    assert scaled_to(counts, total) == scaled

@@ -1,5 +1,6 @@
 """The calls timeline on the session page and a call's own page with its anatomy."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -9,6 +10,7 @@ from django.utils import timezone
 from frames.conversation.importing import transcript_import
 from frames.conversation.readers import read_transcript
 from frames.models import Usage
+from tests.conversation.conftest import assistant, text, tool_result, tool_use
 from tests.conversation.test_anatomy import SPOTTER
 
 pytestmark = pytest.mark.usefixtures("prices")
@@ -118,3 +120,52 @@ def test_the_request_heading_counts_the_messages_it_lists_in_words(api, session,
     assert "the one message it read" in heading(one)
     # The first prompt and m0 to m39 were read; m40 is the reply.
     assert "the last 30 of the 41 messages it read" in heading(many)
+
+
+def _anatomy_rows(html: str) -> dict[str, tuple[int, list[int]]]:
+    """The call page's anatomy table: each category's tokens and its parts' tokens."""
+    table = html.split('class="small anatomy-table"')[1].split("</table>")[0]
+    rows = {}
+    for row in re.findall(r'<tr data-category="(\w+)">(.*?)</tr>', table, re.S):
+        category, cells = row
+        tokens = re.search(r'<td class="num">([\d,]+)</td>', cells).group(1)
+        parts = re.findall(r'<span class="muted">([\d,]+)', cells)
+        rows[category] = (int(tokens.replace(",", "")), [int(p.replace(",", "")) for p in parts])
+    return rows
+
+
+def test_a_call_page_scales_each_categorys_parts_with_it(api, session, member_client):
+    """Our tokenizer counts more than the model reported: the categories shrink to the
+    reported input, and the parts listed under each one add up to what it shows."""
+    messages = [
+        {
+            "role": "user",
+            "content": [text("Read the parser. " * n) for n in (37, 23, 11)],
+        },
+        assistant(
+            text("Looking at it. " * 19),
+            text("Now the tests. " * 7),
+            tool_use("r1", "Read", file_path="src/parser.py"),
+        ),
+        tool_result("r1", "def parse(): ... " * 29),
+        assistant(text("Done.")),
+    ]
+    usage = {"input_tokens": 97, "output_tokens": 10}
+    body = {"messages": messages, "usage": usage}
+    assert api.post(f"/sessions/{session.pk}/messages", body).status_code == 200
+    call = Usage.objects.get(session=session)
+
+    html = member_client.get(f"/sessions/{session.pk}/calls/{call.pk}/").content.decode()
+    rows = _anatomy_rows(html)
+    assert "97 input tokens" in html
+    assert sum(tokens for tokens, _ in rows.values()) == 97
+    assert len(rows["user_text"][1]) == 3 and len(rows["assistant_text"][1]) == 2
+    for category, (tokens, parts) in rows.items():
+        assert sum(parts) == tokens, (category, tokens, parts)
+
+    answer = api.get(f"/sessions/{session.pk}/calls/{call.pk}/anatomy").json()
+    shown = {
+        c["category"]: (c["tokens"], [p["tokens"] for p in c["largest"]])
+        for c in answer["categories"]
+    }
+    assert shown == rows  # the API lists the same parts, scaled the same way
