@@ -4,7 +4,7 @@ import json
 
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
 from contextops.actors import user_actor
 from contextops.dashboard import organization_required, render_page
@@ -140,10 +140,15 @@ def compactions_fragment(request: MemberRequest, session_id) -> HttpResponse:
     return render_page(request, TEMPLATE, {**_runs_context(session), "branch": ""}, partial="runs")
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @organization_required
 def compaction_start(request: MemberRequest, session_id) -> HttpResponse:
+    """Queue a compaction from the form. For htmx the runs panel answers; without it, a
+    redirect to the turns page, or that page with the error at this address (422). A GET
+    of this address, a person coming back to that page later, goes to the turns page."""
     session = _session(request, session_id)
+    if request.method == "GET":
+        return redirect("conversation:turns", session_id=session.pk)
     strategy = request.POST.get("strategy", selection.ANCHOR_POINT)
     keep = request.POST.get("keep_turns", "").strip()
     target = request.POST.get("target_tokens", "").strip()

@@ -130,7 +130,7 @@ def test_the_form_asks_for_a_strategy_when_none_is_chosen(api, session, member_c
 
 
 def test_without_htmx_a_refused_form_shows_its_error_on_the_page(
-    api, session, member_client, django_capture_on_commit_callbacks
+    api, session, member_client, page, django_capture_on_commit_callbacks
 ):
     conversation(api, session, 5)
     url = f"/sessions/{session.id}/turns/compactions/start/"
@@ -140,6 +140,12 @@ def test_without_htmx_a_refused_form_shows_its_error_on_the_page(
     assert "<html" in html and 'id="conv-timeline"' in html and "Step 4: please" in html
     assert "truncate_at needs keep_turns" in html
     assert '<option value="truncate_at" selected>' in html
+    # That page's address is the form's: coming back to it later is a GET of it.
+    again = member_client.get(url, follow=True)
+    assert again.status_code == 200 and again.redirect_chain == [(page, 302)]
+    html = again.content.decode()
+    assert "Step 4: please" in html and "truncate_at needs keep_turns" not in html
+    assert not CompactionRun.objects.exists()
     with django_capture_on_commit_callbacks(execute=False):
         done = member_client.post(url, {"strategy": "truncate_at", "keep_turns": "3"})
     assert done.status_code == 302 and done["Location"] == f"/sessions/{session.id}/turns/"
@@ -191,6 +197,7 @@ def test_another_organization_gets_404(make_session, make_user, page):
     client.force_login(make_user())
     assert client.get(f"/sessions/{other.id}/turns/").status_code == 404
     assert client.post(f"/sessions/{other.id}/turns/compactions/start/").status_code == 404
+    assert client.get(f"/sessions/{other.id}/turns/compactions/start/").status_code == 404
 
 
 def test_it_needs_a_login(page):
