@@ -284,6 +284,7 @@ def frame_pop(request, frame_id: str, payload: PopIn):
             status=payload.status,
             result_refs=payload.result_refs,
             actor=actor_of(request),
+            failure_reason=payload.failure_reason or "",
         )
     )
 

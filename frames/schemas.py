@@ -10,7 +10,7 @@ from pydantic import Field, model_validator
 from contextops.bodies import BodyIn
 
 from .costs import CostTotal
-from .models import ContextHandle, Frame, Session
+from .models import FAILURE_REASON_MAX, ContextHandle, Frame, Session
 
 MAX_BUDGET = 1_000_000_000
 
@@ -147,7 +147,10 @@ class FrameOut(Schema):
     status: str
     failure_reason: str | None = Field(
         ...,
-        description='Why the system failed the frame ("suspension_expired"); null otherwise.',
+        description=(
+            "Why the frame failed: the agent's own words given with its pop, or the "
+            'system\'s ("suspension_expired"); null otherwise.'
+        ),
     )
     budget: BudgetOut
     result_refs: list[Any]
@@ -188,6 +191,11 @@ class UsageIn(BodyIn):
 class PopIn(BodyIn):
     status: Literal["completed", "failed"]
     result_refs: list[Any] = Field(default_factory=list, max_length=1000)
+    failure_reason: str | None = Field(
+        None,
+        max_length=FAILURE_REASON_MAX,
+        description="Why the frame failed (with `failed` only), shown on its page.",
+    )
 
 
 class ResultsIn(BodyIn):

@@ -887,8 +887,11 @@ def frame_pop(
     result_refs: list | None = None,
     actor: str = "",
     organization: Any = None,
+    failure_reason: str = "",
 ) -> Frame:
     """Close a frame as completed or failed and settle its budget with the parent.
+
+    ``failure_reason`` (a failed frame only) says in the agent's words why it failed.
 
     The parent's subcall allocation drops by the child's total and its used rises by
     what the child used; when no other child is open, a waiting parent is active again.
@@ -899,6 +902,9 @@ def frame_pop(
     """
     if status not in (Frame.Status.COMPLETED, Frame.Status.FAILED, Frame.Status.CANCELLED):
         raise Invalid("A frame pops as completed, failed or cancelled.", field="status")
+    failure_reason = (failure_reason or "").strip()
+    if failure_reason and status != Frame.Status.FAILED:
+        raise Invalid("Only a failed frame has a failure_reason.", field="failure_reason")
     with transaction.atomic():
         session, frame = frame_close_lock(frame, organization=organization)
         session_require_not_ended(session)
@@ -908,7 +914,12 @@ def frame_pop(
                 "frame_has_open_children", "Pop or cancel this frame's open children first."
             )
         frame_close(
-            session=session, frame=frame, status=status, result_refs=result_refs, actor=actor
+            session=session,
+            frame=frame,
+            status=status,
+            result_refs=result_refs,
+            actor=actor,
+            failure_reason=failure_reason,
         )
     return frame
 

@@ -1,8 +1,9 @@
-from .core import ContextHandle, Event, Frame, Session, Usage
+from .core import FAILURE_REASON_MAX, ContextHandle, Event, Frame, Session, Usage
 from .pricing import ModelPrice
 from .suspension import Suspension, token_hash
 
 __all__ = [
+    "FAILURE_REASON_MAX",
     "ContextHandle",
     "Event",
     "Frame",

@@ -10,6 +10,9 @@ from contextops.models import Agent, Organization
 
 from ..budget import Budget, cost_weighted_tokens, full_input_tokens, usage_tokens
 
+# The longest reason a failed frame keeps (an agent's words, or the system's code).
+FAILURE_REASON_MAX = 2000
+
 
 class Session(models.Model):
     """One agent's conversation: the seed's scope."""
@@ -143,7 +146,7 @@ class Frame(models.Model):
     reservations = models.JSONField(default=dict, blank=True)
     result_refs = models.JSONField(default=list, blank=True)
     # Why a failed frame failed when no agent said so ("suspension_expired"); "" otherwise.
-    failure_reason = models.CharField(max_length=40, blank=True)
+    failure_reason = models.CharField(max_length=FAILURE_REASON_MAX, blank=True)
     children_count = models.PositiveIntegerField(default=0)
     # Window occupancy of this frame's latest model call: full input + output.
     last_occupancy_tokens = models.BigIntegerField(default=0)

@@ -31,7 +31,8 @@ def test_it_runs_sessions_frames_and_budgets_asynchronously(agent):
             with pytest.raises(ValueError):
                 async with ops.frame(session, goal="Breaks", budget=10) as broken:
                     raise ValueError("no")
-            assert (await ops.frame_get(broken)).status == "failed"
+            broken = await ops.frame_get(broken)
+            assert (broken.status, broken.failure_reason) == ("failed", "ValueError: no")
             pack = await ops.context_pack(session, budget_tokens=500)
             assert pack["token_summary"]["used"] <= 500
             return session

@@ -10,6 +10,7 @@ from contextops_client import (
     Frame,
     FrameNotActive,
     InsufficientTokens,
+    KeyExists,
     NotFound,
     ReadOnlyVariable,
     Session,
@@ -82,7 +83,25 @@ def test_it_pops_a_frame_block_as_failed_when_it_raises_and_reraises(ops):
                 raise RuntimeError("tool broke")
     assert ops.frame_get(inner).status == "failed"
     assert ops.frame_get(outer).status == "failed"
+    assert ops.frame_get(inner).failure_reason == "RuntimeError: tool broke"
     assert ops.current_frame(session) is None
+
+
+def test_a_popped_frame_says_why_it_failed_and_only_a_failed_one_may(ops, api):
+    session = ops.session()
+    frame = ops.frame_push(session, goal="Fetch the filings", budget=100)
+    other = ops.frame_push(session, goal="Summarize", budget=100, parent=frame)
+    with pytest.raises(ValidationError) as caught:
+        other.pop("completed", failure_reason="nothing went wrong")
+    assert caught.value.status == 422 and "failure_reason" in str(caught.value)
+    assert ops.frame_get(other).status == "active"  # the refused pop changed nothing
+    other.pop("failed", failure_reason="The registry timed out three times. " * 80)
+    assert len(ops.frame_get(other).failure_reason) == 2000  # cut to what the server keeps
+    too_long = api.post(
+        f"/frames/{frame.id}/pop", {"status": "failed", "failure_reason": "x" * 2001}
+    )
+    assert too_long.status_code == 422
+    assert too_long.json()["errors"][0]["loc"] == ["body", "failure_reason"]
 
 
 def test_a_frame_block_records_results_as_it_works_and_keeps_them_on_pop(ops):
@@ -276,3 +295,18 @@ def test_it_pops_and_raises_frame_not_active_the_second_time(ops):
     with pytest.raises(FrameNotActive) as caught:
         frame.pop()
     assert caught.value.frame_status == "completed"
+
+
+def test_the_docs_way_to_write_a_new_version_of_a_fact_builds_one_chain(ops):
+    # docs/agents.md: a key names one version; a new value takes a new key.
+    ops.fact_write("vendor_tls", "1.2", source="user", subject="vendor TLS")
+    with pytest.raises(KeyExists):
+        ops.fact_write("vendor_tls", "1.3 only", source="user")
+    ops.fact_write("vendor_tls_2", "1.3 only", source="user", subject="vendor TLS")
+    ops.fact_write("vendor_tls_3", "1.3 and 1.2", source="user", supersedes="vendor_tls_2")
+    assert ops.fact_current("vendor_tls")["key"] == "vendor_tls_3"
+    chain = ops.fact_lineage("vendor_tls_3")["chain"]
+    assert [version["key"] for version in chain][-3:] in (
+        ["vendor_tls", "vendor_tls_2", "vendor_tls_3"],
+        ["vendor_tls_3", "vendor_tls_2", "vendor_tls"],
+    )

@@ -72,6 +72,7 @@ JSON = dict[str, Any]
 
 OPEN_STATUSES = frozenset({"active", "waiting", "suspended"})
 CLOSED_STATUSES = frozenset({"completed", "failed", "cancelled"})
+FAILURE_REASON_MAX = 2000  # the longest failure_reason the server keeps
 FINISHED_COMPACTION = frozenset({"completed", "failed", "reverted"})
 FINISHED_IMPORT = frozenset({"completed", "failed"})
 MAX_LONG_POLL = 30.0
@@ -237,6 +238,11 @@ class Frame(_Remote):
         return self.data.get("status", "")
 
     @property
+    def failure_reason(self) -> str | None:
+        """Why a failed frame failed (the agent's words, or ``suspension_expired``)."""
+        return self.data.get("failure_reason")
+
+    @property
     def depth(self) -> int:
         return int(self.data.get("depth", 0))
 
@@ -282,8 +288,15 @@ class Frame(_Remote):
     def add_results(self, *result_refs: Any):
         return self._client.frame_results_add(self, list(result_refs))
 
-    def pop(self, status: str = "completed", result_refs: list | None = None):
-        return self._client.frame_pop(self, status=status, result_refs=result_refs)
+    def pop(
+        self,
+        status: str = "completed",
+        result_refs: list | None = None,
+        failure_reason: str | None = None,
+    ):
+        return self._client.frame_pop(
+            self, status=status, result_refs=result_refs, failure_reason=failure_reason
+        )
 
     def ancestry(self):
         return self._client.frame_ancestry(self)
@@ -618,14 +631,20 @@ class Api:
 
     @endpoint
     def frame_pop(
-        self, frame: Any, *, status: str = "completed", result_refs: list | None = None
+        self,
+        frame: Any,
+        *,
+        status: str = "completed",
+        result_refs: list | None = None,
+        failure_reason: str | None = None,
     ) -> Frame:
-        """``POST /frames/{id}/pop`` (completed or failed) → the frame; settles the parent."""
+        """``POST /frames/{id}/pop`` (completed or failed) → the frame; settles the parent.
+        ``failure_reason`` (with ``failed``) says why, on the frame's page."""
+        body: dict[str, Any] = {"status": status, "result_refs": list(result_refs or [])}
+        if failure_reason:
+            body["failure_reason"] = failure_reason[:FAILURE_REASON_MAX]
         return self._call(
-            "POST",
-            f"/frames/{_id(frame)}/pop",
-            json={"status": status, "result_refs": list(result_refs or [])},
-            wrap=self._frame_wrap(frame),
+            "POST", f"/frames/{_id(frame)}/pop", json=body, wrap=self._frame_wrap(frame)
         )
 
     @endpoint
@@ -1210,6 +1229,14 @@ class SyncApi(Api):
 
 class AsyncApi(Api):
     """The base of ``AsyncClient``: each endpoint method returns an awaitable of its result."""
+
+
+def block_outcome(exc_type: Any, exc: Any) -> dict[str, Any]:
+    """How a frame block pops: completed, or failed naming the exception that left it."""
+    if exc_type is None:
+        return {"status": "completed"}
+    words = f"{exc_type.__name__}: {exc}" if str(exc) else exc_type.__name__
+    return {"status": "failed", "failure_reason": words[:FAILURE_REASON_MAX]}
 
 
 def settled_elsewhere(frame: Frame, err: ContextopsError) -> bool:

@@ -1,7 +1,7 @@
 """The asynchronous twin of :class:`contextops_client.Client`: the same methods, awaited.
 
 async with AsyncClient() as ops:
-    session = await ops.session(model="claude-sonnet-4-5")
+    session = await ops.session(model="claude-sonnet-4-6")
     async with ops.frame(session, goal="Summarize the RFC", budget=3000) as frame:
         pack = await frame.context_pack(budget_tokens=6000, query="security risks")
 """
@@ -25,6 +25,7 @@ from ._core import (
     Suspension,
     _stack_pop,
     _stack_push,
+    block_outcome,
     current_frame,
     settled_elsewhere,
 )
@@ -181,9 +182,8 @@ class AsyncFrameBlock:
         frame = self.frame
         assert frame is not None
         _stack_pop(frame, self._token)
-        status = "failed" if exc_type is not None else "completed"
         try:
-            await self.client.frame_pop(frame, status=status)
+            await self.client.frame_pop(frame, **block_outcome(exc_type, exc))
         except ContextopsError as err:
             if settled_elsewhere(frame, err):
                 return False

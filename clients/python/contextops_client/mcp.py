@@ -251,7 +251,7 @@ TOOLS: tuple[Tool, ...] = (
             "context_window_tokens": _int(
                 "The model's context window in tokens.", minimum=1000, maximum=10_000_000
             ),
-            "model": _str("The model's name, e.g. claude-sonnet-4-5.", maxLength=120),
+            "model": _str("The model's name, e.g. claude-sonnet-4-6.", maxLength=120),
             "title": _str("A title people see in the dashboard.", maxLength=300),
             "compaction_threshold": {
                 "type": "number",
@@ -317,6 +317,11 @@ TOOLS: tuple[Tool, ...] = (
                 "type": "array",
                 "maxItems": 1000,
                 "description": "References to the frame's results (any JSON each).",
+            },
+            "failure_reason": {
+                "type": "string",
+                "maxLength": 2000,
+                "description": "With `failed`: why, in a sentence; the frame's page shows it.",
             },
         },
         required=("status",),

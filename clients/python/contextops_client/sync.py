@@ -3,7 +3,7 @@
 from contextops_client import Client
 
 ops = Client()  # CONTEXTOPS_URL and CONTEXTOPS_API_KEY from the environment
-session = ops.session(identity={"user_name": "Ada"}, model="claude-sonnet-4-5")
+session = ops.session(identity={"user_name": "Ada"}, model="claude-sonnet-4-6")
 with ops.frame(session, goal="Summarize the RFC", budget=3000) as frame:
     pack = frame.context_pack(budget_tokens=6000, query="security risks")
     frame.handle("tool_result", content="...", priority="medium")
@@ -28,6 +28,7 @@ from ._core import (
     SyncApi,
     _stack_pop,
     _stack_push,
+    block_outcome,
     current_frame,
     settled_elsewhere,
 )
@@ -197,9 +198,8 @@ class FrameBlock:
         frame = self.frame
         assert frame is not None
         _stack_pop(frame, self._token)
-        status = "failed" if exc_type is not None else "completed"
         try:
-            self.client.frame_pop(frame, status=status)
+            self.client.frame_pop(frame, **block_outcome(exc_type, exc))
         except ContextopsError as err:
             if settled_elsewhere(frame, err):
                 return False
