@@ -14,6 +14,16 @@ def test_it_puts_gets_and_supersedes_so_the_lineage_holds_the_history(agent, ops
     item = store.get(("users", "ada"), "prefs")
     assert item is not None
     assert (item.namespace, item.key, item.value) == (("users", "ada"), "prefs", {"theme": "light"})
+    # Dated by the put that wrote it, the same on every read and in a search.
+    written = Fact.objects.get(
+        organization=agent.organization,
+        subject=store_subject(("users", "ada"), "prefs"),
+        is_valid=True,
+    ).created_at
+    written = written.replace(microsecond=written.microsecond // 1000 * 1000)  # as the API says
+    assert item.updated_at == item.created_at == written
+    assert store.get(("users", "ada"), "prefs").updated_at == written
+    assert store.search(("users",))[0].updated_at == written
     subject = store_subject(("users", "ada"), "prefs")
     versions = Fact.objects.filter(organization=agent.organization, subject=subject)
     assert versions.count() == 2

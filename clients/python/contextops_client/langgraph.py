@@ -22,7 +22,7 @@ import json
 import math
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -534,10 +534,6 @@ def _store_place(subject: str) -> tuple[tuple[str, ...], str] | None:
     return namespace, unquote(key)
 
 
-def _when(text: str | None) -> datetime:
-    return datetime.fromisoformat(text) if text else datetime.now(UTC)
-
-
 class ContextopsStore(BaseStore):
     """A LangGraph store over contextops facts (organization-wide, ``task`` scope
     ``langgraph-store``).
@@ -612,7 +608,9 @@ class ContextopsStore(BaseStore):
         place = _store_place(fact.get("subject") or "")
         if place is None or not isinstance(fact.get("value"), dict):
             return None
-        when = _when(fact.get("created_at"))
+        # The time of the put that wrote this version, as LangGraph's in-memory store
+        # dates an item: the same on every read of it.
+        when = datetime.fromisoformat(fact["timestamp"])
         return cls(
             value=fact["value"], key=place[1], namespace=place[0], created_at=when, updated_at=when
         )
