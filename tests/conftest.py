@@ -217,7 +217,8 @@ def queued_jobs():
 def prices(db):
     """The price table the migration ships. A transactional test empties every table when
     it ends, data migrations' rows included, so tests that read prices load them again."""
-    import_module("frames.migrations.0008_dashboard").prices_load(apps, None)
+    for migration in ("0008_dashboard", "0014_prices_of_current_claude_models"):
+        import_module(f"frames.migrations.{migration}").prices_load(apps, None)
 
 
 # An S3-compatible bucket (moto's standalone server in a subprocess) for the storage tests.

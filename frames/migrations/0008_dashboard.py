@@ -31,9 +31,16 @@ PRICES = [
 
 
 def prices_load(apps, schema_editor):
+    prices_put(apps, PRICES)
+
+
+def prices_put(apps, rows, *, keep_existing=False):
+    """Store ``rows`` in the price table; with ``keep_existing`` a model already priced
+    (by an admin) keeps its price."""
     ModelPrice = apps.get_model("frames", "ModelPrice")
-    for provider, model, inp, out, write_5m, write_1h, read in PRICES:
-        ModelPrice.objects.update_or_create(
+    put = ModelPrice.objects.get_or_create if keep_existing else ModelPrice.objects.update_or_create
+    for provider, model, inp, out, write_5m, write_1h, read in rows:
+        put(
             model=model,
             defaults={
                 "provider": provider,

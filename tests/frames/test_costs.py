@@ -7,6 +7,7 @@ from django.test import Client
 
 from frames.costs import Price, call_cost, price_for
 from frames.models import ModelPrice
+from frames.selectors import price_table
 
 pytestmark = pytest.mark.usefixtures("prices")
 
@@ -46,6 +47,9 @@ def test_it_ships_current_prices_as_data(db):
     assert ModelPrice.objects.get(model="gpt-5").input_per_mtok == Decimal("1.25")
     assert ModelPrice.objects.get(model="claude-opus-4-1").output_per_mtok == Decimal(75)
     assert ModelPrice.objects.get(model="claude-haiku-4-5").input_per_mtok == Decimal(1)
+    # The models the docs' examples use are priced, dated names too.
+    assert price_for("claude-sonnet-4-6-20260217", price_table()) == SONNET
+    assert ModelPrice.objects.get(model="claude-opus-4-6").output_per_mtok == Decimal(25)
 
 
 def test_a_million_uncached_sonnet_input_tokens_cost_three_dollars(api, start_session, push_ok):

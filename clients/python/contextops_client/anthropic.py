@@ -5,7 +5,7 @@
     from contextops_client.anthropic import wrap
 
     ops = Client()
-    session = ops.session(model="claude-sonnet-4-5")
+    session = ops.session(model="claude-sonnet-4-6")
     claude = wrap(anthropic.Anthropic(), ops, session)
     with ops.frame(session, goal="Answer", budget=20_000):
         reply = claude.messages.create(model=..., max_tokens=1024, messages=history)
