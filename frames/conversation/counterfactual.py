@@ -5,19 +5,25 @@ Plain functions over dataclasses, no database and no model call (``selectors`` r
 session into them). Figures are estimates, and the rules behind them are these:
 
 - A real compaction (one the transcript recorded, or one of our runs) happened before
-  turn ``before_turn``; the window then held ``pre_tokens`` (the agent's own figure).
-  The history after it is the full input of the next model call.
+  turn ``before_turn``. A transcript's is measured on the whole window (``basis``
+  "window"): it held ``pre_tokens`` (the agent's own figure, system prompt and tools
+  included) and the history after it is the full input of the next model call. One of
+  our runs is measured on the conversation history alone (``basis`` "history"): the
+  tokens it found and left, as our tokenizer counts them, without the system prompt and
+  tools; the strategies are sized on that same basis where it compacted.
 - A strategy selects over the turns that were in the window at that moment, exactly as
   a compaction run would (``selection.select``). The turns' own token counts are scaled
   to the window's: by ``(pre_tokens - fixed) / their sum`` when that is below 1, where
-  ``fixed`` (system prompt and tools) is the first call's input less its turn's tokens.
+  ``fixed`` (system prompt and tools) is the first call's input less its turn's tokens,
+  and is 0 on the history basis.
 - A summary is not written, only sized: ``summary_ratio`` times what it stands for. The
   ratio is the session's own (real summary tokens over the window they replaced,
   averaged over its real compactions that have a summary), else ``DEFAULT_SUMMARY_RATIO``.
 - The trigger fires after a call whose occupancy (full input plus output) passes
   ``threshold`` times the context window. A policy is simulated over the session's
   calls with the real compactions undone (each call's input plus what the real
-  compactions before it took out): whenever its window passes the threshold it compacts
+  compactions before it took out: a transcript's ``pre_tokens`` less the next call's
+  input, one of our runs' history before less after): whenever its window passes the threshold it compacts
   with its strategy, and every later call is that much smaller.
 """
 
@@ -35,6 +41,10 @@ DEFAULT_SUMMARY_RATIO = 0.1
 # recorded it (payload: before_turn, pre_tokens, trigger, branch, line, at).
 COMPACTED_EVENT = "conversation.compacted"
 ACTUAL = "actual"
+# What a real compaction's figures measure: the whole window as the model counted it
+# (a transcript's), or the conversation history alone as our tokenizer counts it (ours).
+WINDOW = "window"
+HISTORY = "history"
 
 
 @dataclass(frozen=True)
@@ -144,7 +154,8 @@ class RealCompaction:
     """A compaction the agent really did. ``taken``: the turn indices it took out of the
     window (the ones before ``before_turn`` for a transcript's); ``removed``: those of
     them that left without a summary (a truncating run's); ``summary_tokens``: the size
-    of its summary when known."""
+    of its summary when known. ``pre_tokens`` and ``post_tokens`` (what it left, None
+    when only the next call tells) are measured on ``basis``."""
 
     before_turn: int
     pre_tokens: int
@@ -157,6 +168,8 @@ class RealCompaction:
     summary_turn: int | None = None  # the turn that holds the agent's summary, if any
     conversation_turn: int = 0  # the conversation turn it came before
     removed: frozenset[int] = frozenset()
+    basis: str = WINDOW
+    post_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -175,15 +188,22 @@ class StrategyOutcome:
 class Actual:
     """What the real compaction did. ``kept``, ``summarized``, ``removed``: the turns of
     the window it kept, summarized and took out without a summary, as ranges; a
-    transcript's compaction summarizes the whole window and keeps none."""
+    transcript's compaction summarizes the whole window and keeps none.
+
+    ``pre_tokens`` and ``tokens_after`` are on ``basis``, as the strategies' figures
+    beside them are: for "window", the agent's figure and the next call's full input;
+    for "history", what our run found and left. ``next_input_tokens``: the next call's
+    full input (system prompt and tools included) either way, None without a later call."""
 
     pre_tokens: int
-    tokens_after: int | None  # the next call's full input, None without a later call
+    tokens_after: int | None
     summary_tokens: int | None
     trigger: str
     kept: list[list[int]] = field(default_factory=list)
     summarized: list[list[int]] = field(default_factory=list)
     removed: list[list[int]] = field(default_factory=list)
+    basis: str = WINDOW
+    next_input_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -230,6 +250,9 @@ class Counterfactual:
     curve: list[tuple[int, int]]  # (turn, occupancy) of every call, as it really was
     uncompacted_curve: list[tuple[int, int]]
     unit: str = "call"  # "call": one turn per model call; "turn": conversation turns
+    # Per unit, the number the call pages give its call ("Model call N of M"), which
+    # counts every call of the session, a subagent's too; empty when unit is "turn".
+    call_numbers: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         """The API's answer: every dataclass as a dict, the curves as {turn, occupancy}."""
@@ -324,12 +347,26 @@ def _weights(turns: Sequence[TurnPoint], real: Sequence[RealCompaction]) -> dict
 
 def _drops(real: Sequence[RealCompaction], calls: Sequence[Call]) -> list[tuple[int, int]]:
     """(before_turn, tokens it took out of the window) per real compaction: its
-    ``pre_tokens`` less the next call's input."""
+    ``pre_tokens`` less the next call's input on the window basis; on the history basis,
+    what it found less what it left (0 when it did not say)."""
     drops = []
     for r in real:
-        after = next((c.input_tokens for c in calls if c.turn >= r.before_turn), None)
+        if r.basis == HISTORY:
+            after = r.post_tokens
+        else:
+            after = next((c.input_tokens for c in calls if c.turn >= r.before_turn), None)
         drops.append((r.before_turn, max(0, r.pre_tokens - after) if after is not None else 0))
     return drops
+
+
+def _occupancy_before(r: RealCompaction, calls: Sequence[Call]) -> int:
+    """The window a real compaction came after, as the curve shows it: the agent's figure
+    on the window basis; else the occupancy of the last call before it (its
+    ``pre_tokens`` when none was)."""
+    if r.basis == WINDOW:
+        return r.pre_tokens
+    before = [c for c in calls if c.turn < r.before_turn]
+    return before[-1].occupancy if before else r.pre_tokens
 
 
 def _simulate(
@@ -384,9 +421,11 @@ def counterfactual(
     threshold: float,
     strategies: Sequence[str],
     unit: str = "call",
+    call_numbers: Sequence[int] = (),
 ) -> Counterfactual:
     """The counterfactual of a session's main conversation: ``turns`` and ``calls``
-    oldest first, ``real`` compactions in the order they happened."""
+    oldest first, ``real`` compactions in the order they happened; ``call_numbers`` is
+    passed through to the answer."""
     turns = sorted(turns, key=lambda t: t.index)
     real = sorted(real, key=lambda r: r.before_turn)
     ratio, ratio_source = summary_ratio(real)
@@ -399,6 +438,7 @@ def counterfactual(
         window = [t for t in turns if t.index < r.before_turn and t.index not in taken]
         in_window = {t.index for t in window}
         after = next((c.input_tokens for c in calls if c.turn >= r.before_turn), None)
+        on_history = r.basis == HISTORY
         points.append(
             CompactionPoint(
                 turn=r.before_turn,
@@ -409,15 +449,24 @@ def counterfactual(
                 turns_in_window=ranges([t.index for t in window]),
                 actual=Actual(
                     pre_tokens=r.pre_tokens,
-                    tokens_after=after,
+                    tokens_after=r.post_tokens if on_history else after,
                     summary_tokens=r.summary_tokens,
                     trigger=r.trigger,
                     kept=ranges(in_window - r.taken),
                     summarized=ranges(in_window & (r.taken - r.removed)),
                     removed=ranges(in_window & r.removed),
+                    basis=r.basis,
+                    next_input_tokens=after,
                 ),
                 strategies=[
-                    _outcome(s, window, weights, pre_tokens=r.pre_tokens, fixed=fixed, ratio=ratio)
+                    _outcome(
+                        s,
+                        window,
+                        weights,
+                        pre_tokens=r.pre_tokens,
+                        fixed=0 if on_history else fixed,
+                        ratio=ratio,
+                    )
                     for s in strategies
                 ],
             )
@@ -442,7 +491,12 @@ def counterfactual(
             tokens_sent=sum(c.input_tokens for c in calls),
             # As a policy's fires do, each names the turn after which it compacted.
             fires=[
-                Fire(turn=max(0, r.before_turn - 1), occupancy=r.pre_tokens, at=r.at) for r in real
+                Fire(
+                    turn=max(0, r.before_turn - 1),
+                    occupancy=_occupancy_before(r, calls),
+                    at=r.at,
+                )
+                for r in real
             ],
         )
     ]
@@ -474,4 +528,5 @@ def counterfactual(
             (c.turn, u + c.output_tokens) for c, u in zip(calls, uncompacted, strict=True)
         ],
         unit=unit,
+        call_numbers=list(call_numbers),
     )

@@ -305,8 +305,22 @@ class CounterfactualStrategyOut(Schema):
 
 
 class CounterfactualActualOut(Schema):
-    pre_tokens: int = Field(description="The window before it, as the agent measured it.")
-    tokens_after: int | None = Field(description="The full input of the next model call.")
+    basis: Literal["window", "history"] = Field(
+        description="What pre_tokens and tokens_after measure, as the strategies' figures "
+        "beside them do: 'window', the whole window with the system prompt and tools (a "
+        "transcript's compaction); 'history', the conversation history alone as our "
+        "tokenizer counts it (one of our runs)."
+    )
+    pre_tokens: int = Field(
+        description="Before it: the agent's own figure, or the history our run found."
+    )
+    tokens_after: int | None = Field(
+        description="After it: the next model call's full input, or the history our run left."
+    )
+    next_input_tokens: int | None = Field(
+        description="The full input of the next model call (system prompt and tools "
+        "included), whatever the basis; null without a later call."
+    )
     summary_tokens: int | None
     trigger: str
     kept: list[list[int]] = Field(
@@ -361,7 +375,13 @@ class CounterfactualOut(Schema):
     trigger: CounterfactualFireOut | None
     policies: list[CounterfactualPolicyOut]
     curve: list[CounterfactualPointOut]
-    uncompacted_curve: list[CounterfactualPointOut]
+    uncompacted_curve: list[CounterfactualPointOut] = Field(
+        description="The curve with every real compaction undone, the agent's and our runs'."
+    )
+    call_numbers: list[int] = Field(
+        description="Per turn when unit is 'call', the number its model call has on the call "
+        "pages ('Model call N of M'), which count a subagent's calls too; empty otherwise."
+    )
 
 
 class CounterfactualQuery(Schema):

@@ -81,15 +81,28 @@ def call_position(*, session: Session, call: Usage) -> tuple[int, int]:
     in the order the session's calls list shows them: when sent, else when recorded, then
     by id. One query."""
     moment = call.started_at or call.created_at
-    counts = (
-        Usage.objects.filter(session=session)
-        .annotate(moment=Coalesce("started_at", "created_at"))
-        .aggregate(
-            total=Count("id"),
-            before=Count("id", filter=Q(moment__lt=moment) | Q(moment=moment, id__lt=call.pk)),
-        )
+    counts = _calls_sent(session).aggregate(
+        total=Count("id"),
+        before=Count("id", filter=Q(moment__lt=moment) | Q(moment=moment, id__lt=call.pk)),
     )
     return counts["before"] + 1, counts["total"]
+
+
+def call_numbers(*, session: Session) -> dict[int, int]:
+    """Every call's id -> its place among the session's calls as ``call_position`` counts
+    it (from 1, a subagent's calls included). One query."""
+    ids = _calls_sent(session).values_list("id", flat=True)
+    return {pk: number for number, pk in enumerate(ids, start=1)}
+
+
+def _calls_sent(session: Session) -> QuerySet[Usage]:
+    """The session's calls in the calls list's order, with ``moment``, the time it
+    orders them by."""
+    return (
+        Usage.objects.filter(session=session)
+        .annotate(moment=Coalesce("started_at", "created_at"))
+        .order_by("moment", "id")
+    )
 
 
 def import_get(*, organization, import_id: Any) -> Import:
@@ -113,8 +126,10 @@ def counterfactual_get(*, session: Session, threshold: float | None = None) -> c
 
     Raises Invalid(field="threshold") outside (0, 1]. The units are the main
     conversation's model calls (``counterfactual.steps``: every call of the session but
-    those made in a subagent conversation's frame), or its turns when it reported none; the real compactions are the ones its transcript recorded and the session's
-    own finished, unreverted runs.
+    those made in a subagent conversation's frame), or its turns when it reported none;
+    each call unit is named by its number on the call pages (``call_numbers``), which
+    count a subagent's calls too. The real compactions are the ones its transcript
+    recorded and the session's own finished, unreverted runs.
     """
     if threshold is None:
         threshold = float(session.compaction_threshold)
@@ -147,6 +162,7 @@ def counterfactual_get(*, session: Session, threshold: float | None = None) -> c
     )
     records = list(
         usage.only(
+            "id",
             "input_tokens",
             "output_tokens",
             "cache_creation_input_tokens",
@@ -187,6 +203,12 @@ def counterfactual_get(*, session: Session, threshold: float | None = None) -> c
         )
         for i, r in enumerate(records)
     ]
+    unit_numbers: list[int] = []
+    if records:
+        numbers = call_numbers(session=session)
+        unit_numbers = [numbers[r.pk] for r in records]
+        # A last unit of messages after the last call is numbered after every call.
+        unit_numbers += [len(numbers) + 1] * (len(units) - len(records))
     return cf.counterfactual(
         turns=units,
         calls=calls,
@@ -195,6 +217,7 @@ def counterfactual_get(*, session: Session, threshold: float | None = None) -> c
         threshold=threshold,
         strategies=sel.strategies(),
         unit="call" if records else "turn",
+        call_numbers=unit_numbers,
     )
 
 
@@ -261,7 +284,10 @@ def _real_compactions(
         real.append(
             cf.RealCompaction(
                 before_turn=before,
-                pre_tokens=run.occupancy_tokens or run.original_tokens or 0,
+                # What the run itself measured: the history it found and left.
+                pre_tokens=run.original_tokens or 0,
+                post_tokens=run.final_tokens,
+                basis=cf.HISTORY,
                 taken=frozenset(u.index for u in units if u.turn in turns_taken),
                 removed=frozenset(u.index for u in units if truncated.get(u.turn)),
                 at=run.finished_at,

@@ -1,6 +1,7 @@
 """The conversation tab of a session: turns, anchors, summaries, compaction runs."""
 
 import json
+from collections.abc import Callable
 
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
@@ -190,7 +191,7 @@ def compaction_start(request: MemberRequest, session_id) -> HttpResponse:
     return render_page(request, TEMPLATE, context, partial="runs", status=422 if error else 200)
 
 
-def _counterfactual_chart(answer: cf.Counterfactual) -> dict:
+def _counterfactual_chart(answer: cf.Counterfactual, number: Callable[[int], int]) -> dict:
     """The occupancy curve as it was and with the real compactions undone, the threshold,
     the real compaction points, and one lane of would-be points per policy."""
     width, height, lane = 800, 200, 18
@@ -218,7 +219,7 @@ def _counterfactual_chart(answer: cf.Counterfactual) -> dict:
                     {
                         "x": x(f.turn),
                         "curve_y": y(f.occupancy),
-                        "turn": f.turn + _shown_from(answer),
+                        "turn": number(f.turn),
                         "occupancy": f.occupancy,
                     }
                     for f in policy.fires
@@ -237,34 +238,40 @@ def _counterfactual_chart(answer: cf.Counterfactual) -> dict:
     }
 
 
-def _runs_text(runs: list[list[int]], shown: int = 0) -> str:
-    """[[0, 60], [62, 62]] as "0–60, 62" (each number plus ``shown``); "—" for none."""
-    return (
-        ", ".join(f"{a + shown}–{b + shown}" if a != b else str(a + shown) for a, b in runs) or "—"
-    )
+def _runs_text(runs: list[list[int]], number: Callable[[int], int]) -> str:
+    """[[0, 60], [62, 62]] as "0–60, 62", each index as ``number`` shows it, a run split
+    where the shown numbers skip some (a subagent's calls); "—" for none."""
+    shown = cf.ranges(number(i) for first, last in runs for i in range(first, last + 1))
+    return ", ".join(f"{a}–{b}" if a != b else str(a) for a, b in shown) or "—"
 
 
-def _shown_from(answer: cf.Counterfactual) -> int:
-    """What the page adds to a unit's index: calls are numbered from 1, as the call page
-    and the calls list number them; conversation turns from 0, as the turn list does."""
-    return 1 if answer.unit == "call" else 0
+def _unit_number(answer: cf.Counterfactual) -> Callable[[int], int]:
+    """How the page numbers a unit: a call as the call pages do ("Model call N of M",
+    from 1, a subagent's calls counted too), a conversation turn as the turn list does
+    (from 0)."""
+    if answer.unit != "call":
+        return lambda index: index
+    numbers = answer.call_numbers
+    return lambda index: numbers[index] if index < len(numbers) else index + 1
 
 
-def _compaction_tables(answer: cf.Counterfactual) -> list[dict]:
-    """One table per real compaction: the agent's own row, then a row per strategy."""
-    shown = _shown_from(answer)
+def _compaction_tables(answer: cf.Counterfactual, number: Callable[[int], int]) -> list[dict]:
+    """One table per real compaction: the agent's or our run's own row, then a row per
+    strategy."""
     tables = []
     for point in answer.compactions:
         actual = point.actual
         rows = [
             {
-                "name": "the agent (actual)",
+                "name": "our run (actual)"
+                if point.origin == "contextops"
+                else "the agent (actual)",
                 "actual": True,
                 "kept": "the summary only"
                 if actual.summarized and not actual.kept
-                else _runs_text(actual.kept, shown),
-                "summarized": _runs_text(actual.summarized, shown),
-                "removed": _runs_text(actual.removed, shown),
+                else _runs_text(actual.kept, number),
+                "summarized": _runs_text(actual.summarized, number),
+                "removed": _runs_text(actual.removed, number),
                 "tokens_after": point.actual.tokens_after,
                 "summary_tokens": point.actual.summary_tokens,
                 "anchor": "",
@@ -276,20 +283,20 @@ def _compaction_tables(answer: cf.Counterfactual) -> list[dict]:
                 {
                     "name": outcome.strategy,
                     "actual": False,
-                    "kept": _runs_text(outcome.kept, shown),
-                    "summarized": _runs_text(outcome.summarized, shown),
-                    "removed": _runs_text(outcome.removed, shown),
+                    "kept": _runs_text(outcome.kept, number),
+                    "summarized": _runs_text(outcome.summarized, number),
+                    "removed": _runs_text(outcome.removed, number),
                     "tokens_after": outcome.tokens_after,
                     "summary_tokens": outcome.summary_tokens,
                     "anchor": (
-                        f"{answer.unit} {outcome.anchor['turn'] + shown} ({outcome.anchor['type']})"
+                        f"{answer.unit} {number(outcome.anchor['turn'])} ({outcome.anchor['type']})"
                         if outcome.anchor
                         else ""
                     ),
-                    "cut_at": None if outcome.cut_at is None else outcome.cut_at + shown,
+                    "cut_at": None if outcome.cut_at is None else number(outcome.cut_at),
                 }
             )
-        tables.append({"point": point, "number": point.turn + shown, "rows": rows})
+        tables.append({"point": point, "number": number(point.turn), "rows": rows})
     return tables
 
 
@@ -310,13 +317,17 @@ def counterfactual_page(request: MemberRequest, session_id) -> HttpResponse:
         except ValueError:
             threshold, error = None, "The threshold must be a number above 0 and at most 1."
     answer = selectors.counterfactual_get(session=session, threshold=threshold)
+    number = _unit_number(answer)
     context = {
         "session": session,
         "answer": answer,
-        "chart": _counterfactual_chart(answer) if answer.curve else None,
-        "tables": _compaction_tables(answer),
+        "chart": _counterfactual_chart(answer, number) if answer.curve else None,
+        "tables": _compaction_tables(answer, number),
         "unit_word": answer.unit,
-        "shown_from": _shown_from(answer),
+        "trigger_number": number(answer.trigger.turn) if answer.trigger else None,
+        "policy_rows": [
+            {"policy": p, "fires": [number(f.turn) for f in p.fires]} for p in answer.policies
+        ],
         "threshold_percent": round(answer.threshold * 100),
         "error": error,
         "raw_threshold": raw,

@@ -32,7 +32,7 @@ def test_a_person_compares_the_strategies_where_the_agent_compacted(logged_in, p
     page.goto(f"/sessions/{session.pk}/")
     page.get_by_role("link", name="Counterfactual").click()
     expect(page.get_by_role("heading", name="Counterfactual compaction")).to_be_visible()
-    expect(page.get_by_role("heading", name="Compaction before call 72")).to_be_visible()
+    expect(page.get_by_role("heading", name="Compaction before call 73")).to_be_visible()
     table = page.locator(".cf-compaction table")
     expect(table).to_contain_text("the agent (actual)")
     expect(table).to_contain_text("summarize_oldest")

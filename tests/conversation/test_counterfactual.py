@@ -17,6 +17,7 @@ from frames.conversation.compaction import compaction_execute, compaction_reques
 from frames.conversation.importing import transcript_import
 from frames.conversation.readers import read_transcript
 from frames.conversation.selection import strategies
+from frames.models import Event
 
 from .conftest import assistant, text, tool_result, tool_use
 
@@ -261,7 +262,7 @@ def test_the_page_shows_the_curve_the_points_and_a_table_per_compaction(imported
     assert response.status_code == 200
     html = response.content.decode()
     assert 'class="conv-occupancy"' in html and 'class="cf-uncompacted"' in html
-    assert "Compaction before call 72" in html and "167,731" in html
+    assert "Compaction before call 73" in html and "167,731" in html
     for name in strategies():
         assert f'<th scope="row">{name}</th>' in html
         assert f"{name} compacts after call" in html
@@ -326,3 +327,105 @@ def test_it_counts_the_calls_of_nested_frames_but_not_a_subagent_conversation(
     assert len(body["curve"]) == imported.usage_records.filter(frame__parent__isnull=True).count()
     actual = {p["policy"]: p for p in body["policies"]}["actual"]
     assert actual["tokens_sent"] == full_inputs(imported)
+
+
+def sent_one_turn(api, session, i: int, system_tokens: int = 2_000) -> None:
+    """One turn of one model call whose full input is the system prompt and tools plus
+    a growing history."""
+    messages = [
+        {"role": "user", "content": f"Task {i}. " + "Details. " * 40},
+        assistant(text(f"Done with part {i}. " + "Explanation. " * 30)),
+    ]
+    usage = {"input_tokens": system_tokens + 600 * (i + 1), "output_tokens": 100}
+    response = api.post(
+        f"/sessions/{session.pk}/messages",
+        {"messages": messages, "usage": {**usage, "message_id": f"m{i}"}},
+    )
+    assert response.status_code == 200, response.content
+
+
+def test_it_puts_our_runs_row_on_the_strategies_basis(api, session, member_client):
+    """Our run measured the history it found and left, without the system prompt and
+    tools; the strategies beside it are sized the same way, so a strategy that takes out
+    what the run took out shows what the run left."""
+    for i in range(12):
+        sent_one_turn(api, session, i)
+    run = compaction_request(session=session, strategy="truncate_at", keep_turns=10)
+    compaction_execute(run_id=run.pk, summarizer=ExtractiveSummarizer())
+    sent_one_turn(api, session, 12)
+    run.refresh_from_db()
+    assert run.final_tokens < run.original_tokens
+
+    body = api.get(f"/sessions/{session.pk}/counterfactual").json()
+    (point,) = body["compactions"]
+    actual = point["actual"]
+    assert actual["basis"] == "history"
+    assert (actual["pre_tokens"], actual["tokens_after"]) == (
+        run.original_tokens,
+        run.final_tokens,
+    )
+    assert actual["next_input_tokens"] == 2_000 + 600 * 13
+    assert actual["removed"] == [[0, 1]]
+    truncate_at = next(s for s in point["strategies"] if s["strategy"] == "truncate_at")
+    assert truncate_at["removed"] == actual["removed"]
+    assert truncate_at["tokens_after"] == run.final_tokens
+
+    html = member_client.get(f"/sessions/{session.pk}/turns/counterfactual/").content.decode()
+    assert (
+        f"Our run found a conversation history of <strong>{run.original_tokens:,}</strong> "
+        f"tokens and left <strong>{run.final_tokens:,}</strong>"
+    ) in html
+    (row,) = [r.split("</tr>")[0] for r in html.split('<tr class="cf-actual">')[1:]]
+    assert row.startswith('<th scope="row">our run (actual)</th>')
+    assert row.endswith(f"<td>{run.final_tokens:,}</td>")
+    strategy_row = html.split('<th scope="row">truncate_at</th>')[-1].split("</tr>")[0]
+    assert strategy_row.endswith(f"<td>{run.final_tokens:,}</td>")
+
+
+def test_its_uncompacted_curve_undoes_our_runs(api, session):
+    for i in range(12):
+        sent_one_turn(api, session, i)
+    run = compaction_request(session=session, strategy="truncate_at", keep_turns=4)
+    compaction_execute(run_id=run.pk, summarizer=ExtractiveSummarizer())
+    for i in range(12, 14):
+        sent_one_turn(api, session, i)
+    run.refresh_from_db()
+    taken_out = run.original_tokens - run.final_tokens
+    assert taken_out > 0
+
+    body = api.get(f"/sessions/{session.pk}/counterfactual").json()
+    (point,) = body["compactions"]
+    assert point["turn"] == 12
+    added = [
+        undone["occupancy"] - real["occupancy"]
+        for real, undone in zip(body["curve"], body["uncompacted_curve"], strict=True)
+    ]
+    # Before the run the window was as it was; every call after it would have held what
+    # the run took out as well.
+    assert added == [0] * 12 + [taken_out] * 2
+
+
+def test_it_numbers_calls_as_the_call_pages_do(api, imported, member_client):
+    """The agent's compaction ran as a subagent call of its own, numbered on the call
+    pages; the first main-conversation call after it has the number after that one."""
+    compacted_at = Event.objects.get(session=imported, type=cf.COMPACTED_EVENT).created_at
+    root = imported.frames.get(parent__isnull=True)
+    first_after = (
+        imported.usage_records.filter(frame=root, created_at__gt=compacted_at)
+        .order_by("created_at")
+        .first()
+    )
+    call_page = member_client.get(f"/sessions/{imported.pk}/calls/{first_after.pk}/")
+    number = int(call_page.content.decode().split("<h1>Model call ")[1].split(" of ")[0])
+    figures = file_figures(SPOTTER)
+    assert number == figures["calls_before"] + 2 == 73  # the compaction's own call between
+
+    body = api.get(f"/sessions/{imported.pk}/counterfactual").json()
+    (point,) = body["compactions"]
+    assert len(body["call_numbers"]) == len(body["curve"])
+    assert body["call_numbers"][point["turn"]] == number
+    assert body["call_numbers"][: point["turn"]] == list(range(1, number - 1))
+    html = member_client.get(f"/sessions/{imported.pk}/turns/counterfactual/").content.decode()
+    assert f"Compaction before call {number}" in html
+    # The window before it: calls 1 to 71, all of them the main conversation's.
+    assert '<th scope="row">the agent (actual)</th><td>the summary only</td><td>1–71</td>' in html
