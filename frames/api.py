@@ -22,6 +22,7 @@ from .schemas import (
     FrameDetailOut,
     FrameHandleOut,
     FrameIn,
+    FrameListOut,
     FrameOut,
     HandleIn,
     PopIn,
@@ -192,6 +193,32 @@ def frame_push(request, session_id: str, payload: FrameIn):
         actor=actor_of(request),
     )
     return Status(201, frame_out(frame))
+
+
+class FrameFilters(Schema):
+    limit: int = Field(200, ge=1, le=1000)
+    offset: int = Field(0, ge=0, le=10**9)
+    status: Literal[tuple(Frame.Status.values)] | None = Field(  # type: ignore[valid-type]
+        None, description="That status's frames alone"
+    )
+
+
+@router.get(
+    "/sessions/{session_id}/frames",
+    response=FrameListOut,
+    summary="The session's frames in the order they were pushed",
+)
+def frame_list(request, session_id: str, filters: Query[FrameFilters]):
+    session = selectors.session_get(organization=request.organization, session_id=session_id)
+    frames, count = selectors.frame_list(
+        session=session, limit=filters.limit, offset=filters.offset, status=filters.status or ""
+    )
+    end = filters.offset + filters.limit
+    return {
+        "items": [frame_out(frame) for frame in frames],
+        "count": count,
+        "next_offset": end if end < count else None,
+    }
 
 
 @router.get(

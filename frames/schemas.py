@@ -373,6 +373,12 @@ class CallOut(Schema):
     cost_usd: float | None = Field(..., description="null: the model has no price")
 
 
+class FrameListOut(Schema):
+    items: list[FrameOut]
+    count: int
+    next_offset: int | None
+
+
 class CallListOut(Schema):
     items: list[CallOut]
     count: int

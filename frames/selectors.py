@@ -586,6 +586,18 @@ def call_list(
     return list(calls[offset : offset + limit]), calls.count()
 
 
+def frame_list(
+    *, session: Session, limit: int, offset: int, status: str = ""
+) -> tuple[list[Frame], int]:
+    """One page of the session's frames in the order they were pushed (those in
+    ``status``, given one), and how many there are."""
+    frames = Frame.objects.filter(session=session)
+    if status:
+        frames = frames.filter(status=status)
+    frames = frames.order_by("created_at", "id")
+    return list(frames[offset : offset + limit]), frames.count()
+
+
 def call_get(*, session: Session, call_id: Any) -> Usage:
     """One model call of ``session``; NotFound for another session's or a malformed id."""
     try:

@@ -84,6 +84,7 @@ def test_it_pops_a_frame_block_as_failed_when_it_raises_and_reraises(ops):
     assert ops.frame_get(inner).status == "failed"
     assert ops.frame_get(outer).status == "failed"
     assert ops.frame_get(inner).failure_reason == "RuntimeError: tool broke"
+    assert [f.goal for f in ops.frames(session, status="failed")] == ["Outer", "Inner"]
     assert ops.current_frame(session) is None
 
 

@@ -528,3 +528,29 @@ def test_an_ended_session_takes_no_more_work(api, start_session, push_ok):
     # Reading it is still fine.
     assert api.get(f"/sessions/{sid}/turns").status_code == 200
     assert api.get(f"/sessions/{sid}").json()["lifecycle_state"] == "ended"
+
+
+def test_it_lists_a_sessions_frames_in_push_order_by_page_and_status(
+    api, other_api, start_session, push_ok, django_assert_max_num_queries
+):
+    session = start_session()
+    sid = session["id"]
+    root = push_ok(sid, 10_000, goal="Plan")
+    child = push_ok(sid, 1_000, parent=root["id"], goal="Read the RFC")
+    api.post(
+        f"/frames/{child['id']}/pop", {"status": "failed", "failure_reason": "404 from the site"}
+    )
+    push_ok(sid, 1_000, parent=root["id"], goal="Write the summary")
+    with django_assert_max_num_queries(6):
+        listed = api.get(f"/sessions/{sid}/frames").json()
+    assert [f["goal"] for f in listed["items"]] == ["Plan", "Read the RFC", "Write the summary"]
+    assert (listed["count"], listed["next_offset"]) == (3, None)
+    assert listed["items"][1]["failure_reason"] == "404 from the site"
+    assert listed["items"][1]["parent_frame_id"] == root["id"]
+    page = api.get(f"/sessions/{sid}/frames", {"limit": 1, "offset": 1}).json()
+    assert ([f["goal"] for f in page["items"]], page["next_offset"]) == (["Read the RFC"], 2)
+    failed = api.get(f"/sessions/{sid}/frames", {"status": "failed"}).json()
+    assert [f["id"] for f in failed["items"]] == [child["id"]]
+    bad = api.get(f"/sessions/{sid}/frames", {"status": "lost"})
+    assert bad.status_code == 422 and bad.json()["errors"][0]["loc"] == ["query", "status"]
+    assert other_api.get(f"/sessions/{sid}/frames").status_code == 404

@@ -569,6 +569,24 @@ class Api:
         )
 
     @endpoint
+    def frames(
+        self,
+        session: Any,
+        *,
+        status: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[Frame]:
+        """``GET /sessions/{id}/frames``: one page of the session's frames in the order
+        they were pushed (``status``'s alone, given one)."""
+        return self._call(
+            "GET",
+            f"/sessions/{_id(session)}/frames",
+            params=_drop_none(status=status, limit=limit, offset=offset),
+            wrap=lambda page: self._frames(page["items"]),
+        )
+
+    @endpoint
     def frame_reserve(self, frame: Any, *, purpose: str, amount: int) -> Frame:
         return self._call(
             "POST",
