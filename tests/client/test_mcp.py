@@ -31,15 +31,19 @@ CLIENT_ROOT = Path(__file__).resolve().parents[2] / "clients" / "python"
 TOOL_NAMES = {
     "session_start",
     "session_resume",
+    "session_end",
     "frame_push",
     "frame_pop",
     "frame_suspend",
+    "usage_record",
+    "handle_add",
     "context_pack",
     "fact_write",
     "fact_current",
     "fact_lineage",
     "working_set_put",
     "working_set_get",
+    "rlm_state_create",
     "rlm_read",
     "rlm_write",
     "rlm_checkpoint",
@@ -211,6 +215,45 @@ async def agent_flow(client, ops: Client) -> dict:
     assert item["value"] == {"city": "Lyon"}
     assert ops.working_set_get(session["id"], "venue")["value"] == {"city": "Lyon"}
 
+    model_call = {
+        "input_tokens": 300,
+        "output_tokens": 50,
+        "cache_creation_input_tokens": 20,
+        "cache_read_input_tokens": 100,
+        "model": "claude-sonnet-4-6",
+        "message_id": "msg_offsite_1",
+    }
+    charged = await call(
+        client,
+        "usage_record",
+        frame_id=child["id"],
+        **model_call,
+        started_at="2026-03-02T09:00:00Z",
+        latency_ms=1200,
+    )
+    assert charged["id"] == child["id"] and charged["budget"]["used"] == 470
+    again = await call(client, "usage_record", frame_id=child["id"], **model_call)
+    assert again["budget"]["used"] == 470  # a retry of the same answer charges nothing
+    calls = ops.request("GET", f"/sessions/{session['id']}/calls")
+    assert calls["count"] == 1
+    (made_call,) = calls["items"]
+    assert made_call["frame_id"] == child["id"] and made_call["model"] == "claude-sonnet-4-6"
+    assert (made_call["input_tokens"], made_call["output_tokens"]) == (300, 50)
+    assert made_call["latency_ms"] == 1200
+    # $3 input, $3.75 cache writes, $0.30 cache reads and $15 output per million tokens.
+    assert made_call["cost_usd"] == pytest.approx(0.001755)
+    assert ops.session_get(session["id"]).data["cost_usd"] == pytest.approx(0.001755)
+
+    document, brochure = [
+        await call(client, "handle_add", frame_id=child["id"], kind="document", **added)
+        for added in (
+            {"priority": "high", "content": "The Lyon venue seats 80 and costs 9000 EUR."},
+            {"ref": "https://example.com/brochure.pdf", "estimated_tokens": 3000, "state": "cold"},
+        )
+    ]
+    assert document["estimated_tokens"] > 0 and document["state"] == "loaded"
+    assert brochure["state"] == "cold"
+
     pack = await call(
         client,
         "context_pack",
@@ -222,9 +265,12 @@ async def agent_flow(client, ops: Client) -> dict:
     assert pack["token_summary"]["used"] <= 4000
     assert "offsite_budget_v2" in [f["key"] for f in pack["facts"]]
     assert "venue" in [w["key"] for w in pack["working_set"]]
+    assert document["id"] in [s["handle_id"] for s in pack["segments"]]
+    assert brochure["id"] in [r["handle_id"] for r in pack["resources"]]
 
-    state = ops.rlm_state_create("Pick a venue", session=session["id"])
+    state = await call(client, "rlm_state_create", prompt="Pick a venue", session_id=session["id"])
     state_id = state["state_id"]
+    assert ops.rlm_state_get(state_id)["prompt"] == "Pick a venue"
     await call(client, "rlm_write", state_id=state_id, name="shortlist", value=["Lyon", "Nantes"])
     checkpoint = await call(client, "rlm_checkpoint", state_id=state_id, name="shortlisted")
     await call(client, "rlm_write", state_id=state_id, name="shortlist", value=["Brest"])
@@ -257,6 +303,11 @@ async def agent_flow(client, ops: Client) -> dict:
     budget = await read(client, f"contextops://frames/{root['id']}/budget")
     assert budget["frame_id"] == root["id"]
     assert budget["budget"] == ops.frame_get(root["id"]).data["budget"]
+
+    ended = await call(client, "session_end", session_id=session["id"])
+    assert ended["lifecycle_state"] == "ended" and ended["cost_usd"] == pytest.approx(0.001755)
+    assert ops.session_get(session["id"]).data["lifecycle_state"] == "ended"
+    assert ops.frame_get(root["id"]).status == "cancelled"
     return {"session_id": session["id"], "root_id": root["id"]}
 
 
@@ -276,6 +327,10 @@ def assert_tool_list(tools) -> None:
     assert schemas["fact_current"]["required"] == ["key"]
     assert schemas["rlm_read"]["required"] == ["state_id", "name"]
     assert schemas["rlm_rollback"]["required"] == ["state_id", "checkpoint_id"]
+    assert schemas["usage_record"]["required"] == ["frame_id", "input_tokens", "output_tokens"]
+    assert schemas["handle_add"]["required"] == ["frame_id", "kind"]
+    assert schemas["session_end"]["required"] == ["session_id"]
+    assert schemas["rlm_state_create"]["required"] == ["prompt"]
 
 
 def test_missing_arguments_are_named_once_each():
@@ -314,7 +369,7 @@ def test_each_tool_takes_its_operations_path_parameters_and_body_fields():
 # -- stdio -----------------------------------------------------------------------------------
 
 
-def test_it_serves_every_tool_over_stdio_against_the_api(agent, ops):
+def test_it_serves_every_tool_over_stdio_against_the_api(agent, ops, prices):
     async def run():
         async with McpClient(stdio_server(agent)) as client:
             assert_tool_list((await client.list_tools()).tools)
@@ -366,6 +421,58 @@ def test_api_errors_arrive_as_tool_errors_with_their_code(agent, ops, make_agent
     assert ops.session_get(other).data["lifecycle_state"] == "loading"  # nothing changed
     with Client(outsider.url, outsider.key) as theirs:
         assert theirs.sessions()["count"] == 0
+
+
+def test_bad_usage_handles_and_states_answer_the_apis_errors(agent, ops, make_agent):
+    session = ops.session_create(title="Offsite")
+    frame = ops.frame_push(session, goal="Plan", budget=1000)
+    other = make_agent(org="Globex", agent="outsider")
+    with Client(other.url, other.key) as theirs:
+        their_session = theirs.session_create(title="Globex's")
+
+    async def run():
+        async with McpClient(stdio_server(agent)) as client:
+            negative = await call_error(
+                client, "usage_record", frame_id=frame.id, input_tokens=-1, output_tokens=5
+            )
+            assert (negative["error"], negative["status"]) == ("validation_error", 422)
+            assert negative["errors"][0]["loc"] == ["arguments", "input_tokens"]
+            missing = await call_error(client, "usage_record", frame_id=frame.id, input_tokens=5)
+            assert missing["errors"] == [
+                {"loc": ["arguments", "output_tokens"], "msg": "Field required"}
+            ]
+            nowhere = await call_error(
+                client, "usage_record", frame_id="no-such-frame", input_tokens=1, output_tokens=1
+            )
+            assert (nowhere["error"], nowhere["status"]) == ("not_found", 404)
+
+            empty = await call_error(client, "handle_add", frame_id=frame.id, kind="document")
+            assert (empty["error"], empty["status"]) == ("validation_error", 422)
+            unknown_kind = await call_error(
+                client, "handle_add", frame_id=frame.id, kind="pdf", content="x"
+            )
+            assert unknown_kind["errors"][0]["loc"] == ["arguments", "kind"]
+
+            no_prompt = await call_error(client, "rlm_state_create", session_id=session.id)
+            assert no_prompt["errors"] == [
+                {"loc": ["arguments", "prompt"], "msg": "Field required"}
+            ]
+            theirs = await call_error(
+                client, "rlm_state_create", prompt="Spy", session_id=their_session.id
+            )
+            assert (theirs["error"], theirs["status"]) == ("not_found", 404)
+
+            await call(client, "session_end", session_id=session.id)
+            late = await call_error(
+                client, "usage_record", frame_id=frame.id, input_tokens=10, output_tokens=5
+            )
+            assert (late["error"], late["status"]) == ("session_ended", 409)
+            twice = await call_error(client, "session_end", session_id=session.id)
+            assert (twice["error"], twice["status"]) == ("session_ended", 409)
+
+    asyncio.run(run())
+    assert ops.request("GET", f"/sessions/{session.id}/calls")["count"] == 0
+    assert ops.rlm_states()["count"] == 0
 
 
 def test_a_bad_key_over_stdio_answers_unauthenticated_tool_errors(agent):
@@ -428,7 +535,7 @@ def test_it_refuses_to_start_over_stdio_without_a_key(agent):
 # -- Streamable HTTP ---------------------------------------------------------------------
 
 
-def test_it_serves_every_tool_over_http_with_the_callers_own_key(agent, ops, http_server):
+def test_it_serves_every_tool_over_http_with_the_callers_own_key(agent, ops, prices, http_server):
     async def run():
         async with http_client(http_server, agent.key) as client:
             assert_tool_list((await client.list_tools()).tools)

@@ -61,7 +61,9 @@ budgets), facts with supersession, a working set, context packs and RLM state.
 Start with session_start (or session_resume to continue a session), push a frame per
 sub-task with frame_push and pop it with frame_pop, ask context_pack for what to know
 before reasoning, record what must be remembered with fact_write and check it with
-fact_current. Ids come from earlier answers. An error answers JSON
+fact_current. After each model call, record its token usage with usage_record on the
+frame it worked for (that is what the session's cost counts); end the session with
+session_end when the work is done. Ids come from earlier answers. An error answers JSON
 {"error": code, "detail": sentence, ...}: act on the code (insufficient_tokens: ask for
 less or pop something; not_found: the id is wrong or not yours; validation_error:
 `errors` names the field)."""
@@ -93,7 +95,9 @@ def _int(description: str, **limits: Any) -> dict[str, Any]:
 ANY_JSON: dict[str, Any] = {"description": "Any JSON value."}
 SESSION_ID = _str("The session's id (from session_start or a session list).")
 FRAME_ID = _str("The frame's id (from frame_push).")
-STATE_ID = _str("The RLM state's id (state-xxxxxxxx).")
+STATE_ID = _str("The RLM state's id (state-xxxxxxxx, from rlm_state_create).")
+# The API's ceiling on any token count (frames.schemas.MAX_BUDGET).
+MAX_TOKENS = 1_000_000_000
 
 IDENTITY = _obj(
     {
@@ -278,6 +282,18 @@ TOOLS: tuple[Tool, ...] = (
         path_descriptions={"session_id": SESSION_ID},
     ),
     Tool(
+        "session_end",
+        "POST",
+        "/sessions/{session_id}/end",
+        "End the session when the work is done (POST /sessions/{id}/end): its open frames are "
+        "cancelled deepest first, its suspensions closed and its working set cleared; returns "
+        "the session, `lifecycle_state` ended, with its usage totals and `cost_usd`. An ended "
+        "session is read-only: later writes in it answer 409 session_ended, and so does "
+        "ending it again. Pop the frames you finished first, so they read completed.",
+        destructive=True,
+        path_descriptions={"session_id": SESSION_ID},
+    ),
+    Tool(
         "frame_push",
         "POST",
         "/sessions/{session_id}/frames",
@@ -344,6 +360,93 @@ TOOLS: tuple[Tool, ...] = (
             "expires_in_seconds": _int("How long the suspension may last.", minimum=1),
         },
         required=("reason",),
+        path_descriptions={"frame_id": FRAME_ID},
+    ),
+    Tool(
+        "usage_record",
+        "POST",
+        "/frames/{frame_id}/usage",
+        "Record one model call's usage (POST /frames/{id}/usage), once per call, right after "
+        "its answer, on the frame the call worked for: the token counts from the provider's "
+        "`usage` (Anthropic's names), `model` as the provider named it (it prices the call; "
+        "default: the session's model) and `message_id`, the provider's response id (e.g. "
+        "msg_...): the same id again in the session charges nothing, so a retry is safe. The "
+        "frame's `used` rises by the input plus the output; the session's calls, cost and "
+        "pressure show the call. Returns the frame with its `budget` and `pressure_level`. "
+        "409 frame_not_active for a closed frame, session_ended once the session ended.",
+        body={
+            "input_tokens": _int(
+                "Input tokens not read from or written to the cache.",
+                minimum=0,
+                maximum=MAX_TOKENS,
+            ),
+            "output_tokens": _int("Output tokens.", minimum=0, maximum=MAX_TOKENS),
+            "cache_creation_input_tokens": _int(
+                "Input tokens written to the prompt cache (default 0).",
+                minimum=0,
+                maximum=MAX_TOKENS,
+            ),
+            "cache_read_input_tokens": _int(
+                "Input tokens read from the prompt cache (default 0).",
+                minimum=0,
+                maximum=MAX_TOKENS,
+            ),
+            "model": _str("The model that answered, e.g. claude-sonnet-4-6.", maxLength=120),
+            "message_id": _str(
+                "The provider's id of the answer (e.g. msg_...): makes the record idempotent.",
+                maxLength=200,
+            ),
+            "started_at": _str("When the call was sent (ISO 8601).", format="date-time"),
+            "latency_ms": _int("How long the answer took, in ms.", minimum=0, maximum=86_400_000),
+        },
+        required=("input_tokens", "output_tokens"),
+        path_descriptions={"frame_id": FRAME_ID},
+    ),
+    Tool(
+        "handle_add",
+        "POST",
+        "/frames/{frame_id}/handles",
+        "Put something in a frame's context (POST /frames/{id}/handles): a document, a tool "
+        "result, a message, a summary. Give its `content`, or a `ref` (a URL, a file: path) "
+        "for what it points to: one of the two is required (422 validation_error otherwise). "
+        "`priority` decides what context packs keep under pressure (critical is never cut). "
+        "With `state` cold it is discovered, not loaded: it costs the window nothing and packs "
+        "list it by name under `resources`. Returns 201 the handle with its `id` and "
+        "`estimated_tokens`; context_pack's include_handles and exclude_handles take the id.",
+        body={
+            "kind": {
+                "type": "string",
+                "enum": [
+                    "system_prompt",
+                    "message",
+                    "tool_call",
+                    "tool_result",
+                    "document",
+                    "summary",
+                ],
+                "description": "What it is.",
+            },
+            "priority": {
+                "type": "string",
+                "enum": ["critical", "high", "medium", "low", "background"],
+                "description": "What to keep first under pressure (default medium).",
+            },
+            "content": _str("Its text (give it, or a ref).", maxLength=1_000_000),
+            "ref": _str("What it points to, e.g. a URL or a file: path.", maxLength=2000),
+            "category": _str("A label of your own, e.g. policy or search.", maxLength=40),
+            "tool_call_id": _str("The tool call it answers, for a tool_result.", maxLength=200),
+            "estimated_tokens": _int(
+                "The size of what a ref points to, in tokens (content is counted).",
+                minimum=0,
+                maximum=MAX_TOKENS,
+            ),
+            "state": {
+                "type": "string",
+                "enum": ["loaded", "cold"],
+                "description": "loaded (default) puts it in the window; cold registers it only.",
+            },
+        },
+        required=("kind",),
         path_descriptions={"frame_id": FRAME_ID},
     ),
     Tool(
@@ -464,6 +567,28 @@ TOOLS: tuple[Tool, ...] = (
         "value, tokens and expiry; 404 not_found when absent or expired.",
         read_only=True,
         path_descriptions={"session_id": SESSION_ID, "key": _str("The item's key.")},
+    ),
+    Tool(
+        "rlm_state_create",
+        "POST",
+        "/rlm/states",
+        "Start an RLM state for a task (POST /rlm/states): a store of named variables with a "
+        "mutation log and checkpoints, `prompt` set, `Final` unset, and a first checkpoint. "
+        "Returns 201 the state: pass its `state_id` to rlm_read, rlm_write, rlm_checkpoint "
+        "and rlm_rollback. `session_id` ties it to a session (its variables' default scope), "
+        "`tree_id` to a task tree shared with other states; with `frame_id`, writing `Final` "
+        "pops that frame as completed.",
+        body={
+            "prompt": _str("The task the state works on.", minLength=1, maxLength=1_000_000),
+            "session_id": _str("The session it belongs to.", maxLength=200),
+            "tree_id": _str("A task tree shared with other states.", maxLength=40),
+            "frame_id": _str("A frame that completes when `Final` is written.", maxLength=200),
+            "execution_config": {
+                "type": "object",
+                "description": "How the task runs (model, limits, ...), as JSON.",
+            },
+        },
+        required=("prompt",),
     ),
     Tool(
         "rlm_read",
