@@ -19,12 +19,17 @@ _where: ContextVar[tuple[str, str]] = ContextVar("contextops_audit_where", defau
 
 
 def client_address(request: HttpRequest) -> str:
-    """The address the request came from: behind a TLS proxy (``BEHIND_TLS_PROXY``, which
-    sets ``SECURE_PROXY_SSL_HEADER``) the first of ``X-Forwarded-For``, as django-axes
-    counts it; else the peer."""
-    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
-    if settings.SECURE_PROXY_SSL_HEADER and forwarded:
-        return forwarded.split(",")[0].strip()[:64]
+    """The address the request came from, which the audit log records and django-axes
+    counts logins by (``AXES_CLIENT_IP_CALLABLE``): the peer; behind TLS proxies
+    (``BEHIND_TLS_PROXY``, which sets ``SECURE_PROXY_SSL_HEADER``) the address the
+    outermost of ``TRUSTED_PROXIES`` saw, the entry of ``X-Forwarded-For`` that many from
+    its end. A proxy appends its peer to the header, so the entries before that one are
+    whatever the client sent and are never believed."""
+    forwarded = [a.strip() for a in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")]
+    forwarded = [a for a in forwarded if a]
+    hops = settings.TRUSTED_PROXIES
+    if settings.SECURE_PROXY_SSL_HEADER and hops and forwarded:
+        return forwarded[-min(hops, len(forwarded))][:64]
     return str(request.META.get("REMOTE_ADDR", ""))[:64]
 
 

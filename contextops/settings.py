@@ -401,12 +401,11 @@ AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/lockout.html"
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_VERBOSE = False
-# Behind a TLS proxy the client's address is the first of X-Forwarded-For.
-AXES_IPWARE_META_PRECEDENCE_ORDER = (
-    ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
-    if env_bool("BEHIND_TLS_PROXY", False)
-    else ("REMOTE_ADDR",)
-)
+# Logins are counted by the address the audit log records (contextops.audit): behind
+# TLS proxies, the one the outermost of TRUSTED_PROXIES saw, never what a client wrote
+# into X-Forwarded-For itself.
+AXES_CLIENT_IP_CALLABLE = "contextops.audit.client_address"
+TRUSTED_PROXIES = env_int("CONTEXTOPS_TRUSTED_PROXIES", 1)
 # Cookies: the session and CSRF cookies are Secure outside DEBUG (above), the session
 # cookie HttpOnly and SameSite=Lax; a dashboard login lasts at most this many seconds.
 SESSION_COOKIE_SAMESITE = "Lax"

@@ -92,10 +92,40 @@ def test_issuing_and_revoking_keys_is_audited(make_user, api):
     assert AuditEntry.objects.filter(action="api_key.issued", actor="root").count() == 1
 
 
-def test_behind_a_tls_proxy_the_audit_names_the_forwarded_client(make_user, settings):
+def _via_proxy(password: str, client_address: str, forged: str = ""):
+    """A login through a TLS proxy at 10.0.0.2 that appends its peer to X-Forwarded-For
+    (nginx's ``$proxy_add_x_forwarded_for``), ``forged`` being what the client sent."""
+    forwarded = f"{forged}, {client_address}" if forged else client_address
+    client = Client(REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR=forwarded)
+    response = client.post("/accounts/login/", {"username": "ada", "password": password})
+    return client, response
+
+
+def test_behind_a_tls_proxy_the_audit_names_the_client_the_proxy_saw(make_user, settings):
     settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     make_user()
-    client = Client(REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="198.51.100.77, 10.0.0.2")
-    client.post("/accounts/login/", {"username": "ada", "password": PASSWORD})
+    _via_proxy(PASSWORD, "198.51.100.77", forged="203.0.113.250")
     entry = AuditEntry.objects.get(action=AuditEntry.Action.LOGIN)
     assert entry.address == "198.51.100.77"
+    settings.TRUSTED_PROXIES = 2  # a load balancer in front of that proxy, which appended it
+    _via_proxy(PASSWORD, "198.51.100.78, 10.0.0.9", forged="203.0.113.250")
+    assert AuditEntry.objects.filter(action=AuditEntry.Action.LOGIN).latest("id").address == (
+        "198.51.100.78"
+    )
+
+
+def test_behind_a_tls_proxy_a_forged_address_neither_escapes_nor_spreads_a_lockout(
+    make_user, settings
+):
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    make_user()
+    for n in range(settings.AXES_FAILURE_LIMIT + 5):  # a new forged address each time
+        _via_proxy("wrong-password", "198.51.100.66", forged=f"203.0.113.{n}")
+    client, answer = _via_proxy(PASSWORD, "198.51.100.66", forged="203.0.113.200")
+    assert answer.status_code == 429 and not _logged_in(client)
+    # Ada from her own address is not locked out by what that client did, whatever the
+    # addresses it forged.
+    client, answer = _via_proxy(PASSWORD, "198.51.100.20", forged="198.51.100.66")
+    assert answer.status_code == 302 and _logged_in(client)
+    locked = AuditEntry.objects.filter(action=AuditEntry.Action.LOCKED_OUT)
+    assert set(locked.values_list("address", flat=True)) == {"198.51.100.66"}
