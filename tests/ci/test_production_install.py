@@ -5,10 +5,13 @@ lock. Its Celery worker starts on Redis and answers a ping, and its web settings
 ``packaging`` was, for kombu's Redis transport) fails here."""
 
 import os
+import socket
 import subprocess
+import time
 import uuid
 import venv
 
+import httpx
 import pytest
 from django.conf import settings
 
@@ -90,3 +93,41 @@ def test_the_production_web_settings_pass_the_deploy_check(prod_python, tmp_path
         timeout=120,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_the_production_web_process_serves_and_logs_each_request(prod_python, tmp_path):
+    env = _production_environ(tmp_path)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    access = tmp_path / "access.log"
+    env.update(BIND=f"127.0.0.1:{port}", WEB_WORKERS="1", WEB_ACCESS_LOG=str(access))
+    web = subprocess.Popen(
+        [prod_python, "-m", "gunicorn", "-c", "python:contextops.gunicorn_conf"]
+        + ["contextops.wsgi:application"],
+        cwd=settings.BASE_DIR,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        answer = None
+        for _ in range(120):
+            try:
+                answer = httpx.get(
+                    f"http://127.0.0.1:{port}/healthz",
+                    headers={"Host": "contextops.example.com", "User-Agent": "probe/1"},
+                )
+                break
+            except httpx.TransportError:
+                time.sleep(0.5)
+        assert answer is not None and answer.status_code == 200
+        for _ in range(20):  # gunicorn writes the line once the answer is sent
+            if "probe/1" in (access.read_text() if access.exists() else ""):
+                break
+            time.sleep(0.25)
+        line = access.read_text().splitlines()[-1]
+        assert '"GET /healthz HTTP/1.1" 200' in line and "ms" in line and "probe/1" in line
+    finally:
+        web.terminate()
+        web.wait(timeout=30)

@@ -454,6 +454,8 @@ def _run(args, var_dir: Path, postgres, redis) -> int:
             str(args.web_workers),
             "--log-level",
             "warning",
+            "--access-logfile",
+            str(var_dir / "access.log"),
         ],
         cwd=ROOT,
         env=env,
