@@ -26,6 +26,25 @@ from .ratelimit import WRITE_METHODS
 logger = logging.getLogger(__name__)
 
 
+class ProbeMiddleware:
+    """``/healthz`` and ``/readyz``, answered before anything reads the request's host: a
+    load balancer or an orchestrator probes an instance by its own address, which
+    ``ALLOWED_HOSTS`` has no reason to name (Django would answer 400 and log an error on
+    every probe). The probes answer nothing but their status, so no host is trusted."""
+
+    def __init__(self, get_response):
+        from . import dashboard  # the views, which import what a middleware must not at load
+
+        self.get_response = get_response
+        self.probes = {"/healthz": dashboard.healthz, "/readyz": dashboard.readyz}
+
+    def __call__(self, request):
+        probe = self.probes.get(request.path_info)
+        if probe is not None and request.method in ("GET", "HEAD"):
+            return probe(request)
+        return self.get_response(request)
+
+
 class ContentSecurityPolicyMiddleware:
     def __init__(self, get_response):
         self.get_response = get_response

@@ -97,6 +97,18 @@ def test_it_creates_a_user_who_logs_in_with_the_password_from_the_environment(db
     assert not Client().login(username="ada", password="wrong")
 
 
+def test_it_refuses_a_password_the_rules_refuse_and_two_that_differ(db, monkeypatch):
+    monkeypatch.setenv("CONTEXTOPS_PASSWORD", "short")
+    with pytest.raises(CommandError, match="too short"):
+        _create_user("--org", "Acme", "--username", "ada")
+    monkeypatch.delenv("CONTEXTOPS_PASSWORD")
+    answers = iter([PASSWORD, PASSWORD + "-typo"])
+    monkeypatch.setattr("getpass.getpass", lambda prompt: next(answers))
+    with pytest.raises(CommandError, match="differ"):
+        _create_user("--org", "Acme", "--username", "ada")
+    assert not get_user_model().objects.filter(username="ada").exists()
+
+
 def test_it_asks_for_the_password_without_the_environment(db, monkeypatch):
     monkeypatch.delenv("CONTEXTOPS_PASSWORD", raising=False)
     monkeypatch.setattr("getpass.getpass", lambda prompt: PASSWORD)

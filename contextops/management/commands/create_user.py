@@ -1,6 +1,8 @@
 import getpass
 import os
 
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from contextops.errors import Conflict
@@ -25,11 +27,18 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, org, username, approver, admin, **options):
-        password = os.environ.get("CONTEXTOPS_PASSWORD") or getpass.getpass(
-            f"Password for {username}: "
-        )
+        password = os.environ.get("CONTEXTOPS_PASSWORD")
+        if not password:
+            password = getpass.getpass(f"Password for {username}: ")
+            if password and getpass.getpass("The same password again: ") != password:
+                raise CommandError("The two passwords differ; nothing was changed.")
         if not password:
             raise CommandError("A password is required (CONTEXTOPS_PASSWORD or the prompt).")
+        try:
+            # The rules of AUTH_PASSWORD_VALIDATORS, as the password change form applies them.
+            validate_password(password)
+        except ValidationError as exc:
+            raise CommandError(" ".join(exc.messages) + " Nothing was changed.") from exc
         try:
             user_create(
                 org_name=org, username=username, password=password, approver=approver, admin=admin
