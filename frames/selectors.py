@@ -156,6 +156,23 @@ def session_list(
     return sessions
 
 
+def session_graph_threads(session: Session) -> list:
+    """The LangGraph threads ``session`` keeps (``frames.graphs``), latest first; empty
+    for a session without one. Read through the relation, as frames sits below graphs."""
+    return list(session.graph_threads.only("id", "thread_id", "session_id", "updated_at"))
+
+
+def sessions_graph_thread(session_ids: list) -> dict[Any, Any]:
+    """For each of these sessions that keeps a LangGraph thread, the id of its latest
+    thread (the one a list row links to); sessions without one are absent. One query."""
+    rows = (
+        Session.objects.filter(pk__in=session_ids, graph_threads__isnull=False)
+        .order_by("graph_threads__updated_at")
+        .values_list("pk", "graph_threads__id")
+    )
+    return dict(rows)  # the latest thread of a session comes last and stays
+
+
 def agent_names(*, organization) -> list[str]:
     """The names of the organization's agents that have sessions, sorted."""
     return sorted(

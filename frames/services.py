@@ -181,6 +181,20 @@ def session_bootstrapped(*, session: Session, actor: str = "") -> None:
             event_append(session=session, type="session.bootstrapped", actor=actor)
 
 
+def session_activated(*, session: Session, actor: str = "") -> None:
+    """A loading or bootstrapping session moves to active once its agent stores work
+    there other than a frame (a LangGraph checkpoint), as a first frame moves it; any
+    other state is left alone. One conditional UPDATE."""
+    with transaction.atomic():
+        moved = Session.objects.filter(
+            pk=session.pk,
+            lifecycle_state__in=(Session.Lifecycle.LOADING, Session.Lifecycle.BOOTSTRAP),
+        ).update(lifecycle_state=Session.Lifecycle.ACTIVE, updated_at=timezone.now())
+        if moved:
+            session.lifecycle_state = Session.Lifecycle.ACTIVE
+            event_append(session=session, type="session.activated", actor=actor)
+
+
 def actor_resumed_record(*, session: Session, current_frame, pending: int, actor: str = "") -> None:
     """Log that an actor rebuilt its stack from the database (seed 000 §6 ``actor.resumed``)."""
     with transaction.atomic():

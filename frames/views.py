@@ -96,8 +96,10 @@ def session_list(request: MemberRequest) -> HttpResponse:
     }
     sessions = selectors.session_list(organization=request.organization, search=search, **filters)
     page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(query.get("page"))
-    costs = selectors.sessions_costs([s.pk for s in page.object_list])
-    rows = [(s, costs[s.pk]) for s in page.object_list]
+    ids = [s.pk for s in page.object_list]
+    costs = selectors.sessions_costs(ids)
+    threads = selectors.sessions_graph_thread(ids)
+    rows = [(s, costs[s.pk], threads.get(s.pk)) for s in page.object_list]
     kept = query.copy()
     kept.pop("page", None)
     context = {
@@ -201,6 +203,7 @@ def session_detail(request: MemberRequest, session_id) -> HttpResponse:
         "more_roots": len(roots) > CHILDREN_PER_REQUEST,
         "next_offset": CHILDREN_PER_REQUEST,
         "top": top,
+        "graph_threads": selectors.session_graph_threads(session),
         "pressure": session_pressure(session),
         "lifecycle_steps": LIFECYCLE_STEPS,
         "events": _recent_events(session),

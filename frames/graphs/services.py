@@ -20,7 +20,7 @@ from contextops.models import Agent, Organization
 from frames.events import event_append
 from frames.locks import session_lock, session_require_not_ended
 from frames.models import Session
-from frames.services import frame_push, session_create
+from frames.services import frame_push, session_activated, session_create
 from frames.suspensions.services import suspension_create
 
 from .models import GraphBlob, GraphCheckpoint, GraphInterrupt, GraphThread, GraphWrite
@@ -243,6 +243,8 @@ def checkpoint_put(
                     "source": metadata.get("source"),
                 },
             )
+            # The graph is at work in its session: a loading one shows as active.
+            session_activated(session=thread.session, actor=actor)
             return CheckpointSaved(
                 thread_id=thread_id,
                 checkpoint_ns=checkpoint_ns,

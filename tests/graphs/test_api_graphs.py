@@ -62,7 +62,17 @@ def test_it_stores_a_checkpoint_in_a_new_session_and_reads_it_back(api, put):
     assert base64.b64decode(item["channel_values"][0]["data"]) == b'["hi"]'
     assert item["pending_writes"] == []
     types = list(Event.objects.filter(session=session).values_list("type", flat=True))
-    assert types[-2:] == ["graph.thread_created", "graph.checkpoint_saved"]
+    assert types[-3:] == ["graph.thread_created", "graph.checkpoint_saved", "session.activated"]
+
+
+def test_a_checkpoint_moves_a_loading_session_to_active_once(api, put, start_session):
+    session = start_session()
+    assert session["lifecycle_state"] == "loading"
+    put(session_id=session["id"])
+    put(checkpoint_id="0002", parent="0001", session_id=session["id"])
+    stored = Session.objects.get(pk=session["id"])
+    assert stored.lifecycle_state == "active"
+    assert Event.objects.filter(session=stored, type="session.activated").count() == 1
 
 
 def test_it_puts_a_thread_in_the_session_given(api, put, start_session):

@@ -61,7 +61,11 @@ def test_it_shows_history_values_a_diff_and_pending_writes(chromium, live_server
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()
     page.wait_for_url(lambda url: "/accounts/login/" not in url)
-    page.goto(f"/langgraph/{thread.pk}/")
+    # A person finds the thread from its session's page.
+    page.goto(f"/sessions/{thread.session_id}/")
+    assert "holds a LangGraph thread" in page.locator("#frame-tree").inner_text()
+    page.locator(".graph-threads").get_by_role("link", name="browser-thread").click()
+    page.wait_for_url(f"**/langgraph/{thread.pk}/")
 
     rows = page.locator(".graph-history tbody tr")
     assert rows.count() == 4  # input, plan, act, end: steps -1 to 2, oldest first
