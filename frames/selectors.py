@@ -595,12 +595,15 @@ def call_list(
     *, session: Session, limit: int, offset: int, frame: Frame | None = None
 ) -> tuple[list[Usage], int]:
     """One page of the session's model calls (``frame``'s alone, given one) in the order
-    they were made (when they were sent, else when recorded), and how many there are."""
+    they were made (when they were sent, else when recorded), and how many there are.
+    Each call carries ``frame_goal``, the goal of the frame it was made in (None without
+    one), read in the same query."""
     calls = Usage.objects.filter(session=session)
     if frame is not None:
         calls = calls.filter(frame=frame)
     calls = calls.order_by(Coalesce("started_at", "created_at"), "id")
-    return list(calls[offset : offset + limit]), calls.count()
+    page = calls.annotate(frame_goal=F("frame__goal"))[offset : offset + limit]
+    return list(page), calls.count()
 
 
 def frame_list(

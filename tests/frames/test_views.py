@@ -387,6 +387,39 @@ def test_the_frame_page_shows_its_latest_calls_and_events_and_says_how_many(api,
     assert "m-059" in later.content.decode() and "m-000" not in later.content.decode()
 
 
+def test_the_calls_page_names_the_frame_of_each_call_in_one_query_for_all(api, member_client):
+    def session_with_calls(frames):
+        session = _session(api)
+        for n in range(frames):
+            frame = services.frame_push(
+                session=session, goal=f"Frame {n:02} " + "of a long goal " * 5, budget_total=100
+            )
+            services.usage_record(session=session, frame=frame, input_tokens=1, output_tokens=1)
+        services.usage_record(session=session, input_tokens=1, output_tokens=1, model="loose")
+        return session
+
+    few, many = session_with_calls(2), session_with_calls(40)
+    page = member_client.get(f"/sessions/{few.pk}/calls/").content.decode()
+    assert "<th>Frame</th>" in page
+    first = Frame.objects.get(session=few, goal__startswith="Frame 00")
+    assert (
+        f'<a href="/frames/{first.pk}/" title="{first.goal}">Frame 00 of a long goal of a long goal …</a>'
+        in page
+    )
+    loose = page[page.index("<td>loose</td>") :]
+    assert loose[: loose.index("</td>", len("<td>loose</td>"))].endswith("—</span>")
+    # Filtered to one frame, the column would repeat that frame: it is left out.
+    alone = member_client.get(f"/sessions/{few.pk}/calls/", {"frame": first.pk}).content.decode()
+    assert "<th>Frame</th>" not in alone
+
+    def count(session):
+        with CaptureQueriesContext(connection) as queries:
+            assert member_client.get(f"/sessions/{session.pk}/calls/").status_code == 200
+        return len(queries)
+
+    assert count(few) == count(many)
+
+
 def test_the_calls_of_a_frame_of_another_session_are_not_found(api, member_client):
     session, elsewhere = _session(api), _session(api, title="Elsewhere")
     frame = services.frame_push(session=elsewhere, goal="Root", budget_total=100)
