@@ -82,10 +82,11 @@ def _offset(request: MemberRequest, name: str = "offset") -> int:
 @vary_on_headers("HX-Request")
 def session_list(request: MemberRequest) -> HttpResponse:
     """The sessions list, filtered and sorted as the API's ``GET /sessions`` is; for htmx
-    only its results, which the open page asks for again every LIST_POLL_SECONDS."""
+    only its results, which the open page asks for again every LIST_POLL_SECONDS. The
+    search is ``q`` (the page's own form) or ``search`` (the API's name for it)."""
     request.nav_section = "sessions"
     query = request.GET
-    search = query.get("q", "")[:200].replace("\x00", "")
+    search = (query.get("q") or query.get("search", ""))[:200].replace("\x00", "")
     filters: dict[str, Any] = {
         "status": _choice(query.get("status"), Session.Lifecycle.values),
         "pressure": _choice(query.get("pressure"), LEVELS),

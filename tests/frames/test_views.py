@@ -53,6 +53,16 @@ def test_it_lists_sessions_newest_first_and_searches(api, member_client):
     assert "<html" not in found  # htmx gets only the results fragment
 
 
+def test_it_searches_by_the_apis_name_for_the_search_too(api, member_client):
+    _session(api, title="LangGraph thread t-1")
+    _session(api, title="Refund for order 42")
+    found = member_client.get("/", {"search": "langgraph"}).content.decode()
+    assert "LangGraph thread t-1" in found and "Refund" not in found
+    assert 'name="q" value="langgraph"' in found  # the search box shows what was searched
+    both = member_client.get("/", {"q": "refund", "search": "langgraph"}).content.decode()
+    assert "Refund for order 42" in both and "LangGraph thread" not in both
+
+
 def test_it_paginates_sessions(api, member_client):
     for i in range(30):
         _session(api, title=f"Session number {i:02d}")
