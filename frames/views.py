@@ -382,7 +382,8 @@ def session_calls(request: MemberRequest, session_id) -> HttpResponse:
     """The session's model calls as a timeline, one page at a time: when each was sent,
     how long it took (a bar, against the slowest on the page), tokens and cost. With
     ``frame`` in the query string, that frame's calls alone (404 for a frame of another
-    session)."""
+    session). An ``offset`` past the end gives the last page that has calls; a negative
+    or unreadable one, the first."""
     request.nav_section = "sessions"
     session = _get_or_404(
         selectors.session_get, organization=request.organization, session_id=session_id
@@ -397,6 +398,11 @@ def session_calls(request: MemberRequest, session_id) -> HttpResponse:
     calls, count = selectors.call_list(
         session=session, limit=CALLS_PER_PAGE, offset=offset, frame=frame
     )
+    if not calls and offset:  # past the end (a hand-edited address): the last page
+        offset = max(0, (count - 1) // CALLS_PER_PAGE * CALLS_PER_PAGE)
+        calls, count = selectors.call_list(
+            session=session, limit=CALLS_PER_PAGE, offset=offset, frame=frame
+        )
     prices = selectors.price_table()
     slowest = max((c.latency_ms or 0 for c in calls), default=0) or 1
     rows = [

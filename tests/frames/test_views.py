@@ -430,6 +430,24 @@ def test_the_calls_page_names_the_frame_of_each_call_in_one_query_for_all(api, m
     assert count(few) == count(many)
 
 
+def test_the_calls_page_past_the_end_shows_the_last_page_and_a_bad_offset_the_first(
+    api, member_client
+):
+    session = _session(api)
+    _busy_frame(session, 60)
+    url = f"/sessions/{session.pk}/calls/"
+    past = member_client.get(url, {"offset": 5000}).content.decode()
+    assert "m-059" in past and "m-050" in past and "m-049" not in past
+    assert f"{url}?offset=0" in past  # the way back to earlier calls
+    for offset in ("-10", "ten", "1e3", ""):
+        first = member_client.get(url, {"offset": offset})
+        assert first.status_code == 200
+        assert "m-000" in first.content.decode() and "m-059" not in first.content.decode()
+    empty = _session(api, title="No calls")
+    nothing = member_client.get(f"/sessions/{empty.pk}/calls/", {"offset": 100})
+    assert nothing.status_code == 200 and "No model call recorded yet." in nothing.content.decode()
+
+
 def test_the_calls_of_a_frame_of_another_session_are_not_found(api, member_client):
     session, elsewhere = _session(api), _session(api, title="Elsewhere")
     frame = services.frame_push(session=elsewhere, goal="Root", budget_total=100)
