@@ -8,7 +8,8 @@ message). After one of our compactions a call read the summary in effect then an
 turns still in the window, not the turns the compaction took out; a transcript's own
 compaction restarts the window at its summary message. What the messages do not
 account for is ``system_and_tools``: the system prompt and tool definitions, which no
-transcript stores. Our counts come from our own tokenizer, not the model's; when they
+transcript stores. A call that read no stored message at all (recorded by its usage
+alone) has no anatomy: nothing says what its input held, so no category claims it. Our counts come from our own tokenizer, not the model's; when they
 exceed the reported input, the categories are scaled down to it and each category's
 parts with it, so the categories always add up to ``full_input_tokens`` and each one's
 parts to its tokens.
@@ -54,6 +55,8 @@ class Anatomy:
     threshold_tokens: int
     parts: dict[str, list[Part]] = field(default_factory=dict)
     totals: dict[str, int] = field(default_factory=dict)
+    # False when the call read no stored message nor summary: every category is then 0.
+    from_messages: bool = True
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -61,6 +64,7 @@ class Anatomy:
             "output_tokens": self.output_tokens,
             "window_tokens": self.window_tokens,
             "threshold_tokens": self.threshold_tokens,
+            "from_messages": self.from_messages,
             "categories": [
                 {
                     "category": name,
@@ -228,7 +232,8 @@ def scaled_to(counts: list[int], total: int) -> list[int]:
 
 def call_anatomy(*, session: Session, call: Usage) -> Anatomy:
     """The call's input by category, each with its largest parts; the categories' tokens
-    add up to the call's full input (see the module docstring)."""
+    add up to the call's full input (see the module docstring). For a call that read no
+    stored message nor summary, ``from_messages`` is False and every category is 0."""
     full = full_input_tokens(
         input_tokens=call.input_tokens,
         cache_creation_input_tokens=call.cache_creation_input_tokens,
@@ -237,6 +242,17 @@ def call_anatomy(*, session: Session, call: Usage) -> Anatomy:
     names: dict[str, str] = {}
     parts: dict[str, list[Part]] = {name: [] for name in CATEGORIES}
     window = call_window(call)
+    anatomy = Anatomy(
+        full_input_tokens=full,
+        output_tokens=call.output_tokens,
+        window_tokens=session.context_window_tokens,
+        threshold_tokens=int(session.context_window_tokens * session.compaction_threshold),
+        parts=parts,
+        totals=dict.fromkeys(CATEGORIES, 0),
+    )
+    if not window.messages and window.summary is None:
+        anatomy.from_messages = False
+        return anatomy
     for message in window.messages:
         for category, what, text in _blocks(message):
             if category == "tool_calls":
@@ -276,11 +292,5 @@ def call_anatomy(*, session: Session, call: Usage) -> Anatomy:
                 ref="",
             )
         ]
-    return Anatomy(
-        full_input_tokens=full,
-        output_tokens=call.output_tokens,
-        window_tokens=session.context_window_tokens,
-        threshold_tokens=int(session.context_window_tokens * session.compaction_threshold),
-        parts=parts,
-        totals=totals,
-    )
+    anatomy.totals = totals
+    return anatomy

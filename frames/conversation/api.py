@@ -188,6 +188,7 @@ class AnatomyOut(Schema):
     output_tokens: int
     window_tokens: int
     threshold_tokens: int
+    from_messages: bool
     categories: list[AnatomyCategoryOut]
 
 
@@ -196,7 +197,9 @@ class AnatomyOut(Schema):
     response=AnatomyOut,
     summary="What one model call's input was made of, by category",
     description="The categories' tokens add up to full_input_tokens (input + cache creation "
-    "+ cache read); system_and_tools is what the stored messages do not account for.",
+    "+ cache read); system_and_tools is what the stored messages do not account for. A "
+    "call recorded by its usage alone (no stored message before it) has from_messages "
+    "false and every category at 0: nothing says what its input held.",
 )
 def call_anatomy(request: ApiRequest, session_id: str, call_id: str):
     session = session_get(organization=request.organization, session_id=session_id)

@@ -46,6 +46,7 @@ def test_the_categories_of_an_imported_claude_code_call_add_up_to_its_full_input
         assert response.status_code == 200, response.content
         anatomy = response.json()
         assert anatomy["full_input_tokens"] == _full(call)
+        assert anatomy["from_messages"] is True
         assert anatomy["output_tokens"] == call.output_tokens
         assert anatomy["window_tokens"] == imported.context_window_tokens
         by_name = {c["category"]: c for c in anatomy["categories"]}

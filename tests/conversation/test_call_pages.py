@@ -122,6 +122,31 @@ def test_the_request_heading_counts_the_messages_it_lists_in_words(api, session,
     assert "the last 30 of the 41 messages it read" in heading(many)
 
 
+def test_a_call_recorded_by_its_usage_alone_claims_no_category(api, session, member_client):
+    frame = session.frames.get()
+    usage = {
+        "input_tokens": 700,
+        "cache_creation_input_tokens": 150,
+        "cache_read_input_tokens": 50,
+        "output_tokens": 100,
+    }
+    assert api.post(f"/frames/{frame.pk}/usage", usage).status_code == 200
+    call = Usage.objects.get(session=session)
+
+    html = member_client.get(f"/sessions/{session.pk}/calls/{call.pk}/").content.decode()
+    card = html.split('id="call-anatomy"')[1].split('id="call-request"')[0]
+    assert "Only the usage of this call was recorded" in card
+    assert "nothing says what its input held" in card
+    assert "900 input tokens: 700 uncached, 150 written to the cache, 50 read from it" in card
+    assert "100 output tokens" in card
+    assert "System prompt and tools" not in card and "100.0%" not in card
+    assert "anatomy-table" not in card and "anatomy-bar" not in card
+
+    answer = api.get(f"/sessions/{session.pk}/calls/{call.pk}/anatomy").json()
+    assert answer["from_messages"] is False and answer["full_input_tokens"] == 900
+    assert all(c["tokens"] == 0 and not c["largest"] for c in answer["categories"])
+
+
 def _anatomy_rows(html: str) -> dict[str, tuple[int, list[int]]]:
     """The call page's anatomy table: each category's tokens and its parts' tokens."""
     table = html.split('class="small anatomy-table"')[1].split("</table>")[0]
