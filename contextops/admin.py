@@ -1,7 +1,12 @@
+from typing import Any
+
 from django.contrib import admin
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
+from django.contrib.auth import get_user_model
+from django.db.models import Model, QuerySet
 from django.db.models.signals import post_save
 from django.dispatch import receiver
+from django.http import Http404, HttpRequest
 from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
@@ -37,8 +42,78 @@ def _admin_logged(sender, instance: LogEntry, created: bool, **kwargs) -> None:
     )
 
 
+def admin_organization(request: HttpRequest) -> Organization | None:
+    """The organization whose rows a staff user administers; None for a superuser, who
+    administers every organization. A staff user who is no member administers none: an
+    unsaved ``Organization()``, without a pk."""
+    user: Any = request.user
+    if user.is_superuser:
+        return None
+    if not hasattr(request, "_admin_organization"):
+        member = Member.objects.filter(user=user).select_related("organization").first()
+        request._admin_organization = member.organization if member else Organization()  # type: ignore[attr-defined]
+    return request._admin_organization  # type: ignore[attr-defined]
+
+
+class OrganizationScopedAdmin(admin.ModelAdmin):
+    """An admin of organization-owned rows. An organization's admin (staff, not superuser)
+    sees, picks and acts on its own organization's rows only; another organization's
+    object answers 404, as if it did not exist. ``organization_path`` is the lookup from
+    the model to its organization."""
+
+    organization_path = "organization"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        queryset = super().get_queryset(request)
+        organization = admin_organization(request)
+        if organization is None:
+            return queryset
+        if organization.pk is None:
+            return queryset.none()  # filtering on None would match rows of no organization
+        return queryset.filter(**{self.organization_path: organization.pk})
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field=None) -> Model | None:
+        obj = super().get_object(request, object_id, from_field)
+        if obj is None and admin_organization(request) is not None:
+            raise Http404  # not "does not exist, perhaps deleted": it is someone else's
+        return obj
+
+    def get_list_filter(self, request: HttpRequest):
+        filters = super().get_list_filter(request)
+        if admin_organization(request) is None:
+            return filters
+        # Filtering by organization would list every organization's name.
+        return [f for f in filters if f != self.organization_path]
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        organization = admin_organization(request)
+        if organization is not None:
+            kwargs["queryset"] = self._choices(db_field.related_model, request, organization)
+            if db_field.related_model is Organization:
+                # The organization of what its admin creates is theirs, whatever is posted.
+                kwargs.update(initial=organization.pk, disabled=True)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        organization = admin_organization(request)
+        if organization is not None:
+            kwargs["queryset"] = self._choices(db_field.related_model, request, organization)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+    def _choices(self, model: type[Model], request: HttpRequest, organization: Organization):
+        """The rows of ``model`` an organization's admin may point at: its organization's."""
+        if model is get_user_model():
+            users = model._default_manager.filter(member__organization=organization.pk)
+            return users if organization.pk is not None else users.none()
+        model_admin = self.admin_site._registry.get(model)
+        if isinstance(model_admin, OrganizationScopedAdmin):
+            return model_admin.get_queryset(request)
+        return model._default_manager.none()
+
+
 @admin.register(Organization)
-class OrganizationAdmin(admin.ModelAdmin):
+class OrganizationAdmin(OrganizationScopedAdmin):
+    organization_path = "pk"
     list_display = ["name", "slug", "created_at"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
@@ -53,7 +128,7 @@ class ApiKeyInline(admin.TabularInline):
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(OrganizationScopedAdmin):
     list_display = ["name", "organization", "authority", "department", "created_at"]
     list_filter = ["organization", "authority"]
     search_fields = ["name", "department"]
@@ -91,7 +166,8 @@ class AgentAdmin(admin.ModelAdmin):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(OrganizationScopedAdmin):
+    organization_path = "agent__organization"
     list_display = [
         "prefix",
         "agent",
@@ -126,13 +202,13 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
 
 @admin.register(Member)
-class MemberAdmin(admin.ModelAdmin):
+class MemberAdmin(OrganizationScopedAdmin):
     list_display = ["user", "organization"]
     list_filter = ["organization"]
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):
+class AuditEntryAdmin(OrganizationScopedAdmin):
     """The audit log, to read: nothing here adds, changes or deletes an entry."""
 
     list_display = ["created_at", "actor", "action", "target", "address", "organization"]

@@ -3,6 +3,7 @@
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission, User
 from django.db import transaction
+from django.db.models import Q
 from django.utils.text import slugify
 
 from .audit import audit_record
@@ -93,6 +94,57 @@ def _member_user(org: Organization, username: str) -> User:
     return user
 
 
+# What an organization's admin does in the Django admin, always within its organization
+# (contextops.admin.OrganizationScopedAdmin): edit policy facts, the working set and which
+# level a source speaks with; manage agents and their keys; read sessions and what they
+# hold, the audit log and the members. Model prices are the installation's: superusers'.
+ORGANIZATION_ADMIN_PERMISSIONS = {
+    "facts": [
+        "view_fact",
+        "add_fact",
+        "change_fact",
+        "edit_policy",
+        "view_workingsetitem",
+        "add_workingsetitem",
+        "change_workingsetitem",
+        "delete_workingsetitem",
+        "view_sourceauthority",
+        "add_sourceauthority",
+        "change_sourceauthority",
+        "delete_sourceauthority",
+    ],
+    "contextops": [
+        "view_organization",
+        "view_agent",
+        "add_agent",
+        "change_agent",
+        "view_apikey",
+        "change_apikey",
+        "view_member",
+        "view_auditentry",
+    ],
+    "frames": [
+        "view_session",
+        "view_frame",
+        "view_contexthandle",
+        "view_event",
+        "view_suspension",
+    ],
+    "conversation": ["view_turn", "view_compactionrun", "view_summary"],
+    "rlm": ["view_rlmstate"],
+}
+
+
+def _organization_admin_permissions() -> list[Permission]:
+    wanted = Q()
+    for app_label, codenames in ORGANIZATION_ADMIN_PERMISSIONS.items():
+        wanted |= Q(content_type__app_label=app_label, codename__in=codenames)
+    permissions = list(Permission.objects.filter(wanted))
+    expected = sum(len(codenames) for codenames in ORGANIZATION_ADMIN_PERMISSIONS.values())
+    assert len(permissions) == expected, "every permission named exists once migrate has run"
+    return permissions
+
+
 @transaction.atomic
 def user_create(
     *, org_name: str, username: str, password: str, approver: bool = False, admin: bool = False
@@ -100,7 +152,10 @@ def user_create(
     """Create a dashboard user in ``org_name``, or set an existing member's password.
 
     Rights are only ever granted here (approver: may decide suspensions; admin: the
-    Django admin); taking one away is done in the admin, on purpose. A user of another
+    organization's admin, staff in the Django admin with ORGANIZATION_ADMIN_PERMISSIONS,
+    which shows it this organization's rows only; never a superuser, who sees every
+    organization: ``createsuperuser`` makes those); taking one away is done in the admin,
+    on purpose. A user of another
     organization is refused, never moved: that would hand them this one's data.
     """
     org = organization_get_or_create(name=org_name)
@@ -115,10 +170,12 @@ def user_create(
         )
     user.set_password(password)
     if admin:
-        user.is_staff = user.is_superuser = True
+        user.is_staff = True
     user.save()
     if member is None:
         Member.objects.create(user=user, organization=org)
+    if admin:
+        user.user_permissions.add(*_organization_admin_permissions())
     if approver:
         user.user_permissions.add(
             Permission.objects.get(codename="approve_suspension", content_type__app_label="frames")

@@ -10,6 +10,7 @@ from django.db import transaction
 from django.http import HttpRequest
 
 from contextops.actors import admin_actor
+from contextops.admin import OrganizationScopedAdmin
 from contextops.errors import AuthorityTooLow, DomainError
 from contextops.models import Organization
 from contextops.text import value_text
@@ -30,9 +31,10 @@ EDITABLE = [
 
 
 def admin_authority(user: Any, organization: Organization) -> str:
-    """The level an admin user writes with: the top of the ladder for superusers, else admin."""
+    """The level an admin user writes with: the top of the ladder for superusers and for
+    holders of ``facts.edit_policy`` (an organization's admins), else admin."""
     ladder = organization.authority_ladder or ["policy"]
-    if user.is_superuser or "admin" not in ladder:
+    if user.has_perm("facts.edit_policy") or "admin" not in ladder:
         return ladder[0]
     return "admin"
 
@@ -115,7 +117,7 @@ class FactAdminForm(forms.ModelForm):
 
 
 @admin.register(Fact)
-class FactAdmin(admin.ModelAdmin):
+class FactAdmin(OrganizationScopedAdmin):
     form = FactAdminForm
     list_display = [
         "key",
@@ -200,7 +202,8 @@ class FactAdmin(admin.ModelAdmin):
 
 
 @admin.register(WorkingSetItem)
-class WorkingSetItemAdmin(admin.ModelAdmin):
+class WorkingSetItemAdmin(OrganizationScopedAdmin):
+    organization_path = "session__organization"
     list_display = ["key", "session", "tokens", "expires_at", "updated_at"]
     raw_id_fields = ["session"]
     search_fields = ["key"]
@@ -223,7 +226,7 @@ class SourceAuthorityForm(forms.ModelForm):
 
 
 @admin.register(SourceAuthority)
-class SourceAuthorityAdmin(admin.ModelAdmin):
+class SourceAuthorityAdmin(OrganizationScopedAdmin):
     """Which level a named source (CFO, finance_system, ...) speaks with, per organization."""
 
     form = SourceAuthorityForm

@@ -117,6 +117,9 @@ class Fact(models.Model):
             models.Index(fields=["organization", "is_valid", "scope"], name="fact_valid_scope"),
             models.Index(fields=["organization", "needs_review"], name="fact_needs_review"),
         ]
+        # An organization's admins hold it (create_user --admin): their edits in the admin
+        # speak with the top of the ladder, so they can correct the policy itself.
+        permissions = [("edit_policy", "Can write facts with the top authority of the ladder")]
 
     def __str__(self) -> str:
         return self.key

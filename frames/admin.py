@@ -1,9 +1,11 @@
 from django.contrib import admin
 
+from contextops.admin import OrganizationScopedAdmin
+
 from .models import ContextHandle, Event, Frame, ModelPrice, Session, Suspension
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(OrganizationScopedAdmin):
     """Rows that are projections of the event log: change them through the API, never here."""
 
     def has_add_permission(self, request):
@@ -42,26 +44,30 @@ class FrameAdmin(ReadOnlyAdmin):
 
 @admin.register(ContextHandle)
 class ContextHandleAdmin(ReadOnlyAdmin):
+    organization_path = "session__organization"
     list_display = ["id", "kind", "priority", "state", "estimated_tokens", "frame"]
     raw_id_fields = ["frame", "session"]
 
 
 @admin.register(Event)
 class EventAdmin(ReadOnlyAdmin):
+    organization_path = "session__organization"
     list_display = ["session", "seq", "type", "actor", "created_at"]
     raw_id_fields = ["session"]
 
 
 @admin.register(Suspension)
 class SuspensionAdmin(ReadOnlyAdmin):
+    organization_path = "session__organization"
     list_display = ["frame", "status", "reason", "suspended_at", "expires_at"]
     raw_id_fields = ["frame", "session"]
 
 
 @admin.register(ModelPrice)
 class ModelPriceAdmin(admin.ModelAdmin):
-    """Prices per million tokens; admins keep them current. A model without a row has no
-    price: its calls show "unknown model: no price"."""
+    """Prices per million tokens, one table for the whole installation: superusers keep
+    them current (an organization's admin has no permission here). A model without a row
+    has no price: its calls show "unknown model: no price"."""
 
     list_display = [
         "model",

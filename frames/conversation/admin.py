@@ -2,11 +2,14 @@
 
 from django.contrib import admin
 
+from contextops.admin import OrganizationScopedAdmin
+
 from .models import CompactionRun, Summary, Turn
 
 
 @admin.register(Turn)
-class TurnAdmin(admin.ModelAdmin):
+class TurnAdmin(OrganizationScopedAdmin):
+    organization_path = "session__organization"
     list_display = (
         "session",
         "branch",
@@ -22,7 +25,8 @@ class TurnAdmin(admin.ModelAdmin):
 
 
 @admin.register(CompactionRun)
-class CompactionRunAdmin(admin.ModelAdmin):
+class CompactionRunAdmin(OrganizationScopedAdmin):
+    organization_path = "session__organization"
     list_display = (
         "id",
         "session",
@@ -38,6 +42,7 @@ class CompactionRunAdmin(admin.ModelAdmin):
 
 
 @admin.register(Summary)
-class SummaryAdmin(admin.ModelAdmin):
+class SummaryAdmin(OrganizationScopedAdmin):
+    organization_path = "session__organization"
     list_display = ("id", "session", "provider", "tokens", "failed", "created_at")
     raw_id_fields = ("session",)

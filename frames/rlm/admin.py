@@ -2,11 +2,13 @@
 
 from django.contrib import admin
 
+from contextops.admin import OrganizationScopedAdmin
+
 from .models import RlmState
 
 
 @admin.register(RlmState)
-class RlmStateAdmin(admin.ModelAdmin):
+class RlmStateAdmin(OrganizationScopedAdmin):
     list_display = [
         "state_id",
         "organization",

@@ -132,11 +132,14 @@ def test_it_lets_an_approver_decide_suspensions(db, monkeypatch):
     assert not user.is_staff and user.member.organization.name == "Acme"
 
 
-def test_it_gives_an_admin_the_django_admin(db, monkeypatch):
+def test_it_gives_an_admin_the_django_admin_of_their_organization(db, monkeypatch):
     monkeypatch.setenv("CONTEXTOPS_PASSWORD", PASSWORD)
     _create_user("--org", "Acme", "--username", "root", "--admin")
     user = get_user_model().objects.get(username="root")
-    assert user.is_staff and user.is_superuser and user.member.organization.name == "Acme"
+    assert user.is_staff and user.member.organization.name == "Acme"
+    assert not user.is_superuser  # a superuser would see every organization
+    assert user.has_perms(["facts.change_fact", "facts.edit_policy", "contextops.view_apikey"])
+    assert not user.has_perm("frames.change_modelprice")  # the installation's, not theirs
     client = Client()
     assert client.login(username="root", password=PASSWORD)
     assert client.get("/admin/").status_code == 200
@@ -149,7 +152,8 @@ def test_running_it_again_grants_rights_but_never_takes_them_away(db, monkeypatc
     monkeypatch.setenv("CONTEXTOPS_PASSWORD", PASSWORD + "-new")
     _create_user("--org", "Acme", "--username", "root")  # a new password, nothing else
     user = get_user_model().objects.get(username="root")
-    assert user.is_superuser and user.has_perm("frames.approve_suspension")
+    assert user.is_staff and user.has_perm("facts.edit_policy")
+    assert user.has_perm("frames.approve_suspension")
     assert Client().login(username="root", password=PASSWORD + "-new")
 
 

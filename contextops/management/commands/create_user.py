@@ -23,7 +23,10 @@ class Command(BaseCommand):
             "--approver", action="store_true", help="may approve and reject suspended frames"
         )
         parser.add_argument(
-            "--admin", action="store_true", help="staff and superuser: the Django admin"
+            "--admin",
+            action="store_true",
+            help="the organization's admin: the Django admin, showing this organization only "
+            "(createsuperuser makes an installation's superuser)",
         )
 
     def handle(self, *args, org, username, approver, admin, **options):
