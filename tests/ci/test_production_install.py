@@ -41,7 +41,8 @@ def prod_python(tmp_path_factory):
 
 def _production_environ(tmp_path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
-    env.pop("DJANGO_SETTINGS_MODULE", None)
+    for only_in_tests in ("DJANGO_SETTINGS_MODULE", "DJANGO_ALLOW_ASYNC_UNSAFE"):
+        env.pop(only_in_tests, None)
     env.update(
         SECRET_KEY="a-production-secret-key-" + "x" * 40,
         DEBUG="0",
