@@ -1,14 +1,20 @@
 """Liveness and readiness: is the process up, and can it reach what it needs.
 
 ``/healthz`` answers while the process serves requests (a load balancer's liveness
-check); ``/readyz`` also checks the database and the broker, each within about a
-second, and answers 503 naming what is down (an orchestrator's readiness check).
+check); ``/readyz`` also checks the database, the broker and the file storage (the
+bucket, when one is set), each within about a second, and answers 503 naming what is
+down (an orchestrator's readiness check). A bucket that does not exist or refuses the
+keys shows here, not at the first large value or archive run.
 """
 
 import logging
+import os
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from django.conf import settings
+from django.core.files.storage import storages
 from django.db import DatabaseError, connection
 from kombu import Connection
 
@@ -21,16 +27,18 @@ CHECK_TIMEOUT_SECONDS = 1.0
 class Readiness:
     database: str  # "ok", or what went wrong
     broker: str
+    storage: str
 
     @property
     def ready(self) -> bool:
-        return self.database == "ok" and self.broker == "ok"
+        return self.database == self.broker == self.storage == "ok"
 
     def as_body(self) -> dict[str, str]:
         return {
             "status": "ok" if self.ready else "unavailable",
             "database": self.database,
             "broker": self.broker,
+            "storage": self.storage,
         }
 
 
@@ -56,6 +64,39 @@ def _broker() -> str:
     return "ok"
 
 
+def _storage() -> str:
+    """The bucket answers a HEAD with the configured keys; without one, MEDIA_ROOT (where
+    large values and archives go) can be written."""
+    storage: Any = storages["default"]  # django-storages' S3Storage when a bucket is set
+    bucket = getattr(storage, "bucket_name", None)
+    if not bucket:
+        root = Path(getattr(storage, "location", settings.MEDIA_ROOT))
+        while not root.exists():  # created on the first write, where its parent allows
+            root = root.parent
+        return "ok" if os.access(root, os.W_OK) else "unavailable: not writable"
+    try:
+        from botocore.config import Config
+
+        quick = Config(
+            connect_timeout=CHECK_TIMEOUT_SECONDS,
+            read_timeout=CHECK_TIMEOUT_SECONDS,
+            retries={"max_attempts": 1},
+        )
+        client = storage._create_session().client(
+            "s3",
+            region_name=storage.region_name,
+            endpoint_url=storage.endpoint_url,
+            use_ssl=storage.use_ssl,
+            verify=storage.verify,
+            config=storage.client_config.merge(quick),
+        )
+        client.head_bucket(Bucket=bucket)
+    except Exception as error:  # botocore raises client, credential and endpoint errors
+        logger.warning("readiness: storage unavailable: %s", error)
+        return f"unavailable: {type(error).__name__}"
+    return "ok"
+
+
 def readiness() -> Readiness:
-    """The database and the broker, each checked now."""
-    return Readiness(database=_database(), broker=_broker())
+    """The database, the broker and the file storage, each checked now."""
+    return Readiness(database=_database(), broker=_broker(), storage=_storage())

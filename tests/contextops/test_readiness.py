@@ -4,6 +4,8 @@ import socket
 
 from django.test import Client
 
+from tests.s3 import S3Bucket
+
 
 def _closed_port() -> int:
     with socket.socket() as probe:
@@ -14,7 +16,7 @@ def _closed_port() -> int:
 def test_it_is_ready_when_the_database_and_the_broker_answer(db):
     response = Client().get("/readyz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "database": "ok", "broker": "ok"}
+    assert response.json() == {"status": "ok", "database": "ok", "broker": "ok", "storage": "ok"}
 
 
 def test_it_names_the_broker_when_it_cannot_be_reached(db, settings):
@@ -37,3 +39,17 @@ def test_a_probe_by_the_instances_own_address_is_answered_and_logs_no_error(db, 
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
     # Every other page still checks the host.
     assert Client().get("/accounts/login/", HTTP_HOST="10.1.2.3:8000").status_code == 400
+
+
+def test_it_names_a_bucket_that_is_not_there_before_the_first_write_needs_it(
+    db, settings, s3_bucket
+):
+    settings.STORAGES = s3_bucket.storages()
+    assert Client().get("/readyz").json()["storage"] == "ok"
+    missing = S3Bucket(server=s3_bucket.server, name=s3_bucket.name + "-missing")
+    settings.STORAGES = missing.storages()
+    response = Client().get("/readyz")
+    assert response.status_code == 503
+    body = response.json()
+    assert (body["status"], body["database"], body["broker"]) == ("unavailable", "ok", "ok")
+    assert body["storage"].startswith("unavailable")
