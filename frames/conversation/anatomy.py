@@ -157,6 +157,15 @@ def _branch(call: Usage) -> str:
     ) or MAIN_BRANCH
 
 
+TURN_BULK_FIELDS = (
+    "user_message",
+    "tool_calls",
+    "tool_results",
+    "assistant_response",
+    "thinking",
+)
+
+
 def _branch_messages(call: Usage, branch: str) -> list[Message]:
     """The stored messages of ``branch`` up to the call, oldest first."""
     rows = list(
@@ -164,6 +173,9 @@ def _branch_messages(call: Usage, branch: str) -> list[Message]:
             session_id=call.session_id, turn__branch=branch, created_at__lte=call.created_at
         )
         .select_related("turn")
+        # Of its turn a message needs the index alone: the turn's tool calls and results
+        # are the transcript's largest JSON, and decoding them was most of a call page.
+        .defer(*(f"turn__{field}" for field in TURN_BULK_FIELDS))
         .order_by("-seq")[:MESSAGES_READ]
     )
     rows.reverse()
