@@ -5,6 +5,7 @@ since the last event it has seen (``session_changes``), the frame page re-reads 
 budget card, calls and events (an htmx request for ``frame_detail``).
 """
 
+import hashlib
 import json
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
@@ -313,6 +314,22 @@ def frame_detail(request: MemberRequest, frame_id) -> HttpResponse:
     frame = _get_or_404(selectors.frame_get, organization=request.organization, frame_id=frame_id)
     prices = selectors.price_table()
     calls, calls_count = selectors.frame_calls_recent(frame=frame, limit=USAGE_SHOWN)
+    children = selectors.frame_children(
+        frame=frame, session=frame.session, limit=CHILDREN_PER_REQUEST + 1
+    )
+    # What the page shows of its children, which its poll sends back: the children card is
+    # sent again only when this changed (a child pushed, or one changed status).
+    shown = ",".join(f"{child.pk.hex[:8]}{child.status[:2]}" for child in children)
+    children_shown = hashlib.blake2s(shown.encode(), digest_size=6).hexdigest()
+
+    def tree() -> dict:
+        return {
+            "nodes": _tree_nodes(children[:CHILDREN_PER_REQUEST], frame.session),
+            "more": len(children) > CHILDREN_PER_REQUEST,
+            "next_offset": CHILDREN_PER_REQUEST,
+            "parent": frame,
+        }
+
     live = {
         "frame": frame,
         "session": frame.session,
@@ -323,21 +340,21 @@ def frame_detail(request: MemberRequest, frame_id) -> HttpResponse:
         "calls_count": calls_count,
         "cost": selectors.frame_cost(frame, prices),
         "poll_seconds": FRAME_POLL_SECONDS,
+        "children_shown": children_shown,
         **_frame_events_page(frame, _offset(request, "events")),
     }
     if request.htmx and not request.htmx.boosted:
-        return render(request, "frames/frame_detail.html#budget", {**live, "oob": True})
+        changed = request.GET.get("children") != children_shown
+        return render(
+            request,
+            "frames/frame_detail.html#budget",
+            {**live, "oob": True, **(tree() if changed else {"nodes": None})},
+        )
     ancestry = selectors.frame_ancestry(frame)
-    children = selectors.frame_children(
-        frame=frame, session=frame.session, limit=CHILDREN_PER_REQUEST + 1
-    )
     context = {
         **live,
+        **tree(),
         "ancestry": ancestry[:-1],
-        "nodes": _tree_nodes(children[:CHILDREN_PER_REQUEST], frame.session),
-        "more": len(children) > CHILDREN_PER_REQUEST,
-        "next_offset": CHILDREN_PER_REQUEST,
-        "parent": frame,
         "inputs_json": _json(frame.inputs) if frame.inputs else "",
         "results_json": _json(frame.result_refs) if frame.result_refs else "",
     }

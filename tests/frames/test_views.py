@@ -259,15 +259,42 @@ def test_the_frame_page_polls_its_budget_and_htmx_gets_only_the_live_parts(api, 
     root = services.frame_push(session=session, goal="Root", budget_total=8000)
     services.frame_push(session=session, parent=root, goal="A child", budget_total=100)
     page = member_client.get(f"/frames/{root.pk}/").content.decode()
-    assert f'hx-get="/frames/{root.pk}/" hx-trigger="every 3s"' in page
+    poll = _poll_address(page)
+    assert poll.startswith(f"/frames/{root.pk}/?children=")
+    assert f'hx-get="{poll}" hx-trigger="every 3s"' in page.replace("&amp;", "&")
     services.usage_record(
         session=session, frame=root, input_tokens=1500, output_tokens=500, model="claude-x"
     )
-    html = member_client.get(f"/frames/{root.pk}/", HTTP_HX_REQUEST="true").content.decode()
+    html = member_client.get(poll, HTTP_HX_REQUEST="true").content.decode()
     assert 'id="budget"' in html and 'Used</th><td class="num">2,000</td>' in html
     assert '<p id="frame-status" hx-swap-oob="true">' in html
     assert 'id="frame-calls" hx-swap-oob="true"' in html and "claude-x" in html
+    # The children did not change: their card is not sent, so an opened subtree stays open.
     assert "A child" not in html and "<html" not in html
+
+
+def _poll_address(page: str) -> str:
+    found = re.search(r'id="budget" hx-get="([^"]+)"', page)
+    assert found, "the budget card does not poll"
+    return found.group(1).replace("&amp;", "&")
+
+
+def test_the_frame_pages_poll_sends_its_children_again_when_one_is_pushed_or_closes(
+    api, member_client
+):
+    session = _session(api)
+    root = services.frame_push(session=session, goal="Root", budget_total=8000)
+    first = services.frame_push(session=session, parent=root, goal="Read the RFC", budget_total=100)
+    poll = _poll_address(member_client.get(f"/frames/{root.pk}/").content.decode())
+    services.frame_push(session=session, parent=root, goal="Check a claim", budget_total=100)
+    html = member_client.get(poll, HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="frame-children" hx-swap-oob="true"' in html
+    assert "Read the RFC" in html and "Check a claim" in html
+    poll = _poll_address(html)
+    assert "frame-children" not in member_client.get(poll, HTTP_HX_REQUEST="true").content.decode()
+    services.frame_pop(frame=first, status="failed", failure_reason="the site answered 404")
+    html = member_client.get(poll, HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="frame-children" hx-swap-oob="true"' in html and "failed" in html
 
 
 def test_the_frame_pages_poll_costs_the_same_queries_for_ten_or_a_thousand_children(
@@ -290,7 +317,7 @@ def test_a_closed_frame_page_stops_polling(api, member_client):
     root = services.frame_push(session=session, goal="Root", budget_total=8000)
     services.frame_pop(frame=root, status="completed")
     page = member_client.get(f"/frames/{root.pk}/").content.decode()
-    assert f'hx-get="/frames/{root.pk}/" hx-trigger' not in page
+    assert 'id="budget" hx-get' not in page and 'hx-trigger="every' not in page
     assert "its budget no longer changes" in page
 
 
@@ -476,7 +503,8 @@ def test_the_frame_pages_poll_refreshes_the_page_of_events_shown(api, member_cli
         )
     count = Event.objects.filter(session=session, frame_id=root.pk).count()
     page = member_client.get(f"/frames/{root.pk}/").content.decode()
-    assert f'hx-get="/frames/{root.pk}/" hx-trigger' in page and "frame.reserved" not in page
+    assert _poll_address(page).startswith(f"/frames/{root.pk}/?children=")
+    assert "frame.reserved" not in page
     services.frame_reserve(frame=root, purpose="summary", amount=5)
 
     # On the first page the poll brings the new event, newest first, and the new count.
@@ -488,7 +516,7 @@ def test_the_frame_pages_poll_refreshes_the_page_of_events_shown(api, member_cli
 
     # An older page polls for itself: it stays an older page, its links unchanged.
     older = member_client.get(f"/frames/{root.pk}/", {"events": 50}).content.decode()
-    assert f'hx-get="/frames/{root.pk}/?events=50" hx-trigger' in older
+    assert _poll_address(older).startswith(f"/frames/{root.pk}/?events=50&children=")
     poll = member_client.get(
         f"/frames/{root.pk}/", {"events": 50}, HTTP_HX_REQUEST="true"
     ).content.decode()
