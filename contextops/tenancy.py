@@ -129,6 +129,7 @@ ORGANIZATION_ADMIN_PERMISSIONS = {
         "view_contexthandle",
         "view_event",
         "view_suspension",
+        "view_modelprice",  # the prices its costs come from, read only
     ],
     "conversation": ["view_turn", "view_compactionrun", "view_summary"],
     "rlm": ["view_rlmstate"],

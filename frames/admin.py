@@ -66,7 +66,8 @@ class SuspensionAdmin(ReadOnlyAdmin):
 @admin.register(ModelPrice)
 class ModelPriceAdmin(admin.ModelAdmin):
     """Prices per million tokens, one table for the whole installation: superusers keep
-    them current (an organization's admin has no permission here). A model without a row
+    them current; an organization's admin reads them (the costs it sees come from here)
+    and cannot change them. A model without a row
     has no price: its calls show "unknown model: no price"."""
 
     list_display = [

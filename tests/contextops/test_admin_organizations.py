@@ -14,6 +14,7 @@ from contextops.models import ApiKey, AuditEntry, Organization
 from facts.models import Fact, SourceAuthority, WorkingSetItem
 from facts.services import fact_write
 from frames import services
+from frames.models import ModelPrice
 from tests.facts.test_admin import _form
 
 PASSWORD = "pw-for-the-org-admin-1"
@@ -178,8 +179,21 @@ def test_it_edits_its_own_policy_facts_and_never_anothers(org_admin, acme, globe
     assert not Fact.objects.filter(supersedes=globex.fact).exists()
 
 
-def test_it_leaves_model_prices_to_superusers(org_admin):
-    assert org_admin.get("/admin/frames/modelprice/").status_code == 403
+def test_it_shows_model_prices_and_leaves_changing_them_to_superusers(org_admin, prices):
+    listed = org_admin.get("/admin/frames/modelprice/")
+    assert listed.status_code == 200 and "claude-sonnet-4-6" in listed.content.decode()
+    assert "Model prices" in org_admin.get("/admin/").content.decode()
+    price = ModelPrice.objects.get(model="claude-sonnet-4-6")
+    page = org_admin.get(f"/admin/frames/modelprice/{price.pk}/change/").content.decode()
+    assert "View model price" in page and 'name="input_per_mtok"' not in page  # read only
+    refused = org_admin.post(
+        f"/admin/frames/modelprice/{price.pk}/change/",
+        {"model": price.model, "provider": price.provider, "input_per_mtok": "0"},
+    )
+    assert refused.status_code == 403
+    price.refresh_from_db()
+    assert price.input_per_mtok == 3
+    assert org_admin.get("/admin/frames/modelprice/add/").status_code == 403
 
 
 def test_a_superuser_sees_every_organization(acme, globex):
