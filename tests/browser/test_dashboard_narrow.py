@@ -1,5 +1,5 @@
 """At 390 px wide (a phone) the pages stay usable: Log out is reachable, nothing overflows
-the window, the occupancy chart draws every point with its axes."""
+the window, no figure or heading breaks inside a word, the occupancy chart draws every point with its axes."""
 
 import pytest
 from playwright.sync_api import expect
@@ -28,7 +28,8 @@ def test_a_phone_sized_window_keeps_log_out_reachable(
             frame=frame.id,
         )
     login(page, person.username)
-    for path in ("/", f"/sessions/{session.id}/", "/usage/", f"/sessions/{session.id}/turns/"):
+    pages = ("/", f"/sessions/{session.id}/", "/usage/", f"/sessions/{session.id}/turns/")
+    for path in (f"/frames/{frame.id}/", *pages):  # the turns page last: its chart below
         page.goto(path)
         logout = page.get_by_role("button", name="Log out")
         expect(logout).to_be_visible()
@@ -39,6 +40,20 @@ def test_a_phone_sized_window_keeps_log_out_reachable(
             '[...document.querySelectorAll("main *")].filter(e => e.getBoundingClientRect().right > 392).slice(0,5).map(e => e.tagName + "." + e.className + "#" + e.id)'
         )
         assert width <= 400, f"{path} is {width} px wide: {wide}"
+        # A figure stays on one line (a narrow table scrolls in its card instead).
+        broken = page.evaluate(
+            """[...document.querySelectorAll("td.num, th")].filter(cell => {
+                const texts = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+                const lines = new Set();
+                for (let node = texts.nextNode(); node; node = texts.nextNode()) {
+                    const range = document.createRange(); range.selectNodeContents(node);
+                    for (const r of range.getClientRects()) lines.add(Math.round(r.top));
+                }
+                const words = cell.textContent.trim().split(/\\s+/).length;
+                return cell.textContent.trim() && lines.size > words;
+            }).slice(0, 5).map(cell => cell.textContent.trim())"""
+        )
+        assert broken == [], f"{path} breaks inside a word: {broken}"
     expect(page.locator("svg.conv-chart circle.conv-point")).to_have_count(3)
     expect(page.locator("svg.conv-chart .conv-axis")).to_have_count(2)
     page.get_by_role("button", name="Log out").click()
