@@ -7,12 +7,11 @@ from typing import Any, cast
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.templatetags.static import static
 from django.views.decorators.http import require_GET
 
-from .health import readiness
 from .http import MemberRequest
 from .models import AuditEntry
 
@@ -50,17 +49,6 @@ def render_page(
 
 def navigation(request: HttpRequest) -> dict:
     return {"nav_section": getattr(request, "nav_section", "")}
-
-
-def healthz(request: HttpRequest) -> JsonResponse:
-    """Liveness: the process answers."""
-    return JsonResponse({"status": "ok"})
-
-
-def readyz(request: HttpRequest) -> JsonResponse:
-    """Readiness: 200 when the database and the broker answer, else 503 naming which not."""
-    state = readiness()
-    return JsonResponse(state.as_body(), status=200 if state.ready else 503)
 
 
 @require_GET

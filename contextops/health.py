@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from botocore.config import Config
 from django.conf import settings
 from django.core.files.storage import storages
 from django.db import DatabaseError, connection
+from django.http import HttpRequest, JsonResponse
 from kombu import Connection
 
 logger = logging.getLogger(__name__)
@@ -75,8 +77,6 @@ def _storage() -> str:
             root = root.parent
         return "ok" if os.access(root, os.W_OK) else "unavailable: not writable"
     try:
-        from botocore.config import Config
-
         quick = Config(
             connect_timeout=CHECK_TIMEOUT_SECONDS,
             read_timeout=CHECK_TIMEOUT_SECONDS,
@@ -100,3 +100,15 @@ def _storage() -> str:
 def readiness() -> Readiness:
     """The database, the broker and the file storage, each checked now."""
     return Readiness(database=_database(), broker=_broker(), storage=_storage())
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    """Liveness: the process answers."""
+    return JsonResponse({"status": "ok"})
+
+
+def readyz(request: HttpRequest) -> JsonResponse:
+    """Readiness: 200 when the database, the broker and the storage answer, else 503
+    naming which not."""
+    state = readiness()
+    return JsonResponse(state.as_body(), status=200 if state.ready else 503)

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import dashboard
+from . import dashboard, health
 from .api import api
 
 urlpatterns = [
@@ -11,8 +11,8 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("favicon.ico", dashboard.favicon, name="favicon"),
-    path("healthz", dashboard.healthz, name="healthz"),
-    path("readyz", dashboard.readyz, name="readyz"),
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
     path("audit/", dashboard.audit_log, name="audit_log"),
     path("", include("frames.urls")),
     path("", include("frames.suspensions.urls")),
