@@ -11,6 +11,7 @@ here escapes with ``bytes.replace`` and writes the same bytes
 
 from typing import Any
 
+from django.db import migrations
 from django.db.backends.signals import connection_created
 from django.dispatch import receiver
 from psycopg.abc import Buffer
@@ -39,3 +40,18 @@ def arrays_dumped(sender: Any, connection: Any, **kwargs: Any) -> None:
     """Every new PostgreSQL connection writes text arrays with ``ArrayDumper``."""
     if connection.vendor == "postgresql":
         connection.connection.adapters.register_dumper(list, ArrayDumper)
+
+
+def postgresql_only(create: list[str], drop: list[str]) -> Any:
+    """A migration operation running ``create`` (``drop`` to reverse it) on PostgreSQL and
+    nothing elsewhere: what SQLite has no equivalent of (full text, functions)."""
+
+    def run(statements: list[str]) -> Any:
+        def execute(apps: Any, schema_editor: Any) -> None:
+            if schema_editor.connection.vendor == "postgresql":
+                for statement in statements:
+                    schema_editor.execute(statement)
+
+        return execute
+
+    return migrations.RunPython(run(create), run(drop))

@@ -16,7 +16,6 @@ from django.db.models import (
     Case,
     Count,
     F,
-    FloatField,
     IntegerField,
     OuterRef,
     Prefetch,
@@ -31,7 +30,7 @@ from django.utils import timezone
 
 from contextops.errors import NotFound
 from contextops.models import Organization
-from contextops.rows import columns, fetch, param
+from contextops.rows import columns, converter, fetch, param
 from contextops.text import value_text
 from frames.models import Session
 
@@ -392,37 +391,100 @@ def _top(candidates: QuerySet[Fact], rank: Combinable, limit: int) -> list[dict[
     )
 
 
-class _FullText(Expression):
-    """SQL over the stored ``search_tsv`` column (not a model field) of the query's own
-    table: qualified with the alias the table has where the expression is compiled, so
-    it stays right inside a subquery (where Django renames the table)."""
+def _tsquery(terms: list[str]) -> tuple[str, list[str]]:
+    """The query as one ``tsquery``: any of ``terms``, each as ``plainto_tsquery`` reads it."""
+    return " || ".join(["plainto_tsquery('english'::regconfig, %s)"] * len(terms)), list(terms)
 
-    def __init__(self, template: str, terms: list[str], output_field: Any) -> None:
-        super().__init__(output_field=output_field)
-        self.template, self.terms = template, terms
 
-    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, tuple[Any, ...]]:
-        table = compiler.quote_name_unless_alias(compiler.query.base_table)
-        tsquery = " || ".join(["plainto_tsquery('english'::regconfig, %s)"] * len(self.terms))
-        sql = self.template.format(tsv=f"{table}.search_tsv", tsquery=tsquery)
-        return sql, tuple(self.terms) * self.template.count("{tsquery}")
+_CURRENT_NEWEST = "{t}.is_constraint DESC, {t}.created_at DESC, {t}.id DESC"
 
 
 def _ranked_postgresql(base: QuerySet[Fact], terms: list[str], limit: int) -> list[dict[str, Any]]:
-    """PostgreSQL full text: facts matching any term by ``ts_rank`` over the stored
-    ``search_tsv`` column (GIN-indexed, see migration 0002), then the newest others
-    with score 0 to fill ``limit``."""
-    matches = _FullText("{tsv} @@ ({tsquery})", terms, BooleanField())
-    rank = _FullText("ts_rank({tsv}, ({tsquery}))", terms, FloatField())
-    matched = _top(base.filter(matches), rank, limit)
-    if len(matched) < limit:
-        rest = (
-            base.exclude(_id_in([row["id"] for row in matched]))
-            .order_by("-is_constraint", "-created_at", "-id")
-            .values(*CONTEXT_FIELDS)[: limit - len(matched)]
+    """PostgreSQL full text, in one statement, the ``limit`` best of ``base`` in three tiers:
+
+    1. the facts matching the query's narrowing words, by ``ts_rank`` of the whole query
+       over the stored ``search_tsv`` column (GIN-indexed, see migration 0002);
+    2. the newest others matching any word of the query, by ``ts_rank`` among them;
+    3. the newest others, with relevance 0.
+
+    A narrowing word is one found in less than half of the facts, by PostgreSQL's own
+    statistics of the column (``contextops_fact_narrowing``, migration 0006): a word in
+    half of them or more selects nothing, as a stop word, so a query of common words never
+    scores every fact of a large organization. Tiers 2 and 3 read an index in their order
+    (``fact_current_newest``) and stop at ``limit``. Until the table has statistics every
+    word narrows: the ranking is ``ts_rank`` over every match."""
+    table = connection.ops.quote_name(Fact._meta.db_table)
+    joined = [
+        a for a, uses in base.query.alias_refcount.items() if uses and a != Fact._meta.db_table
+    ]
+    if not joined:  # the table alone: its conditions, as they are
+        where, where_params = base.query.get_compiler(connection=connection).compile(
+            base.query.where
         )
-        matched += [{**row, "relevance": 0.0} for row in rest]
-    return matched
+    else:  # a past moment's joins: the facts it selects, by id
+        subquery, where_params = base.values("id").query.sql_with_params()
+        where = f"{table}.id IN ({subquery})"
+    where_params = list(where_params)
+    every, every_params = _tsquery(terms)
+    newest = _CURRENT_NEWEST.format(t=table)
+    fields = ", ".join(f"{table}.{connection.ops.quote_name(f)}" for f in CONTEXT_FIELDS)
+    sql = f"""
+        WITH narrow AS MATERIALIZED (
+            SELECT {table}.id, ts_rank({table}.search_tsv, ({every})) AS relevance
+            FROM {table} WHERE {where}
+            AND {table}.search_tsv @@ (SELECT contextops_fact_narrowing(%s::text[]))
+            ORDER BY 2 DESC, {newest} LIMIT %s
+        ), matching AS MATERIALIZED (
+            SELECT {table}.id, ts_rank({table}.search_tsv, ({every})) AS relevance
+            FROM {table} WHERE {where}
+            AND {table}.search_tsv @@ ({every}) AND {table}.id NOT IN (SELECT id FROM narrow)
+            ORDER BY {newest} LIMIT greatest(0, %s - (SELECT count(*) FROM narrow))
+        ), rest AS MATERIALIZED (
+            SELECT {table}.id, 0.0::real AS relevance FROM {table} WHERE {where}
+            AND {table}.id NOT IN (SELECT id FROM narrow)
+            AND {table}.id NOT IN (SELECT id FROM matching)
+            ORDER BY {newest}
+            LIMIT greatest(0, %s - (SELECT count(*) FROM narrow) - (SELECT count(*) FROM matching))
+        ), ranked AS (
+            SELECT id, relevance, 0 AS tier FROM narrow
+            UNION ALL SELECT id, relevance, 1 FROM matching
+            UNION ALL SELECT id, relevance, 2 FROM rest
+        )
+        SELECT {fields}, ranked.relevance FROM ranked JOIN {table} ON {table}.id = ranked.id
+        ORDER BY ranked.tier, ranked.relevance DESC, {newest}
+    """
+    literal, _ = array_literal(list(terms))
+    params = [
+        *every_params,
+        *where_params,
+        literal,
+        limit,
+        *every_params,
+        *where_params,
+        *every_params,
+        limit,
+        *where_params,
+        limit,
+    ]
+    to_value, to_time = _context_converters()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    names = (*CONTEXT_FIELDS, "relevance")
+    value_at, time_at = CONTEXT_FIELDS.index("value"), CONTEXT_FIELDS.index("created_at")
+    out = []
+    for row in rows:
+        values = list(row)
+        values[value_at], values[time_at] = to_value(values[value_at]), to_time(values[time_at])
+        out.append(dict(zip(names, values, strict=True)))
+    return out
+
+
+@functools.cache
+def _context_converters() -> tuple[Any, Any]:
+    """What the ORM makes of a fact's ``value`` and ``created_at`` as PostgreSQL hands them
+    back (the JSON arrives as text)."""
+    return converter(Fact, "value"), converter(Fact, "created_at")
 
 
 def _id_in(ids: list[int]) -> Q | Expression:
@@ -526,9 +588,8 @@ def facts_for_context(
     reader_authority: str | None = None,
     as_of: datetime | None = None,
 ) -> list[ContextFact]:
-    """Valid facts a context for ``session`` may hold, best first: two queries (three on
-    PostgreSQL when fewer facts than ``limit`` match the query): the ranked facts whole,
-    then the facts governing their subjects that the ranking left out.
+    """Valid facts a context for ``session`` may hold, best first: two queries, the ranked
+    facts whole, then the facts governing their subjects that the ranking left out.
 
     ``as_of``: the facts valid at that time instead: written by then, and current then
     (superseded or withdrawn only later).
@@ -537,8 +598,10 @@ def facts_for_context(
     global ones plus those of ``scope_ids``, whose ``read_permission`` (if any) the session's
     identity holds, readable at the session's authority (and at
     ``reader_authority``, the calling agent's, when given: the lower of the two wins), ranked
-    by relevance to ``query`` (PostgreSQL: full-text rank over a GIN index; elsewhere
-    the number of query words each contains, a LIKE per word). Constraints, then
+    by relevance to ``query`` (PostgreSQL: full-text rank over a GIN index of the facts
+    matching the query's words found in less than half of the facts, then the newest
+    matching any word, see ``_ranked_postgresql``; elsewhere the number of query words
+    each contains, a LIKE per word). Constraints, then
     organizational policy, that govern a subject in the result come first, fetched even when their own
     words did not match.
     """

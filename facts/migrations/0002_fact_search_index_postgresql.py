@@ -7,6 +7,8 @@ declare the column (it does not exist on SQLite); ``facts.selectors`` reads it b
 
 from django.db import migrations
 
+from contextops.postgres import postgresql_only
+
 CREATE = [
     "ALTER TABLE facts_fact ADD COLUMN IF NOT EXISTS search_tsv tsvector "
     "GENERATED ALWAYS AS (to_tsvector('english'::regconfig, COALESCE(search_text, ''))) STORED",
@@ -18,18 +20,6 @@ DROP = [
 ]
 
 
-def create(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        for statement in CREATE:
-            schema_editor.execute(statement)
-
-
-def drop(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        for statement in DROP:
-            schema_editor.execute(statement)
-
-
 class Migration(migrations.Migration):
     dependencies = [("facts", "0001_facts_initial")]
-    operations = [migrations.RunPython(create, drop)]
+    operations = [postgresql_only(CREATE, DROP)]

@@ -2,6 +2,7 @@
 
 from datetime import timedelta
 
+import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -194,3 +195,34 @@ def test_a_past_moment_is_ranked_by_the_query_with_its_governing_facts(api, make
         )
     )
     assert ranked == ["cap", "offer"]
+
+
+@pytest.mark.skipif(not IS_POSTGRES, reason="word shares come from PostgreSQL's statistics")
+def test_a_word_in_half_the_facts_or_more_orders_but_does_not_select(api, make_session):
+    """ "shipping" is in twelve facts of thirteen: like a stop word, it selects nothing, so
+    the one fact about customs comes first, though the others say "shipping" three times
+    each; they follow, newest first, before any fact that matches no word."""
+    org = api.organization
+    w(org, "customs", "Customs papers are filed by Ana")
+    for i in range(12):
+        w(org, f"shipping{i}", f"shipping shipping shipping update {i}")
+    w(org, "lunch", "Lunch is at noon")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE facts_fact")  # what autovacuum does after such writes
+    ranked = keys(
+        facts_for_context(
+            organization=org,
+            session=make_session(api),
+            scope_ids=[],
+            query="shipping customs",
+            limit=5,
+        )
+    )
+    assert ranked == ["customs", "shipping11", "shipping10", "shipping9", "shipping8"]
+    ranked = keys(
+        facts_for_context(
+            organization=org, session=make_session(api), scope_ids=[], query="shipping", limit=14
+        )
+    )
+    assert ranked[:12] == [f"shipping{i}" for i in reversed(range(12))]
+    assert set(ranked[12:]) == {"customs", "lunch"}
