@@ -227,9 +227,14 @@ def _segments(
 
 @functools.cache
 def _handle_rows_sql() -> str:
+    """On PostgreSQL the ids are read as their text (``uuid::text`` is the form ``str``
+    of a UUID gives); SQLite stores them as 32 hex digits, converted here."""
     qn = connection.ops.quote_name
+    selected = [qn(f) for f in HANDLE_FIELDS]
+    if connection.vendor == "postgresql":
+        selected[0] += "::text"
     return (
-        f"SELECT {', '.join(qn(f) for f in HANDLE_FIELDS)} FROM {qn(ContextHandle._meta.db_table)}"
+        f"SELECT {', '.join(selected)} FROM {qn(ContextHandle._meta.db_table)}"
         ' WHERE "frame_id" = %s ORDER BY "created_at", "id"'
     )
 
@@ -238,15 +243,14 @@ def _handle_rows(frame: Frame) -> list[dict[str, Any]]:
     """The frame's handles, oldest first, as rows of HANDLE_FIELDS with their ids as text:
     one statement written once per process (a frame may hold a thousand handles, and the
     ORM's converting of each row cost more than reading it)."""
-    to_uuid = converter(ContextHandle, "id")
     with connection.cursor() as cursor:
         cursor.execute(_handle_rows_sql(), [param(ContextHandle, "frame", frame.pk)])
         rows = cursor.fetchall()
-    handles = []
-    for row in rows:
-        handle = dict(zip(HANDLE_FIELDS, row, strict=True))
-        handle["id"] = str(to_uuid(handle["id"]))
-        handles.append(handle)
+    handles = [dict(zip(HANDLE_FIELDS, row, strict=True)) for row in rows]
+    if connection.vendor != "postgresql":
+        to_uuid = converter(ContextHandle, "id")
+        for handle in handles:
+            handle["id"] = str(to_uuid(handle["id"]))
     return handles
 
 
