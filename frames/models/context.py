@@ -2,6 +2,7 @@
 handles, and the resource maps a session leaves for the next one of its agent."""
 
 import uuid
+from typing import Any
 
 from django.db import models
 from django.utils import timezone
@@ -14,8 +15,13 @@ from .core import ContextHandle, Frame, Session
 class ContextPackRecord(models.Model):
     """One assembly of a context pack, kept so the dashboard can say why something is missing.
 
-    ``included`` holds ``{section, id, tokens, form}`` per item; ``dropped`` holds
-    ``{section, id, reason, level, tokens}`` per item left out.
+    ``included`` holds ``{section, id, tokens, form}`` per item; ``dropped`` is
+    ``{section, id, reason, level, tokens}`` per item left out, stored as runs
+    (``dropped_runs``): consecutive items of one section, reason and level as one
+    ``{section, reason, level, ids, tokens}``. A pack on a frame of a thousand handles
+    drops a thousand items for the same reason: their runs are a third of the JSON to
+    write, and the list reads back in its order. Records written before runs hold the
+    items themselves, read back as they are.
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -29,7 +35,7 @@ class ContextPackRecord(models.Model):
     min_compaction = models.CharField(max_length=12, default="none")
     breakdown = models.JSONField(default=dict)
     included = models.JSONField(default=list)
-    dropped = models.JSONField(default=list)
+    dropped_runs = models.JSONField(default=list, db_column="dropped")
     query = models.CharField(max_length=2000, blank=True)
     as_of_seq = models.PositiveBigIntegerField(
         null=True,
@@ -52,6 +58,19 @@ class ContextPackRecord(models.Model):
         return f"pack {self.used}/{self.budget} at {self.level}"
 
     @property
+    def dropped(self) -> list[dict[str, Any]]:
+        """The items left out, in order, each ``{section, id, reason, level, tokens}``."""
+        items = self.__dict__.get("_dropped")
+        if items is None:
+            items = self.__dict__["_dropped"] = dropped_items(self.dropped_runs)
+        return items
+
+    @dropped.setter
+    def dropped(self, items: list[dict[str, Any]]) -> None:
+        self.__dict__["_dropped"] = items
+        self.dropped_runs = dropped_runs(items)
+
+    @property
     def dropped_by_level(self) -> dict[str, list[dict]]:
         """Dropped items grouped by the level that dropped them, in level order."""
         order = ["none", "light", "moderate", "aggressive", "critical"]
@@ -62,6 +81,44 @@ class ContextPackRecord(models.Model):
         ):
             grouped.setdefault(entry.get("level", "none"), []).append(entry)
         return grouped
+
+
+_RUN_KEYS = ("section", "reason", "level")
+
+
+def dropped_runs(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``items`` as runs: consecutive items alike but for ``id`` and ``tokens`` as one."""
+    runs: list[dict[str, Any]] = []
+    last: tuple[Any, ...] | None = None
+    for item in items:
+        key = (item.get("section"), item.get("reason"), item.get("level"))
+        if key != last:
+            runs.append({**dict(zip(_RUN_KEYS, key, strict=True)), "ids": [], "tokens": []})
+            last = key
+        runs[-1]["ids"].append(item.get("id"))
+        runs[-1]["tokens"].append(item.get("tokens", 0))
+    return runs
+
+
+def dropped_items(stored: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The items of ``stored`` runs, in order (a record written before runs: as it is)."""
+    items = []
+    for run in stored:
+        if "ids" not in run:
+            items.append(run)
+            continue
+        section, reason, level = run["section"], run["reason"], run["level"]
+        for item_id, tokens in zip(run["ids"], run["tokens"], strict=True):
+            items.append(
+                {
+                    "section": section,
+                    "id": item_id,
+                    "reason": reason,
+                    "level": level,
+                    "tokens": tokens,
+                }
+            )
+    return items
 
 
 class HandleAnnotation(models.Model):

@@ -235,3 +235,37 @@ def test_it_answers_in_the_bytes_its_documented_schema_gives(
     validated = ContextPackOut.model_validate(body).model_dump(mode="json")
     assert json.dumps(validated) == json.dumps(body)
     assert response["Content-Type"] == "application/json; charset=utf-8"
+
+
+def test_a_stored_pack_lists_what_it_dropped_as_the_assembly_did(api, session, frame, make_handle):
+    """Items dropped alike are stored as runs: the pack read back lists every item, in
+    the assembly's order, reasons interleaved as they came (cold, offline, excluded)."""
+    handles = []
+    for i in range(60):
+        state = ["cold", "offline", "full", "full"][i % 4]
+        handles.append(make_handle(frame, f"doc {i} " * 40, tokens=90, priority="low", state=state))
+    excluded = [str(h.id) for h in handles[2::8]]
+    created = api.post(
+        f"/sessions/{session.id}/context-pack",
+        {"budget_tokens": 600, "exclude_handles": excluded},
+    ).json()
+    reasons = [d["reason"] for d in created["dropped"]]
+    assert {"cold", "offline", "excluded", "low_priority"} <= set(reasons)
+    assert len(created["dropped"]) >= 60
+    listed = api.get(f"/sessions/{session.id}/context-packs").json()
+    assert listed[0]["dropped"] == created["dropped"]
+    stored = ContextPackRecord.objects.values_list("dropped_runs", flat=True).get(pk=created["id"])
+    alike = [(d["section"], d["reason"], d["level"]) for d in created["dropped"]]
+    changes = sum(1 for a, b in zip(alike, alike[1:], strict=False) if a != b)
+    assert len(stored) == 1 + changes < len(alike)  # runs, not one entry per item
+
+
+def test_a_pack_stored_before_runs_reads_back_as_it_was(api, session, frame):
+    items = [
+        {"section": "segments", "id": "h1", "reason": "cold", "level": "none", "tokens": 0},
+        {"section": "facts", "id": "7", "reason": "over_budget", "level": "none", "tokens": 12},
+    ]
+    record = ContextPackRecord.objects.create(
+        session=session, frame=frame, budget=1000, used=10, level="none", dropped_runs=items
+    )
+    assert api.get(f"/sessions/{session.id}/context-packs").json()[0]["dropped"] == items
