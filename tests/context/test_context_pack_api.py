@@ -265,7 +265,7 @@ def test_a_pack_stored_before_runs_reads_back_as_it_was(api, session, frame):
         {"section": "segments", "id": "h1", "reason": "cold", "level": "none", "tokens": 0},
         {"section": "facts", "id": "7", "reason": "over_budget", "level": "none", "tokens": 12},
     ]
-    record = ContextPackRecord.objects.create(
+    ContextPackRecord.objects.create(
         session=session, frame=frame, budget=1000, used=10, level="none", dropped_runs=items
     )
     assert api.get(f"/sessions/{session.id}/context-packs").json()[0]["dropped"] == items
