@@ -384,19 +384,13 @@ def context_pack_assemble(
             {"section": i.section, "id": i.id, "tokens": i.tokens, "form": i.form}
             for i in result.included
         ],
-        dropped=[
-            {
-                "section": d.section,
-                "id": d.id,
-                "reason": d.reason,
-                "level": d.level,
-                "tokens": d.tokens,
-            }
-            for d in result.dropped
-        ],
         query=query[:2000],
         as_of_seq=as_of_seq,
     )
+    record.dropped = [
+        {"section": d.section, "id": d.id, "reason": d.reason, "level": d.level, "tokens": d.tokens}
+        for d in result.dropped
+    ]
     if store and session.lifecycle_state == Session.Lifecycle.LOADING:
         with transaction.atomic():
             record.save(force_insert=True)
