@@ -9,6 +9,7 @@ from django-htmx's middleware). Handlers and views annotate ``request`` with one
 
 from typing import Any
 
+import orjson
 from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
 from django_htmx.middleware import HtmxDetails
@@ -31,17 +32,27 @@ class MemberRequest(HttpRequest):
 
 
 _RENDERER = JSONRenderer()  # the API's renderer (contextops.api sets none of its own)
+_ENCODER = _RENDERER.encoder_class()
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_NON_STR_KEYS
 
 
 def prebuilt_json_response(request: HttpRequest, body: Any) -> HttpResponse:
-    """A 200 answer of ``body`` in the bytes django-ninja would send for it after
-    validating it against the operation's ``response`` schema, without the validation.
+    """A 200 answer of ``body``, the JSON django-ninja would send for it after validating
+    it against the operation's ``response`` schema, without the validation.
 
     For a body built field by field, in its schema's order, from values that have the
     schema's types already: a large answer (a lineage, a context pack) holds thousands of
     nested items that validation and ``model_dump`` would walk again for nothing. The
-    operation keeps declaring its schema, so the OpenAPI document is unchanged."""
+    operation keeps declaring its schema, so the OpenAPI document is unchanged.
+
+    Encoded by orjson (a pack's 200 KB in a tenth of the time), compact and in UTF-8;
+    what it does not encode as the API's renderer would (times, which the renderer
+    writes to the millisecond) goes through the renderer's encoder, and a body orjson
+    refuses (an integer beyond 64 bits in a fact's value) is rendered by the renderer."""
+    try:
+        content = orjson.dumps(body, default=_ENCODER.default, option=_ORJSON_OPTIONS)
+    except orjson.JSONEncodeError:
+        content = _RENDERER.render(request, body, response_status=200).encode()
     return HttpResponse(
-        _RENDERER.render(request, body, response_status=200),
-        content_type=f"{_RENDERER.media_type}; charset={_RENDERER.charset}",
+        content, content_type=f"{_RENDERER.media_type}; charset={_RENDERER.charset}"
     )
