@@ -37,20 +37,17 @@ from frames.models import Session
 from . import supersession as rules
 from .models import Fact, FactDependency, WorkingSetItem
 
+# What a context pack uses of a fact (the ranking orders by more, in SQL).
 CONTEXT_FIELDS = (
     "id",
-    "organization_id",
     "key",
     "subject",
     "value",
     "tokens",
     "is_constraint",
-    "constraint_type",
     "memory_type",
     "source",
     "scope",
-    "scope_id",
-    "created_at",
 )
 
 
@@ -466,25 +463,24 @@ def _ranked_postgresql(base: QuerySet[Fact], terms: list[str], limit: int) -> li
         *where_params,
         limit,
     ]
-    to_value, to_time = _context_converters()
+    to_value = _value_converter()
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     names = (*CONTEXT_FIELDS, "relevance")
-    value_at, time_at = CONTEXT_FIELDS.index("value"), CONTEXT_FIELDS.index("created_at")
+    value_at = CONTEXT_FIELDS.index("value")
     out = []
     for row in rows:
         values = list(row)
-        values[value_at], values[time_at] = to_value(values[value_at]), to_time(values[time_at])
+        values[value_at] = to_value(values[value_at])
         out.append(dict(zip(names, values, strict=True)))
     return out
 
 
 @functools.cache
-def _context_converters() -> tuple[Any, Any]:
-    """What the ORM makes of a fact's ``value`` and ``created_at`` as PostgreSQL hands them
-    back (the JSON arrives as text)."""
-    return converter(Fact, "value"), converter(Fact, "created_at")
+def _value_converter() -> Any:
+    """What the ORM makes of a fact's ``value`` as PostgreSQL hands it back (text)."""
+    return converter(Fact, "value")
 
 
 def _id_in(ids: list[int]) -> Q | Expression:
@@ -533,18 +529,14 @@ class ContextFact:
     """A current fact as a context reads it: the columns of CONTEXT_FIELDS, no model."""
 
     id: int
-    organization_id: int
     key: str
     subject: str
     value: Any
     tokens: int
     is_constraint: bool
-    constraint_type: str
     memory_type: str
     source: str
     scope: str
-    scope_id: str
-    created_at: datetime
 
     @property
     def pk(self) -> int:
