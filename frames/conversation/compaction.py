@@ -124,6 +124,22 @@ def compaction_queue(
     return run
 
 
+def compaction_require_turns(session: Session) -> None:
+    """Conflict ``nothing_to_compact`` when no turn of ``session`` is in its window: it has
+    none yet, or earlier compactions took every one out. A run would change nothing."""
+    if Turn.objects.filter(
+        session=session, branch=MAIN_BRANCH, summarized=False, truncated=False
+    ).exists():
+        return
+    if Turn.objects.filter(session=session, branch=MAIN_BRANCH).exists():
+        detail = (
+            "Every turn of this session is out of the window already: there is nothing to compact."
+        )
+    else:
+        detail = "This session has no turns yet: there is nothing to compact."
+    raise Conflict("nothing_to_compact", detail)
+
+
 def compaction_request(
     *,
     session: Session,
@@ -132,7 +148,9 @@ def compaction_request(
     keep_turns: int | None = None,
     actor: str = "",
 ) -> CompactionRun:
-    """Queue a compaction of ``session``; 409 ``compaction_in_progress`` while one is open."""
+    """Queue a compaction of ``session``; 409 ``session_ended`` once it has ended,
+    ``nothing_to_compact`` with no turn in its window, ``compaction_in_progress`` while
+    one is open."""
     strategy_require(strategy, CONVERSATION)
     if strategy == sel.TRUNCATE_AT and keep_turns is None:
         raise Invalid(
@@ -147,6 +165,7 @@ def compaction_request(
         raise Invalid(f"keep_turns must be from 0 to {sel.MAX_KEEP_TURNS:,}.", field="keep_turns")
     with transaction.atomic():
         session = session_lock(session)
+        compaction_require_turns(session)
         run = compaction_queue(
             session=session,
             strategy=strategy,

@@ -2,6 +2,7 @@
 
 import pytest
 
+from contextops.errors import Conflict
 from contextops.llm import CONTINUATION_MESSAGE, AnthropicSummarizer, ExtractiveSummarizer
 from frames.conversation.compaction import compaction_execute, compaction_request
 from frames.conversation.models import CompactionRun, Summary, Turn
@@ -320,6 +321,7 @@ def test_a_run_can_be_reverted(api, session, queued):
 
 
 def test_only_one_compaction_at_a_time(api, session, queued):
+    conversation(api, session, 2)
     run_id = queued()
     response = api.post(f"/sessions/{session.id}/compactions", {})
     assert response.status_code == 409
@@ -328,6 +330,44 @@ def test_only_one_compaction_at_a_time(api, session, queued):
         "detail": "",
         "compaction_id": run_id,
     }
+
+
+def test_a_session_without_turns_has_nothing_to_compact(
+    api, session, django_capture_on_commit_callbacks
+):
+    seq = Event.objects.filter(session=session).count()
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = api.post(f"/sessions/{session.id}/compactions", {})
+    assert response.status_code == 409, response.content
+    assert response.json() == {
+        "error": "nothing_to_compact",
+        "detail": "This session has no turns yet: there is nothing to compact.",
+    }
+    # Nothing queued, nothing logged, no job sent.
+    assert not CompactionRun.objects.filter(session=session).exists()
+    assert Event.objects.filter(session=session).count() == seq
+    assert callbacks == []
+    # The service the dashboard calls refuses it too.
+    with pytest.raises(Conflict) as refused:
+        compaction_request(session=session, strategy="truncate_at", keep_turns=0)
+    assert refused.value.code == "nothing_to_compact"
+    assert not CompactionRun.objects.filter(session=session).exists()
+
+
+def test_a_session_whose_turns_are_all_out_of_the_window_has_nothing_to_compact(
+    api, session, queued
+):
+    conversation(api, session, 4)
+    compaction_execute(
+        run_id=queued(strategy="truncate_at", keep_turns=0), summarizer=ExtractiveSummarizer()
+    )
+    assert not Turn.objects.filter(session=session, truncated=False).exists()
+    response = api.post(f"/sessions/{session.id}/compactions", {})
+    assert response.status_code == 409 and response.json() == {
+        "error": "nothing_to_compact",
+        "detail": "Every turn of this session is out of the window already: there is nothing to compact.",
+    }
+    assert CompactionRun.objects.filter(session=session).count() == 1
 
 
 @pytest.mark.parametrize(
@@ -348,6 +388,7 @@ def test_it_rejects_bad_compaction_requests(api, session, body, loc):
 
 
 def test_another_organization_gets_404(api, other_api, session, queued):
+    conversation(api, session, 2)
     run_id = queued()
     assert other_api.post(f"/sessions/{session.id}/compactions", {}).status_code == 404
     assert other_api.get(f"/compactions/{run_id}").status_code == 404

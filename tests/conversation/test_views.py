@@ -66,8 +66,9 @@ def test_an_htmx_request_gets_only_the_timeline(api, session, member_client, pag
 
 
 def test_the_button_queues_a_compaction_and_returns_the_runs(
-    session, member_client, django_capture_on_commit_callbacks
+    api, session, member_client, django_capture_on_commit_callbacks
 ):
+    conversation(api, session, 2)
     url = f"/sessions/{session.id}/turns/compactions/start/"
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = member_client.post(url, {"strategy": "anchor_point"}, HTTP_HX_REQUEST="true")
@@ -150,6 +151,23 @@ def test_without_htmx_a_refused_form_shows_its_error_on_the_page(
         done = member_client.post(url, {"strategy": "truncate_at", "keep_turns": "3"})
     assert done.status_code == 302 and done["Location"] == f"/sessions/{session.id}/turns/"
     assert CompactionRun.objects.get(session=session).keep_turns == 3
+
+
+def test_a_session_without_turns_refuses_the_form_and_queues_nothing(
+    session, member_client, page, django_capture_on_commit_callbacks
+):
+    url = f"/sessions/{session.id}/turns/compactions/start/"
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = member_client.post(url, {"strategy": "anchor_point"}, HTTP_HX_REQUEST="true")
+        plain = member_client.post(url, {"strategy": "anchor_point"})
+    assert response.status_code == 422 and plain.status_code == 422
+    for answer in (response, plain):
+        alert = answer.content.decode().split('role="alert">')[1].split("</p>")[0]
+        assert alert == "This session has no turns yet: there is nothing to compact."
+    assert callbacks == []
+    assert not CompactionRun.objects.filter(session=session).exists()
+    html = member_client.get(page).content.decode()
+    assert "No compactions yet." in html and "nothing to compact" not in html
 
 
 @pytest.mark.parametrize(
