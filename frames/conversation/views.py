@@ -27,6 +27,8 @@ TEMPLATE = "conversation/session_turns.html"
 COUNTERFACTUAL_TEMPLATE = "conversation/counterfactual.html"
 # Marker colours of the policies on the counterfactual chart, in strategy order.
 POLICY_COLOURS = ("#2e7d32", "#6a1b9a", "#ef6c00", "#00838f", "#5d4037", "#c2185b")
+# Why an ended session's runs panel has no form, and why its POST is refused.
+ENDED_NOTE = "This session has ended: it is read-only, so it takes no more compactions."
 
 
 def _session(request: MemberRequest, session_id) -> Session:
@@ -77,11 +79,14 @@ def _runs_context(
     session: Session, runs: list[CompactionRun] | None = None, form: dict | None = None
 ) -> dict:
     """The runs panel's context: ``runs``, else the session's newest runs read now, and
-    the form's values (``form``: what was submitted; empty fields when None)."""
+    the form's values (``form``: what was submitted; empty fields when None). An ended
+    session's panel offers no form: ``ended_note`` says why instead."""
     if runs is None:
         runs = list(selectors.compactions_list(session=session)[:RUNS_SHOWN])
+    ended = session.lifecycle_state == Session.Lifecycle.ENDED
     return {
         "session": session,
+        "ended_note": ENDED_NOTE if ended else "",
         "runs": runs,
         "running": any(r.is_open for r in runs),
         "strategies": strategy_names(CONVERSATION),
@@ -146,7 +151,8 @@ def compactions_fragment(request: MemberRequest, session_id) -> HttpResponse:
 def compaction_start(request: MemberRequest, session_id) -> HttpResponse:
     """Queue a compaction from the form. For htmx the runs panel answers; without it, a
     redirect to the turns page, or that page with the error at this address (422). A GET
-    of this address, a person coming back to that page later, goes to the turns page."""
+    of this address, a person coming back to that page later, goes to the turns page.
+    An ended session is refused before its fields are read (422, nothing queued)."""
     session = _session(request, session_id)
     if request.method == "GET":
         return redirect("conversation:turns", session_id=session.pk)
@@ -154,7 +160,10 @@ def compaction_start(request: MemberRequest, session_id) -> HttpResponse:
     keep = request.POST.get("keep_turns", "").strip()
     target = request.POST.get("target_tokens", "").strip()
     form = {"strategy": strategy, "keep_turns": keep, "target_tokens": target}
-    error = "" if strategy.strip() else "Choose a strategy."
+    if session.lifecycle_state == Session.Lifecycle.ENDED:
+        error = ENDED_NOTE
+    else:
+        error = "" if strategy.strip() else "Choose a strategy."
     runs = None
     try:
         keep_turns = int(keep) if keep else None

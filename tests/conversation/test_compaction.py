@@ -370,6 +370,21 @@ def test_a_session_whose_turns_are_all_out_of_the_window_has_nothing_to_compact(
     assert CompactionRun.objects.filter(session=session).count() == 1
 
 
+def test_an_ended_session_takes_no_compaction_and_nothing_changes(
+    api, session, django_capture_on_commit_callbacks
+):
+    conversation(api, session, 6)
+    assert api.post(f"/sessions/{session.id}/end").status_code == 200
+    seq = Event.objects.filter(session=session).count()
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = api.post(f"/sessions/{session.id}/compactions", {})
+    assert response.status_code == 409 and response.json()["error"] == "session_ended"
+    assert not CompactionRun.objects.filter(session=session).exists()
+    assert not Turn.objects.filter(session=session, summarized=True).exists()
+    assert Event.objects.filter(session=session).count() == seq
+    assert callbacks == []
+
+
 @pytest.mark.parametrize(
     "body, loc",
     [

@@ -5,8 +5,10 @@ from django.test import Client
 from django.utils import timezone
 
 from contextops.llm import ExtractiveSummarizer
+from frames.context.lifecycle import session_end
 from frames.conversation.compaction import compaction_execute
-from frames.conversation.models import CompactionRun
+from frames.conversation.models import CompactionRun, Turn
+from frames.models import Session
 
 from .test_compaction import conversation
 
@@ -151,6 +153,52 @@ def test_without_htmx_a_refused_form_shows_its_error_on_the_page(
         done = member_client.post(url, {"strategy": "truncate_at", "keep_turns": "3"})
     assert done.status_code == 302 and done["Location"] == f"/sessions/{session.id}/turns/"
     assert CompactionRun.objects.get(session=session).keep_turns == 3
+
+
+ENDED = "This session has ended: it is read-only, so it takes no more compactions."
+
+
+def test_an_ended_session_offers_no_compaction_form_and_says_why(api, session, member_client, page):
+    conversation(api, session, 5)
+    assert 'name="strategy"' in member_client.get(page).content.decode()
+    session_end(session=session)
+    start = f"/sessions/{session.id}/turns/compactions/start/"
+    for html in (
+        member_client.get(page).content.decode(),
+        member_client.get(
+            f"/sessions/{session.id}/turns/compactions/", HTTP_HX_REQUEST="true"
+        ).content.decode(),
+    ):
+        assert f'<p class="muted small" id="conv-ended">{ENDED}</p>' in html
+        assert "Compact now" not in html and start not in html and 'name="strategy"' not in html
+    assert "Step 4: please" in member_client.get(page).content.decode()  # still readable
+
+
+@pytest.mark.parametrize("htmx", [True, False])
+def test_an_ended_session_refuses_a_compaction_post_and_changes_nothing(
+    api, session, member_client, django_capture_on_commit_callbacks, htmx
+):
+    conversation(api, session, 6)
+    session_end(session=session)
+    seq = Session.objects.get(pk=session.pk).last_event_seq
+    url = f"/sessions/{session.id}/turns/compactions/start/"
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        answers = [
+            member_client.post(url, {"strategy": "anchor_point"}, **headers),
+            # Whatever the fields say, the reason is the session's end.
+            member_client.post(url, {"strategy": "truncate_at", "keep_turns": "x"}, **headers),
+        ]
+    for response in answers:
+        assert response.status_code == 422
+        html = response.content.decode()
+        assert f'<p class="error" role="alert">{ENDED}</p>' in html
+        assert "Compact now" not in html and 'id="conv-ended"' not in html
+    assert callbacks == []
+    assert not CompactionRun.objects.filter(session=session).exists()
+    assert not Turn.objects.filter(session=session, summarized=True).exists()
+    assert not Turn.objects.filter(session=session, truncated=True).exists()
+    assert Session.objects.get(pk=session.pk).last_event_seq == seq
 
 
 def test_a_session_without_turns_refuses_the_form_and_queues_nothing(
