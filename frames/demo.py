@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from contextops.actors import agent_actor
+from contextops.llm import ExtractiveSummarizer
 from contextops.models import Organization
 from contextops.tenancy import api_key_create, user_create
 from facts.services import fact_write
@@ -18,7 +19,8 @@ from facts.services import fact_write
 from . import services
 from .context import lifecycle
 from .context.pack import context_pack_assemble
-from .conversation.ingest import messages_append
+from .conversation.compaction import compaction_execute
+from .conversation.ingest import contents_counted, messages_append
 from .models import Event, Frame, Session, Usage
 from .rlm.protocol import state_initialize, variable_write
 from .rlm.snapshots import checkpoint_create
@@ -255,6 +257,302 @@ def _small_sessions(org, agent) -> None:
         _usage(busy, frame, 6_000, 1_500, cache_read=30_000)
 
 
+# The coding session's tests, by module, as `pytest -v` names them.
+CHECKOUT_TESTS = {
+    "test_coupons.py": ["test_apply_coupon", "test_coupon_expired", "test_coupon_once"],
+    "test_totals.py": ["test_rounding", "test_tax_included", "test_discount_total"],
+    "test_stock.py": ["test_reserved", "test_released_on_cancel", "test_out_of_stock"],
+    "test_orders.py": ["test_order_placed", "test_order_paid", "test_order_refunded"],
+}
+
+
+def _pytest_log(modules: list[str], count: int, failing: set[tuple[str, int]]) -> str:
+    """What `pytest -v --count=N` prints for ``modules``: a line per test and repeat, the
+    ``(test, repeat)`` pairs in ``failing`` failed, then the tally."""
+    lines = [
+        f"tests/checkout/{module}::{test}[{n}-{count}] "
+        + ("FAILED" if (test, n) in failing else "PASSED")
+        for n in range(1, count + 1)
+        for module in modules
+        for test in CHECKOUT_TESTS[module]
+    ]
+    failed = sum(line.endswith("FAILED") for line in lines)
+    tally = f"{failed} failed, {len(lines) - failed} passed" if failed else f"{len(lines)} passed"
+    return "\n".join([*lines, f"===== {tally} ====="])
+
+
+# The coding session's turns: (prompt, tool calls as (tool, input, output, failed), reply).
+# Edits followed by passing tests are anchors: turns 4 (a fix after a failure), 7 and 10.
+CHECKOUT_TURNS = [
+    (
+        "The checkout tests fail about one CI run in five. Find out why and fix it.",
+        [
+            (
+                "Bash",
+                {"command": "pytest tests/checkout -v --count=12"},
+                _pytest_log(
+                    list(CHECKOUT_TESTS),
+                    12,
+                    {("test_apply_coupon", 4), ("test_rounding", 9), ("test_reserved", 11)},
+                ),
+                True,
+            )
+        ],
+        "Three tests fail now and then: coupons, totals rounding and stock reservation.",
+    ),
+    (
+        "Start with the coupon test.",
+        [
+            (
+                "Read",
+                {"file_path": "tests/checkout/test_coupons.py"},
+                "def test_apply_coupon(basket, clock):\n    basket.add('SKU-7', 2)\n"
+                "    basket.add('SKU-3', 1)\n"
+                "    assert apply_coupon(basket, 'TEN').lines[0].sku == 'SKU-7'",
+                False,
+            )
+        ],
+        "The test expects the first line to be SKU-7; the basket keeps its lines in a set.",
+    ),
+    (
+        "Why does the order change between runs?",
+        [
+            (
+                "Read",
+                {"file_path": "checkout/coupons.py"},
+                "def apply_coupon(basket, code):\n    lines = list(basket.lines)\n"
+                "    if coupon_expired(code, datetime.now()):\n        return basket",
+                False,
+            )
+        ],
+        "Set order follows the hash seed, and the expiry check reads the wall clock.",
+    ),
+    (
+        "Fix the order first.",
+        [
+            (
+                "Edit",
+                {"file_path": "checkout/coupons.py"},
+                "lines = sorted(basket.lines, key=lambda line: line.position)",
+                False,
+            ),
+            (
+                "Bash",
+                {"command": "pytest tests/checkout/test_coupons.py -v --count=40"},
+                _pytest_log(["test_coupons.py"], 40, {("test_coupon_expired", 23)}),
+                True,
+            ),
+        ],
+        "The order holds now; one failure left: the coupon expires at midnight UTC.",
+    ),
+    (
+        "Use the clock fixture for the expiry check.",
+        [
+            (
+                "Edit",
+                {"file_path": "checkout/coupons.py"},
+                "coupon_expired(code, clock.now())",
+                False,
+            ),
+            (
+                "Bash",
+                {"command": "pytest tests/checkout/test_coupons.py -v --count=40"},
+                _pytest_log(["test_coupons.py"], 40, set()),
+                False,
+            ),
+        ],
+        "The coupon tests pass 40 times in a row.",
+    ),
+    (
+        "Now the rounding test.",
+        [
+            (
+                "Read",
+                {"file_path": "checkout/totals.py"},
+                "def line_total(price, quantity, discount):\n"
+                "    return round(price * quantity * (1 - discount), 2)",
+                False,
+            )
+        ],
+        "Totals are floats rounded with round(), which rounds half to even.",
+    ),
+    (
+        "Show me a case that flips.",
+        [
+            (
+                "Bash",
+                {"command": "python -c 'print(round(2.675, 2), round(0.125, 2))'"},
+                "2.67 0.12",
+                False,
+            )
+        ],
+        "2.675 rounds down to 2.67; the test's random prices hit such values now and then.",
+    ),
+    (
+        "Use Decimal with half-up rounding, as finance expects.",
+        [
+            (
+                "Edit",
+                {"file_path": "checkout/totals.py"},
+                "return (price * quantity * (1 - discount)).quantize(CENT, ROUND_HALF_UP)",
+                False,
+            ),
+            (
+                "Bash",
+                {"command": "pytest tests/checkout/test_totals.py -q --count=50"},
+                "150 passed in 3.4s: the totals tests pass",
+                False,
+            ),
+        ],
+        "Totals are Decimals rounded half up; the totals tests pass 50 times.",
+    ),
+    (
+        "And the stock reservation test.",
+        [
+            (
+                "Read",
+                {"file_path": "tests/checkout/test_stock.py"},
+                "WAREHOUSE = Warehouse()\n\ndef test_reserved(basket):\n"
+                "    WAREHOUSE.reserve('SKU-7', 2)\n"
+                "    assert WAREHOUSE.available('SKU-7') == 8",
+                False,
+            )
+        ],
+        "One module-level warehouse is shared by every test in a worker.",
+    ),
+    (
+        "Which other tests reserve stock?",
+        [
+            (
+                "Bash",
+                {"command": "grep -rn 'WAREHOUSE.reserve' tests/checkout"},
+                "tests/checkout/test_stock.py:4\ntests/checkout/test_orders.py:18",
+                False,
+            )
+        ],
+        "Two modules; whichever runs first in a worker changes what the other sees.",
+    ),
+    (
+        "Give each test its own warehouse.",
+        [
+            (
+                "Edit",
+                {"file_path": "tests/checkout/conftest.py"},
+                "@pytest.fixture\ndef warehouse():\n    return Warehouse(stock={'SKU-7': 10})",
+                False,
+            ),
+            (
+                "Bash",
+                {"command": "pytest tests/checkout -n 4 -v --count=10"},
+                _pytest_log(list(CHECKOUT_TESTS), 10, set()),
+                False,
+            ),
+        ],
+        "Each test has its own warehouse; the whole checkout suite passes 10 times over.",
+    ),
+    (
+        "Run the full suite twenty times to be sure.",
+        [
+            (
+                "Bash",
+                {"command": "for i in $(seq 20); do pytest -q || break; done"},
+                "20 runs: 1,240 passed each, 0 failed",
+                False,
+            )
+        ],
+        "Twenty full runs, no failure.",
+    ),
+    (
+        "Write the pull request description.",
+        [],
+        "Fix three flaky checkout tests: coupon lines sorted and expiry read from the clock "
+        "fixture; totals in Decimal rounded half up; one warehouse per test.",
+    ),
+]
+# What every call of the coding agent reads before the conversation: its system prompt
+# and tool definitions, cached.
+CHECKOUT_PREAMBLE_TOKENS = 2_400
+
+
+def _checkout_messages(index: int) -> list[dict]:
+    prompt, tools, reply = CHECKOUT_TURNS[index]
+    messages: list[dict] = [{"role": "user", "content": prompt}]
+    if tools:
+        ids = [f"toolu_checkout_{index}_{n}" for n in range(len(tools))]
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": id_, "name": name, "input": tool_input}
+                    for id_, (name, tool_input, _, _) in zip(ids, tools, strict=True)
+                ],
+            }
+        )
+        messages.append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": id_, "content": out, "is_error": bad}
+                    for id_, (_, _, out, bad) in zip(ids, tools, strict=True)
+                ],
+            }
+        )
+    messages.append({"role": "assistant", "content": [{"type": "text", "text": reply}]})
+    return messages
+
+
+def _compacted_session(org, agent) -> Session:
+    """A coding session whose window filled: the threshold trigger queued a compaction,
+    which ran here, synchronously, with the extractive summarizer (no model, no network:
+    the same summary every time), so the counterfactual page has a real run to compare
+    the strategies with. The job the trigger also sends finds the run done: a no-op.
+
+    Its window is small (12,000 tokens) so that a dozen turns fill it: turn 10, with a
+    long test log, passes the threshold (90 %). Each call reads the preamble and the
+    history so far from the cache, and its new turn uncached; after the compaction the
+    history is what the run left."""
+    actor = agent_actor(agent)
+    session = services.session_create(
+        organization=org,
+        agent=agent,
+        identity={"user_name": "Katherine Johnson", "authority": "employee"},
+        title="Fix the flaky checkout tests",
+        context_window_tokens=12_000,
+        actor=actor,
+    )
+    frame = services.frame_push(
+        session=session,
+        goal="Make the checkout tests pass on every CI run",
+        budget_total=400_000,
+        actor=actor,
+    )
+    history = 0
+    for index in range(len(CHECKOUT_TURNS)):
+        messages = _checkout_messages(index)
+        counts = contents_counted([m["content"] for m in messages], {})
+        appended = messages_append(
+            session=session,
+            messages=messages,
+            usage={
+                "input_tokens": sum(sum(c or ()) for c in counts),
+                "output_tokens": 150,
+                "cache_read_input_tokens": CHECKOUT_PREAMBLE_TOKENS + history,
+                "model": "claude-sonnet-4-5",
+                "message_id": f"msg_checkout_{index:02d}",
+            },
+            actor=actor,
+        )
+        history += appended.turns[-1].tokens
+        if appended.compaction is not None:
+            ran = compaction_execute(
+                run_id=appended.compaction.pk, summarizer=ExtractiveSummarizer()
+            )
+            assert ran is not None and ran.final_tokens is not None
+            history = ran.final_tokens
+    services.frame_pop(frame=frame, status="completed", result_refs=["pr:1482"], actor=actor)
+    return lifecycle.session_end(session=session, actor=actor)
+
+
 @transaction.atomic
 def demo_build(*, password: str) -> Demo:
     """Create the demo organization, login and sessions; leave an existing demo alone."""
@@ -278,6 +576,13 @@ def demo_build(*, password: str) -> Demo:
         authority="employee",
     )
     _small_sessions(org, support_key.agent)
+    coding_key, _ = api_key_create(
+        issued_by="manage.py seed_demo",
+        org_name=DEMO_ORG,
+        agent_name="coding-agent",
+        authority="employee",
+    )
+    _compacted_session(org, coding_key.agent)
     _extras(session)
     for demo in Session.objects.filter(organization=org):
         _on_the_calls_clock(demo)

@@ -4,7 +4,11 @@ from django.core.management import call_command
 from django.test import Client
 
 from contextops.actors import agent_actor
+from contextops.tenancy import api_key_create
+from frames.conversation.models import CompactionRun, Summary, Turn
+from frames.demo import _compacted_session
 from frames.models import Event, Frame, Session, Usage
+from frames.strategies import CONVERSATION, strategy_names
 
 
 def test_it_builds_a_deep_tree_once_and_its_pages_open(db, capsys, tmp_path, settings):
@@ -14,7 +18,7 @@ def test_it_builds_a_deep_tree_once_and_its_pages_open(db, capsys, tmp_path, set
     assert "Login:    demo / demo-password" in out
     call_command("seed_demo")
     assert "already there" in capsys.readouterr().out
-    assert Session.objects.filter(organization__name="Demo").count() == 3
+    assert Session.objects.filter(organization__name="Demo").count() == 4
 
     session = Session.objects.get(title="Security review of the token-binding RFC")
     frames = Frame.objects.filter(session=session)
@@ -68,3 +72,56 @@ def test_it_builds_a_deep_tree_once_and_its_pages_open(db, capsys, tmp_path, set
     assert "Draft -07 moved" in turns
     packs = browser.get(f"/sessions/{session.pk}/context-packs/").content.decode()
     assert "key rotation token lifetime risks" in packs  # the pack the agent asked for
+
+
+def test_its_compacted_session_shows_our_run_beside_the_strategies(db, tmp_path, settings):
+    settings.VAR_DIR = tmp_path
+    call_command("seed_demo")
+    session = Session.objects.get(title="Fix the flaky checkout tests")
+    # The window filled, the threshold trigger queued one run, and it ran: no run waits.
+    run = CompactionRun.objects.get(session__organization__name="Demo")
+    assert run.session == session
+    assert (run.status, run.trigger, run.strategy, run.summarizer) == (
+        "completed",
+        "threshold",
+        "anchor_point",
+        "extractive",
+    )
+    assert (run.items_summarized, run.items_removed, run.preserved_anchor_index) == (7, 0, 7)
+    assert run.final_tokens < run.original_tokens
+
+    browser = Client()
+    assert browser.login(username="demo", password="demo-password")
+    page = browser.get(f"/sessions/{session.pk}/turns/counterfactual/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "The agent never compacted in this session" not in html
+    assert "Compaction before call 12" in html  # calls 1 to 7 are turns 0 to 6
+    assert (
+        f"Our run found a conversation history of <strong>{run.original_tokens:,}</strong> "
+        f"tokens and left <strong>{run.final_tokens:,}</strong>"
+    ) in html
+    assert (
+        '<tr class="cf-actual"><th scope="row">our run (actual)</th><td>8–11</td><td>1–7</td>'
+    ) in html
+    for strategy in strategy_names(CONVERSATION):
+        assert f'<th scope="row">{strategy}</th>' in html.split('class="card cf-compaction"')[1]
+    turns = browser.get(f"/sessions/{session.pk}/turns/").content.decode()
+    assert "<strong>Summary</strong> of turns 0–6" in turns and "7 turns folded" in turns
+
+
+def test_its_compacted_session_comes_out_the_same_every_time(db):
+    """No model, no clock, no randomness: two builds give the same turns, run and summary."""
+
+    def build(org: str) -> tuple:
+        key, _ = api_key_create(org_name=org, agent_name="coding-agent", issued_by="test")
+        session = _compacted_session(key.agent.organization, key.agent)
+        run = CompactionRun.objects.get(session=session)
+        turns = Turn.objects.filter(session=session).order_by("index")
+        return (
+            list(turns.values_list("tokens", "occupancy_tokens", "anchor_type", "summarized")),
+            (run.trigger, run.original_tokens, run.final_tokens, run.level, run.warning),
+            Summary.objects.get(session=session).content,
+        )
+
+    assert build("First") == build("Second")
