@@ -1,12 +1,15 @@
-"""The one NinjaAPI: routers of every app, bearer auth, and the error mapping.
+"""The one NinjaAPI: routers of every app, bearer auth, query parameters each operation
+declares (no others), and the error mapping.
 
 Every error leaves here as ``{"error": code, "detail": sentence, ...}``.
 """
 
+import functools
 import json
 import logging
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 from django.db import DataError, InterfaceError, OperationalError
@@ -121,6 +124,52 @@ api = ContextopsAPI(
     openapi_url="/openapi.json",
     parser=StrictJsonParser(),
 )
+
+
+# Pydantic's words for a body field its schema does not know (``extra="forbid"``): an
+# unknown query parameter is answered with the same.
+EXTRA_FORBIDDEN = "Extra inputs are not permitted"
+
+
+def declared_query(view_func: Callable) -> frozenset[str]:
+    """The query parameters the operation of ``view_func`` declares: the fields of its
+    ``Query[...]`` schemas (by alias) and its plain arguments that are neither in the path
+    nor the body, as its OpenAPI ``parameters`` list them."""
+    operation = getattr(view_func, "_ninja_operation", None)
+    if operation is None:  # ninja marks every function it routes with its operation
+        raise TypeError(f"{view_func!r} is not a ninja operation's function")
+    return frozenset(
+        name
+        for model in operation.models
+        if model.__ninja_param_source__ == "query"
+        for name in model.__ninja_flatten_map__
+    )
+
+
+def undeclared_query_refuse(view_func: Callable) -> Callable:
+    """Refuse a query parameter the operation does not declare, as a body refuses a field
+    it does not know: ``?stauts=active`` or ``?limt=5`` would otherwise be dropped and the
+    request answered without it. The answer is 422 ``validation_error`` naming each such
+    parameter at ``["query", name]``, after the key's checks and the declared parameters'
+    validation, in place of the operation: it never runs, so nothing changes."""
+    declared = declared_query(view_func)
+
+    @functools.wraps(view_func)
+    def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        unknown = [name for name in request.GET if name not in declared]
+        if unknown:
+            raise NinjaValidationError(
+                [
+                    {"type": "extra_forbidden", "loc": ("query", name), "msg": EXTRA_FORBIDDEN}
+                    for name in unknown
+                ]
+            )
+        return view_func(request, *args, **kwargs)
+
+    return checked
+
+
+api.add_decorator(undeclared_query_refuse)  # every operation, /health included
 
 
 def error_response(request: HttpRequest, status: int, code: str, detail: str, **extra):

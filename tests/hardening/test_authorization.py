@@ -34,7 +34,7 @@ from tests.hardening.world import (
 
 PUBLIC = {("GET", "/health")}
 # Query parameters that select by text or by id: an outsider naming Acme's values in
-# them must find nothing. ``key`` is not a filter of any list (the API ignores it); it is
+# them must find nothing. ``key`` is not a filter of any list (the API refuses it); it is
 # here so that a future ``?key=`` filter is covered the day it appears.
 SEARCHABLE_PARAMS = {"search", "q", "subject", "key", "scope_id", "session_id", "tree_id"}
 SCHEMA = ninja_api.get_openapi_schema()
@@ -190,7 +190,7 @@ def test_a_search_both_organizations_match_counts_only_the_callers_sessions(
     assert ours["count"] == 1 and ours["items"][0]["id"] == acme["ids"]["session_id"]
 
 
-def test_fact_filters_and_ignored_parameters_show_only_the_callers_facts(acme, api, other_api):
+def test_fact_filters_and_refused_parameters_show_only_the_callers_facts(acme, api, other_api):
     own = other_api.post("/facts", {"key": "globex_fact", "value": "g", "source": "user"})
     assert own.status_code == 201
     assert api.get("/facts", {"subject": "acme-secret-subject"}).json()["count"] == 1  # control
@@ -203,9 +203,14 @@ def test_fact_filters_and_ignored_parameters_show_only_the_callers_facts(acme, a
         response = other_api.get("/facts", params)
         assert response.status_code == 200
         assert response.json()["count"] == 0, params
-    for ignored in ({"key": "acme_secret_fact"}, {"search": "acme"}):
-        body = other_api.get("/facts", {**ignored, "valid": "any"}).json()
-        assert body["count"] == 1 and [f["key"] for f in body["items"]] == ["globex_fact"]
+    # Parameters /facts does not take are refused, naming them and nothing of Acme's.
+    for unknown, term in (("key", "acme_secret_fact"), ("search", "acme")):
+        response = other_api.get("/facts", {unknown: term, "valid": "any"})
+        assert response.status_code == 422, response.content
+        assert response.json()["errors"] == [
+            {"loc": ["query", unknown], "msg": "Extra inputs are not permitted"}
+        ]
+        assert _leaks(response, acme["secrets"], sent=term) == []
 
 
 def test_acme_ids_inside_another_organizations_requests_are_not_found(acme, other_api, globex):

@@ -582,7 +582,10 @@ class ContextopsStore(BaseStore):
     # (method, path, params, json) and receives its answer, so the synchronous and the
     # asynchronous store share every rule.
 
-    def _facts(self, subject: str | None = None, search: str | None = None):
+    def _facts(self, subject: str | None = None):
+        """Every valid fact of the store's scope (``subject``'s alone, given one); a search
+        and the namespaces read them all and keep what they want, as ``GET /facts``
+        filters by exact subject only."""
         offset = 0
         found = []
         while True:
@@ -595,8 +598,6 @@ class ContextopsStore(BaseStore):
             }
             if subject is not None:
                 params["subject"] = subject
-            if search:
-                params["search"] = search
             answer = yield ("GET", "/facts", params, None)
             found.extend(answer["items"])
             if answer.get("next_offset") is None:
@@ -640,8 +641,7 @@ class ContextopsStore(BaseStore):
         return None
 
     def _search(self, op: SearchOp):
-        prefix = store_subject(op.namespace_prefix, "")[:-1] if op.namespace_prefix else "lg:"
-        facts = yield from self._facts(search=prefix.lower())
+        facts = yield from self._facts()
         items = []
         for fact in facts:
             item = self._item(fact, SearchItem)
@@ -656,7 +656,7 @@ class ContextopsStore(BaseStore):
         return items[op.offset : op.offset + op.limit]
 
     def _namespaces(self, op: ListNamespacesOp):
-        facts = yield from self._facts(search="lg:")
+        facts = yield from self._facts()
         found = set()
         for fact in facts:
             item = self._item(fact)
