@@ -135,7 +135,7 @@ def cut_to_tokens(text: str, tokens: int, limit: int) -> str:
     return text[:keep].rstrip() + ELLIPSIS.rstrip()
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # a large pack makes thousands: no frozen checks
 class Segment:
     """A context handle as the packer sees it; ``order`` grows with age (0 = oldest)."""
 
@@ -155,7 +155,7 @@ class Segment:
         return self.forced or self.priority == "critical"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # a large pack makes thousands: no frozen checks
 class FactItem:
     id: str
     key: str
@@ -211,7 +211,7 @@ class PackInput:
 Source = TypeVar("Source", Breadcrumb, Segment, FactItem, WorkingItem, ResourceName)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # a large pack makes thousands: no frozen checks
 class PackedItem(Generic[Source]):
     section: str
     id: str
@@ -221,7 +221,7 @@ class PackedItem(Generic[Source]):
     source: Source  # the input dataclass
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # a large pack makes thousands: no frozen checks
 class Dropped:
     section: str
     id: str

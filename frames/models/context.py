@@ -90,13 +90,15 @@ def dropped_runs(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``items`` as runs: consecutive items alike but for ``id`` and ``tokens`` as one."""
     runs: list[dict[str, Any]] = []
     last: tuple[Any, ...] | None = None
+    ids: list[Any] = []
+    tokens: list[int] = []
     for item in items:
-        key = (item.get("section"), item.get("reason"), item.get("level"))
+        key = (item["section"], item["reason"], item["level"])
         if key != last:
-            runs.append({**dict(zip(_RUN_KEYS, key, strict=True)), "ids": [], "tokens": []})
-            last = key
-        runs[-1]["ids"].append(item.get("id"))
-        runs[-1]["tokens"].append(item.get("tokens", 0))
+            ids, tokens, last = [], [], key
+            runs.append({**dict(zip(_RUN_KEYS, key, strict=True)), "ids": ids, "tokens": tokens})
+        ids.append(item["id"])
+        tokens.append(item["tokens"])
     return runs
 
 
