@@ -116,6 +116,14 @@ class Fact(models.Model):
             ),
             models.Index(fields=["organization", "is_valid", "scope"], name="fact_valid_scope"),
             models.Index(fields=["organization", "needs_review"], name="fact_needs_review"),
+            # A context pack's read of the constraints and policy governing its facts'
+            # subjects: the few governing facts, not every current one of each subject.
+            models.Index(
+                fields=["organization", "subject"],
+                name="fact_governing_subject",
+                condition=Q(is_valid=True)
+                & (Q(is_constraint=True) | Q(memory_type="organizational")),
+            ),
         ]
         # An organization's admins hold it (create_user --admin): their edits in the admin
         # speak with the top of the ladder, so they can correct the policy itself.
