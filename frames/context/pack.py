@@ -169,26 +169,18 @@ def _segments(
     (discovered, not loaded) the pack lists by name: one read of the handles, as plain
     rows of the columns the pack uses (a frame may hold a thousand of them)."""
     if as_of is None:
-        handles = _handle_rows(frame)
+        rows = _handle_rows(frame)
     else:
-        handles = [
-            h
-            for h in ContextHandle.objects.filter(frame_id=frame.pk)
+        rows = [
+            (str(row[0]), *row[1:-1])
+            for row in ContextHandle.objects.filter(frame_id=frame.pk)
             .order_by("created_at", "id")
-            .values(*HANDLE_FIELDS, "created_at")
-            if as_of.handle_visible(str(h["id"]), h["created_at"])
+            .values_list(*HANDLE_FIELDS, "created_at")
+            if as_of.handle_visible(str(row[0]), row[-1])
         ]
-        for handle in handles:
-            handle["id"] = str(handle["id"])
     segments, skipped, cold = [], [], []
-    for order, handle in enumerate(handles):
-        hid = handle["id"]
-        state, summary, summary_tokens = (
-            handle["state"],
-            handle["summary"],
-            handle["summary_tokens"],
-        )
-        priority = handle["priority"]
+    for order, row in enumerate(rows):
+        hid, kind, priority, state, content, ref, _, tokens, summary, summary_tokens = row
         if as_of is not None:
             state = as_of.handle_states.get(hid, state)
             if hid in as_of.summaries_after:
@@ -203,7 +195,7 @@ def _segments(
         if state == COLD and not forced and priority != "critical":
             # Discovered, not loaded: the pack lists it by name only (``resources``).
             skipped.append((hid, "cold"))
-            cold.append(handle)
+            cold.append(dict(zip(HANDLE_FIELDS, row, strict=True)))
             continue
         if state == INDEXED and not summary and not forced and priority != "critical":
             skipped.append((hid, "indexed_without_summary"))
@@ -211,11 +203,11 @@ def _segments(
         segments.append(
             packing.Segment(
                 id=hid,
-                kind=handle["kind"],
+                kind=kind,
                 priority=priority,
                 state=state,
-                content=handle["content"] or handle["ref"],
-                tokens=handle["estimated_tokens"],
+                content=content or ref,
+                tokens=tokens,
                 summary=summary,
                 summary_tokens=summary_tokens,
                 order=order,
@@ -239,19 +231,17 @@ def _handle_rows_sql() -> str:
     )
 
 
-def _handle_rows(frame: Frame) -> list[dict[str, Any]]:
+def _handle_rows(frame: Frame) -> list[tuple[Any, ...]]:
     """The frame's handles, oldest first, as rows of HANDLE_FIELDS with their ids as text:
     one statement written once per process (a frame may hold a thousand handles, and the
     ORM's converting of each row cost more than reading it)."""
     with connection.cursor() as cursor:
         cursor.execute(_handle_rows_sql(), [param(ContextHandle, "frame", frame.pk)])
         rows = cursor.fetchall()
-    handles = [dict(zip(HANDLE_FIELDS, row, strict=True)) for row in rows]
     if connection.vendor != "postgresql":
         to_uuid = converter(ContextHandle, "id")
-        for handle in handles:
-            handle["id"] = str(to_uuid(handle["id"]))
-    return handles
+        rows = [(str(to_uuid(row[0])), *row[1:]) for row in rows]
+    return rows
 
 
 def _with_notes(segment: packing.Segment, notes: list[str]) -> packing.Segment:
