@@ -31,12 +31,12 @@ def _timed(session_id):
 def test_the_anthropic_wrapper_records_each_calls_timing(ops):
     with AnthropicFakeServer() as fake:
         sdk = anthropic.Anthropic(base_url=fake.base_url, api_key="test", max_retries=0)
-        session = ops.session(model="claude-sonnet-4-5")
+        session = ops.session(model="claude-sonnet-4-6")
         claude = wrap_anthropic(sdk, ops, session)
         fake.script(ClaudeReply.message("Hello", usage={"input_tokens": 10, "output_tokens": 2}))
         with ops.frame(session, goal="Chat", budget=10_000):
             claude.messages.create(
-                model="claude-sonnet-4-5",
+                model="claude-sonnet-4-6",
                 max_tokens=50,
                 messages=[{"role": "user", "content": "Hi"}],
             )
