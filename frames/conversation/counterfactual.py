@@ -170,6 +170,7 @@ class RealCompaction:
     removed: frozenset[int] = frozenset()
     basis: str = WINDOW
     post_tokens: int | None = None
+    strategy: str = ""  # one of our runs': the strategy it ran; "" for a transcript's
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,8 @@ class Actual:
     ``pre_tokens`` and ``tokens_after`` are on ``basis``, as the strategies' figures
     beside them are: for "window", the agent's figure and the next call's full input;
     for "history", what our run found and left. ``next_input_tokens``: the next call's
-    full input (system prompt and tools included) either way, None without a later call."""
+    full input (system prompt and tools included) either way, None without a later call.
+    ``strategy``: the strategy one of our runs ran ("" for a transcript's compaction)."""
 
     pre_tokens: int
     tokens_after: int | None
@@ -204,6 +206,7 @@ class Actual:
     removed: list[list[int]] = field(default_factory=list)
     basis: str = WINDOW
     next_input_tokens: int | None = None
+    strategy: str = ""
 
 
 @dataclass(frozen=True)
@@ -457,6 +460,7 @@ def counterfactual(
                     removed=ranges(in_window & r.removed),
                     basis=r.basis,
                     next_input_tokens=after,
+                    strategy=r.strategy,
                 ),
                 strategies=[
                     _outcome(

@@ -323,6 +323,9 @@ class CounterfactualActualOut(Schema):
     )
     summary_tokens: int | None
     trigger: str
+    strategy: str = Field(
+        description="The strategy one of our runs ran; empty for a transcript's compaction."
+    )
     kept: list[list[int]] = Field(
         description="Inclusive [first, last] turn ranges of the window it kept; none for a "
         "transcript's compaction, which keeps only its summary."

@@ -293,6 +293,7 @@ def _real_compactions(
                 at=run.finished_at,
                 origin="contextops",
                 trigger=run.trigger,
+                strategy=run.strategy,
                 id=str(run.pk),
                 summary_tokens=run.summary.tokens if run.summary else None,
                 # The conversation turn of the first call after it (the one in progress

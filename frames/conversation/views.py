@@ -272,7 +272,7 @@ def _compaction_tables(answer: cf.Counterfactual, number: Callable[[int], int]) 
         actual = point.actual
         rows = [
             {
-                "name": "our run (actual)"
+                "name": f"our run: {actual.strategy} (actual)"
                 if point.origin == "contextops"
                 else "the agent (actual)",
                 "actual": True,

@@ -75,6 +75,7 @@ def test_it_reports_the_agents_own_compaction(api, imported):
     assert point["origin"] == "transcript"
     assert point["actual"]["pre_tokens"] == figures["pre_tokens"] == 167_731
     assert point["actual"]["trigger"] == "auto"
+    assert point["actual"]["strategy"] == ""  # the transcript's own, not one of ours
     assert point["actual"]["tokens_after"] == figures["after"]
     # It fell after the file's 71st response: turns 0-70 were in the window.
     n = figures["calls_before"]
@@ -366,6 +367,7 @@ def test_it_puts_our_runs_row_on_the_strategies_basis(api, session, member_clien
     )
     assert actual["next_input_tokens"] == 2_000 + 600 * 13
     assert actual["removed"] == [[0, 1]]
+    assert actual["strategy"] == run.strategy == "truncate_at"
     truncate_at = next(s for s in point["strategies"] if s["strategy"] == "truncate_at")
     assert truncate_at["removed"] == actual["removed"]
     assert truncate_at["tokens_after"] == run.final_tokens
@@ -376,7 +378,7 @@ def test_it_puts_our_runs_row_on_the_strategies_basis(api, session, member_clien
         f"tokens and left <strong>{run.final_tokens:,}</strong>"
     ) in html
     (row,) = [r.split("</tr>")[0] for r in html.split('<tr class="cf-actual">')[1:]]
-    assert row.startswith('<th scope="row">our run (actual)</th>')
+    assert row.startswith('<th scope="row">our run: truncate_at (actual)</th>')
     assert row.endswith(f"<td>{run.final_tokens:,}</td>")
     strategy_row = html.split('<th scope="row">truncate_at</th>')[-1].split("</tr>")[0]
     assert strategy_row.endswith(f"<td>{run.final_tokens:,}</td>")

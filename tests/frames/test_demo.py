@@ -102,7 +102,7 @@ def test_its_compacted_session_shows_our_run_beside_the_strategies(db, tmp_path,
         f"tokens and left <strong>{run.final_tokens:,}</strong>"
     ) in html
     assert (
-        '<tr class="cf-actual"><th scope="row">our run (actual)</th><td>8–11</td><td>1–7</td>'
+        '<tr class="cf-actual"><th scope="row">our run: anchor_point (actual)</th><td>8–11</td><td>1–7</td>'
     ) in html
     for strategy in strategy_names(CONVERSATION):
         assert f'<th scope="row">{strategy}</th>' in html.split('class="card cf-compaction"')[1]
