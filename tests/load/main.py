@@ -597,7 +597,7 @@ def _run(args, var_dir: Path, postgres, redis) -> int:
     )
     line = json.dumps(summary)
     if args.docs:
-        from tests.bench.report import record, write_marked, write_section
+        from tests.bench.report import benchmarks_assemble, record, write_marked, write_section
 
         write_section(
             "load",
@@ -619,6 +619,7 @@ def _run(args, var_dir: Path, postgres, redis) -> int:
             database="postgresql",
         )
         write_marked("reliability.md", "make load", _reliability_section(args, line, faults))
+        benchmarks_assemble()  # docs/benchmarks.md holds the load section too
     print(line, flush=True)
     return 0 if ok else 1
 
