@@ -51,6 +51,58 @@ CONTEXT_FIELDS = (
 )
 
 
+@dataclass(slots=True)
+class ContextFact:
+    """A current fact as a context reads it: the columns of CONTEXT_FIELDS, no model.
+
+    ``value`` is parsed on first use: the ranking hands over the JSON text PostgreSQL
+    sent (``stored_value``, with ``parsed`` False), so the facts a pack considers and
+    drops unread (at its critical level, every one that is not a constraint) are never
+    parsed."""
+
+    id: int
+    key: str
+    subject: str
+    stored_value: Any
+    tokens: int
+    is_constraint: bool
+    memory_type: str
+    source: str
+    scope: str
+    parsed: bool = True
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "ContextFact":
+        """From a row of CONTEXT_FIELDS (its ``value`` parsed)."""
+        row["stored_value"] = row.pop("value")
+        return cls(**row)
+
+    @property
+    def pk(self) -> int:
+        return self.id
+
+    @property
+    def value(self) -> Any:
+        if not self.parsed:
+            self.stored_value = _value_converter()(self.stored_value)
+            self.parsed = True
+        return self.stored_value
+
+    def text(self) -> str:
+        """The fact as a context shows it: ``key: value``."""
+        return f"{self.key}: {value_text(self.value)}"
+
+    def fields(self) -> dict[str, Any]:
+        """Its own fields, as a context pack's answer gives them."""
+        return {
+            "key": self.key,
+            "value": self.value,
+            "source": self.source,
+            "scope": self.scope,
+            "is_constraint": self.is_constraint,
+        }
+
+
 def _table(model: type[Fact] | type[FactDependency]) -> str:
     return connection.ops.quote_name(model._meta.db_table)
 
@@ -396,7 +448,9 @@ def _tsquery(terms: list[str]) -> tuple[str, list[str]]:
 _CURRENT_NEWEST = "{t}.is_constraint DESC, {t}.created_at DESC, {t}.id DESC"
 
 
-def _ranked_postgresql(base: QuerySet[Fact], terms: list[str], limit: int) -> list[dict[str, Any]]:
+def _ranked_postgresql(
+    base: QuerySet[Fact], terms: list[str], limit: int
+) -> list[tuple[ContextFact, float]]:
     """PostgreSQL full text, in one statement, the ``limit`` best of ``base`` in three tiers:
 
     1. the facts matching the query's narrowing words, by ``ts_rank`` of the whole query
@@ -463,18 +517,11 @@ def _ranked_postgresql(base: QuerySet[Fact], terms: list[str], limit: int) -> li
         *where_params,
         limit,
     ]
-    to_value = _value_converter()
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    names = (*CONTEXT_FIELDS, "relevance")
-    value_at = CONTEXT_FIELDS.index("value")
-    out = []
-    for row in rows:
-        values = list(row)
-        values[value_at] = to_value(values[value_at])
-        out.append(dict(zip(names, values, strict=True)))
-    return out
+    # Each row: CONTEXT_FIELDS, then the relevance; the value stays PostgreSQL's JSON text.
+    return [(ContextFact(*row[:-1], parsed=False), row[-1]) for row in rows]  # type: ignore[misc]
 
 
 @functools.cache
@@ -522,25 +569,6 @@ def _any(column: str, values: list[Any]) -> Q | Expression:
     if connection.vendor != "postgresql":
         return Q(**{f"{column}__in": values})
     return _Any(column, list(values))
-
-
-@dataclass(slots=True)
-class ContextFact:
-    """A current fact as a context reads it: the columns of CONTEXT_FIELDS, no model."""
-
-    id: int
-    key: str
-    subject: str
-    value: Any
-    tokens: int
-    is_constraint: bool
-    memory_type: str
-    source: str
-    scope: str
-
-    @property
-    def pk(self) -> int:
-        return self.id
 
 
 # Facts that govern their subject: constraints and organizational policy. A context
@@ -630,14 +658,17 @@ def facts_for_context(
     if terms and connection.vendor == "postgresql":
         rows = _ranked_postgresql(base, terms, max(1, limit))
     else:
-        rows = _top(base, _relevance(terms), max(1, limit))
-    scores = {row["id"]: row.pop("relevance") for row in rows}
-    ranked = [ContextFact(**row) for row in rows]
+        rows = []
+        for row in _top(base, _relevance(terms), max(1, limit)):
+            relevance = row.pop("relevance")
+            rows.append((ContextFact.from_row(row), relevance))
+    scores = {fact.pk: relevance for fact, relevance in rows}
+    ranked = [fact for fact, _ in rows]
     subjects = {f.subject for f in ranked if f.subject}
     # The facts governing the ranked facts' subjects that the ranking left out, in one read.
     governing = (
         [
-            ContextFact(**row)
+            ContextFact.from_row(row)
             for row in base.filter(_GOVERNS, _any("subject", sorted(subjects)))
             .exclude(_id_in(list(scores)))
             .order_by("-is_constraint", "-created_at", "-id")

@@ -112,26 +112,17 @@ def _facts(
         reader_authority=reader_authority,
         as_of=as_of.moment if as_of is not None else None,
     )
-    items = []
-    for fact in rows:
-        value = value_text(fact.value)
-        items.append(
-            packing.FactItem(
-                id=str(fact.pk),
-                key=fact.key,
-                value=f"{fact.key}: {value}",
-                tokens=int(getattr(fact, "tokens", 0) or 0),
-                is_constraint=bool(getattr(fact, "is_constraint", False)),
-                extra={
-                    "key": fact.key,
-                    "value": fact.value,
-                    "source": getattr(fact, "source", ""),
-                    "scope": getattr(fact, "scope", ""),
-                    "is_constraint": bool(getattr(fact, "is_constraint", False)),
-                },
-            )
+    return [
+        packing.FactItem(
+            id=str(fact.pk),
+            key=fact.key,
+            value="",
+            tokens=fact.tokens or 0,
+            is_constraint=fact.is_constraint,
+            stored=fact,
         )
-    return items
+        for fact in rows
+    ]
 
 
 def _more_facts_may_fit(

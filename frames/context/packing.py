@@ -157,12 +157,26 @@ class Segment:
 
 @dataclass(slots=True)  # a large pack makes thousands: no frozen checks
 class FactItem:
+    """A fact as the packer sees it: ``value`` is the text packed, ``extra`` its own fields.
+
+    ``stored``: what the item stands for when its text is made on first use (``text()``),
+    any object with ``text()`` and ``fields()``; the facts a pack drops unread (at the
+    critical level, every one that is not a constraint) are then never rendered."""
+
     id: str
     key: str
     value: str
     tokens: int
     is_constraint: bool = False
     extra: dict = field(default_factory=dict)
+    stored: Any = None
+
+    def text(self) -> str:
+        """``value``, made from ``stored`` (with ``extra``) the first time."""
+        stored = self.stored
+        if stored is not None:
+            self.value, self.extra, self.stored = stored.text(), stored.fields(), None
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -558,7 +572,7 @@ def pack(data: PackInput) -> PackResult:
 def _render_fact(
     fact: FactItem, level: str, cache: dict[int, str] | None = None
 ) -> PackedItem[FactItem]:
-    text, tokens, form = _render_text(fact.value, fact.tokens, level, cache)
+    text, tokens, form = _render_text(fact.text(), fact.tokens, level, cache)
     return PackedItem("facts", fact.id, tokens, form, text, fact)
 
 

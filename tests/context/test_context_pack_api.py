@@ -1,34 +1,44 @@
 """POST /sessions/{id}/context-pack and the stored records."""
 
 import json
-from dataclasses import dataclass
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from facts import services as fact_services
+from facts.selectors import ContextFact
 from frames.context import pack as context_pack
 from frames.context.schemas import ContextPackOut
 from frames.models import ContextPackRecord
 
 
-@dataclass
-class StubFact:
-    """What the facts selector returns, for tests that only need facts to be there."""
-
-    pk: int
-    key: str
-    value: str
-    tokens: int
-    is_constraint: bool = False
-    source: str = "user"
-    scope: str = "global"
+def stub_fact(
+    pk: int,
+    key: str,
+    value: str,
+    tokens: int,
+    is_constraint: bool = False,
+    source: str = "user",
+    scope: str = "global",
+) -> ContextFact:
+    """A fact as the facts selector returns it, for tests that only need facts there."""
+    return ContextFact(
+        id=pk,
+        key=key,
+        subject="",
+        stored_value=value,
+        tokens=tokens,
+        is_constraint=is_constraint,
+        memory_type="",
+        source=source,
+        scope=scope,
+    )
 
 
 @pytest.fixture
 def stub_facts(monkeypatch):
-    facts: list[StubFact] = []
+    facts: list[ContextFact] = []
 
     def facts_for_context(*, organization, session=None, scope_ids=(), query="", limit=50, **_):
         return facts[:limit]
@@ -140,9 +150,9 @@ def test_it_starts_at_min_compaction_and_uses_stored_summaries(api, session, fra
 
 def test_it_packs_facts_constraints_first_within_the_budget(api, session, frame, stub_facts):
     stub_facts.append(
-        StubFact(1, "policy.discount", "max 15%", 6, is_constraint=True, source="policy")
+        stub_fact(1, "policy.discount", "max 15%", 6, is_constraint=True, source="policy")
     )
-    stub_facts.extend(StubFact(i, f"note.{i}", "n " * 50, 60) for i in range(2, 40))
+    stub_facts.extend(stub_fact(i, f"note.{i}", "n " * 50, 60) for i in range(2, 40))
     body = api.post(
         f"/sessions/{session.id}/context-pack", {"budget_tokens": 800, "query": "discount"}
     ).json()
@@ -165,12 +175,12 @@ def test_it_uses_as_many_queries_at_two_data_sizes(api, session, frame, make_han
         return len(ctx.captured_queries)
 
     make_handle(frame, tokens=10)
-    stub_facts.append(StubFact(1, "a", "b", 3))
+    stub_facts.append(stub_fact(1, "a", "b", 3))
     assemble_queries()  # the first call of a key also stamps its last use
     small = assemble_queries()
     for i in range(200):
         make_handle(frame, f"handle {i}", tokens=30, priority=["high", "medium", "low"][i % 3])
-    stub_facts.extend(StubFact(i, f"k{i}", "v", 5) for i in range(2, 400))
+    stub_facts.extend(stub_fact(i, f"k{i}", "v", 5) for i in range(2, 400))
     assert assemble_queries() == small
 
 
@@ -222,8 +232,8 @@ def test_it_answers_in_the_bytes_its_documented_schema_gives(
     make_handle(child, "x " * 400, tokens=400, priority="low")
     make_handle(child, "", tokens=5, state="cold", ref="specs/api.yaml")
     fact_services.working_set_put(session=session, key="plan", value={"next": ["read", "sign"]})
-    stub_facts.append(StubFact(1, "policy.discount", "max 15%", 6, is_constraint=True))
-    stub_facts.extend(StubFact(i, f"note.{i}", "n " * 50, 60) for i in range(2, 40))
+    stub_facts.append(stub_fact(1, "policy.discount", "max 15%", 6, is_constraint=True))
+    stub_facts.extend(stub_fact(i, f"note.{i}", "n " * 50, 60) for i in range(2, 40))
     response = api.post(
         f"/sessions/{session.id}/context-pack",
         {"budget_tokens": 900, "query": "contract", "min_compaction": "light"},

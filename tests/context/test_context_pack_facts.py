@@ -128,3 +128,26 @@ def test_no_fact_is_left_out_while_the_budget_has_room(api, session, frame):
     dropped = [d for d in tight["dropped"] if d["section"] == "facts"]
     assert 20 < len(packed) < 150 and dropped  # more than the first read, the rest dropped
     assert tight["token_summary"]["used"] <= 600
+
+
+def test_a_fact_reads_back_as_written_whatever_its_json(api, session, frame):
+    """The ranking hands over values unparsed and the pack parses those it takes: every
+    JSON shape comes back as written, in ``value`` and in the text."""
+    values = {
+        "shape_text": "plain ünïcode text",
+        "shape_number": 42.5,
+        "shape_flag": True,
+        "shape_list": ["read", 2, None],
+        "shape_object": {"max": 15, "unit": "%", "nested": {"ok": [1]}},
+        "shape_quoted": '{"looks": "like json"}',
+    }
+    for key, value in values.items():
+        _fact(api, key=key, subject=f"{key} shapes", value=value)
+    body = api.post(
+        f"/sessions/{session.id}/context-pack", {"budget_tokens": 4000, "query": "shapes shape"}
+    ).json()
+    packed = {f["key"]: f for f in body["facts"] if f["key"] in values}
+    assert {key: f["value"] for key, f in packed.items()} == values
+    assert packed["shape_object"]["text"].startswith("shape_object: ")
+    assert '"unit"' in packed["shape_object"]["text"] or "unit" in packed["shape_object"]["text"]
+    assert packed["shape_quoted"]["text"] == 'shape_quoted: {"looks": "like json"}'

@@ -10,7 +10,7 @@ from frames.context.pack import context_pack_assemble
 from frames.context.packing import CriticalExceedsBudget
 from frames.models import ContextHandle, Frame, Session
 
-from .test_context_pack_api import StubFact
+from .test_context_pack_api import stub_fact
 
 # PostgreSQL text holds neither NUL nor lone surrogates; the API refuses them before here.
 TEXT = st.characters(exclude_categories=("Cs",), exclude_characters="\x00")
@@ -77,7 +77,7 @@ def test_it_never_exceeds_the_budget_for_random_sessions(
                 include.append(str(row.pk))
             if h["exclude"]:
                 exclude.append(str(row.pk))
-        stub = [StubFact(i, f"k{i}", "v", t, is_constraint=c) for i, (t, c) in enumerate(facts)]
+        stub = [stub_fact(i, f"k{i}", "v", t, is_constraint=c) for i, (t, c) in enumerate(facts)]
         with mock.patch.object(context_pack, "facts_for_context", lambda **kw: stub[: kw["limit"]]):
             try:
                 pack = context_pack_assemble(
