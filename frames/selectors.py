@@ -14,7 +14,7 @@ from datetime import time as day_time
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import F, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
@@ -428,15 +428,62 @@ def frame_calls_recent(*, frame: Frame, limit: int) -> tuple[list[Usage], int]:
     return list(newest[:limit]), calls.count()
 
 
-def frame_events_newest_first(*, frame: Frame, limit: int, offset: int) -> tuple[list[Event], int]:
-    """One page of the events about ``frame``, newest first, and how many there are; the
-    log of a session past retention is read back from its archive files."""
+@dataclass
+class EventsPage:
+    """A page of a frame's events, newest first: the ``limit`` events before the sequence
+    number ``before`` (None: the newest page). ``newer`` is how many of the frame's events
+    are newer than the page, ``count`` how many it has in all, and ``newer_before`` the
+    anchor of the page just newer than this one (None when that is the newest page)."""
+
+    events: list[Event]
+    count: int
+    newer: int = 0
+    before: int | None = None
+    newer_before: int | None = None
+
+
+def frame_events_newest_first(*, frame: Frame, limit: int, before: int | None) -> EventsPage:
+    """The ``limit`` events about ``frame`` before the sequence number ``before``, newest
+    first: a page anchored on a sequence number keeps its rows while new events arrive.
+    An anchor at or past the oldest event gives the oldest page; one with nothing newer,
+    the newest. The log of a session past retention is read back from its archive files."""
     session = frame.session
     if EventArchive.objects.filter(session=session).exists():
         found = [e for e in session_events(session) if str(e.frame_id or "") == str(frame.pk)]
-        return found[::-1][offset : offset + limit], len(found)
+        rows = [e for e in found if before is None or e.seq < before][-limit:][::-1]
+        if not rows and found and before is not None:
+            rows = found[:limit][::-1]
+            before = rows[0].seq + 1
+        newer = [e.seq for e in found if rows and e.seq > rows[0].seq]
+        return _events_page(rows, len(found), len(newer), before, newer[limit : limit + 1])
     events = Event.objects.filter(session=session, frame_id=frame.pk)
-    return list(events.order_by("-seq")[offset : offset + limit]), events.count()
+    page = events if before is None else events.filter(seq__lt=before)
+    rows = list(page.order_by("-seq")[:limit])
+    if before is None:
+        return EventsPage(rows, events.count())
+    if not rows:
+        rows = list(events.order_by("seq")[:limit])[::-1]
+        before = rows[0].seq + 1 if rows else None
+    newest = rows[0].seq if rows else 0
+    counts = events.aggregate(count=Count("pk"), newer=Count("pk", filter=Q(seq__gt=newest)))
+    # The page just newer holds the ``limit`` events above this one, anchored on the event
+    # after them; it is read only when it is not the newest page, which has no anchor.
+    newer_before = (
+        events.filter(seq__gt=newest)
+        .order_by("seq")
+        .values_list("seq", flat=True)[limit : limit + 1]
+        if counts["newer"] > limit
+        else []
+    )
+    return _events_page(rows, counts["count"], counts["newer"], before, list(newer_before))
+
+
+def _events_page(
+    rows: list[Event], count: int, newer: int, before: int | None, newer_before: list[int]
+) -> EventsPage:
+    if not newer or before is None:  # nothing newer than the page: the newest page
+        return EventsPage(rows, count)
+    return EventsPage(rows, count, newer, before, newer_before[0] if newer_before else None)
 
 
 def context_packs_newest_first(session: Session) -> QuerySet[ContextPackRecord]:

@@ -38,6 +38,8 @@ RECENT_EVENTS = 15
 # filtered to the frame) and its events, newest first, a page at a time.
 USAGE_SHOWN = 20
 FRAME_EVENTS_PER_PAGE = 50
+# The largest sequence number an event can have (a 64-bit integer).
+MAX_SEQ = 2**63 - 1
 # How often open pages poll, in seconds.
 TREE_POLL_SECONDS = 3
 FRAME_POLL_SECONDS = 3
@@ -275,28 +277,32 @@ def frame_children(request: MemberRequest, frame_id) -> HttpResponse:
     return render_page(request, "frames/partials/_children.html", context)
 
 
-def _frame_events_page(frame: Frame, offset: int) -> dict:
-    """One page of the frame's events, newest first, from ``offset``, with the offsets of
-    the pages either side; an offset past the end (a hand-edited address) gives the last
-    page that has events, or the first when there are none."""
-    events, count = selectors.frame_events_newest_first(
-        frame=frame, limit=FRAME_EVENTS_PER_PAGE, offset=offset
+def _before(request: MemberRequest) -> int | None:
+    """The anchor of a page of events from the query string: the sequence number its rows
+    come before. None (the newest page) when absent or not a number, and kept within the
+    numbers a sequence can hold."""
+    try:
+        return min(max(0, int(request.GET.get("before", ""))), MAX_SEQ)
+    except ValueError:
+        return None
+
+
+def _frame_events_page(frame: Frame, before: int | None) -> dict:
+    """The page of the frame's events before the sequence number ``before``, newest first,
+    where it stands among them, and the anchors of the pages either side (``events_newer``
+    is None when the page just newer is the newest, which needs no anchor)."""
+    page = selectors.frame_events_newest_first(
+        frame=frame, limit=FRAME_EVENTS_PER_PAGE, before=before
     )
-    if not events and offset:
-        offset = max(0, (count - 1) // FRAME_EVENTS_PER_PAGE * FRAME_EVENTS_PER_PAGE)
-        events, count = selectors.frame_events_newest_first(
-            frame=frame, limit=FRAME_EVENTS_PER_PAGE, offset=offset
-        )
+    shown = page.newer + len(page.events)
     return {
-        "events": events,
-        "events_count": count,
-        "events_offset": offset,
-        "events_first": offset + 1,
-        "events_last": offset + len(events),
-        "events_newer": max(0, offset - FRAME_EVENTS_PER_PAGE) if offset else None,
-        "events_older": (
-            offset + FRAME_EVENTS_PER_PAGE if offset + FRAME_EVENTS_PER_PAGE < count else None
-        ),
+        "events": page.events,
+        "events_count": page.count,
+        "events_before": page.before,
+        "events_first": page.newer + 1,
+        "events_last": shown,
+        "events_newer": page.newer_before,
+        "events_older": page.events[-1].seq if shown < page.count else None,
     }
 
 
@@ -308,8 +314,9 @@ def frame_detail(request: MemberRequest, frame_id) -> HttpResponse:
     and events out of band: what the open page polls every FRAME_POLL_SECONDS.
 
     Its model calls and events are the latest first, each list saying how many there are
-    in all; ``events`` in the query string pages back through the events, and the poll
-    asks for the page shown, so an older page stays where it is."""
+    in all; ``before`` in the query string pages back through the events, anchored on a
+    sequence number, and the poll asks for the page shown: an older page keeps its rows
+    while new events arrive."""
     request.nav_section = "sessions"
     frame = _get_or_404(selectors.frame_get, organization=request.organization, frame_id=frame_id)
     prices = selectors.price_table()
@@ -341,7 +348,7 @@ def frame_detail(request: MemberRequest, frame_id) -> HttpResponse:
         "cost": selectors.frame_cost(frame, prices),
         "poll_seconds": FRAME_POLL_SECONDS,
         "children_shown": children_shown,
-        **_frame_events_page(frame, _offset(request, "events")),
+        **_frame_events_page(frame, _before(request)),
     }
     if request.htmx and not request.htmx.boosted:
         changed = request.GET.get("children") != children_shown

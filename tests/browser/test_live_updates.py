@@ -166,16 +166,25 @@ def test_the_frame_pages_events_update_on_the_page_of_them_shown(logged_in, agen
     expect(events).to_contain_text(f"Latest 50 of {count + 1}, newest first")
     assert_not_reloaded(page)
 
-    # An older page stays the older page while events arrive; only its count moves on.
+    # An older page keeps its rows while events arrive; only where they stand moves on.
+    oldest_shown = events.locator("li").last.inner_text()
     events.get_by_role("link", name="Older").click()
     expect(events).to_contain_text(f"51–{count + 1} of {count + 1}")
-    assert "?events=50" in page.url
+    assert "?before=" in page.url
+    rows = events.locator("li").all_inner_texts()
+    assert oldest_shown not in rows
     mark_page(page)
     agent.frame_results_add(frame, result_refs=[{"kind": "note", "text": "done"}])
-    expect(events).to_contain_text(f"51–{count + 2} of {count + 2}", timeout=UPDATE_TIMEOUT)
+    expect(events).to_contain_text(f"52–{count + 2} of {count + 2}", timeout=UPDATE_TIMEOUT)
+    assert events.locator("li").all_inner_texts() == rows
     expect(events).not_to_contain_text("frame.result_added")
-    expect(events.get_by_role("link", name="Newer")).to_have_attribute("href", "?events=0#events")
+    expect(events.get_by_role("link", name="Newer")).to_have_attribute(
+        "href", re.compile(r"^\?before=\d+#events$")
+    )
     assert_not_reloaded(page)
+    page.reload()  # a reload too lists the same events
+    expect(events).to_contain_text(f"52–{count + 2} of {count + 2}")
+    assert events.locator("li").all_inner_texts() == rows
     assert page.console_errors == []
 
 

@@ -15,6 +15,7 @@ from frames.archive import events_archive_due, session_archive
 from frames.context import lifecycle
 from frames.models import Event, EventArchive, Frame, Session
 from frames.projections import projection_diff
+from frames.selectors import frame_events_newest_first
 from frames.tasks import events_archive
 from tests.frames.test_projections import _busy_session
 
@@ -142,6 +143,26 @@ def test_the_frame_page_of_an_archived_session_lists_its_events_newest_first(api
     shown = page[page.index("<h2>Events</h2>") :]
     assert f"All {len(events)}, newest first" in shown
     assert shown.index(f"#{events[-1]['seq']} ") < shown.index(f"#{events[0]['seq']} ")
+
+
+def test_a_frames_pages_of_events_are_the_same_once_its_session_is_archived(api):
+    session, root = _ended_long_ago(api)
+    seqs = [e.seq for e in Event.objects.filter(frame_id=root.pk).order_by("seq")]
+    assert len(seqs) > 4
+
+    def pages():
+        found = [
+            frame_events_newest_first(frame=root, limit=2, before=before)
+            for before in (None, -1, 0, *seqs, seqs[-1] + 1, 10**9)
+        ]
+        return [
+            ([e.seq for e in p.events], p.count, p.newer, p.before, p.newer_before) for p in found
+        ]
+
+    in_the_log = pages()
+    assert session_archive(session) is not None
+    assert not Event.objects.filter(frame_id=root.pk).exists()
+    assert pages() == in_the_log
 
 
 def test_a_missing_archive_file_fails_the_check_and_rebuilds_nothing(api, capsys):

@@ -401,7 +401,7 @@ def test_the_frame_page_shows_its_latest_calls_and_events_and_says_how_many(api,
     assert "frame.popped" in shown and "frame.pushed" not in shown
     assert shown.index("frame.popped") < shown.index("usage.recorded")
     assert f"Latest 50 of {events}, newest first" in shown
-    assert 'href="?events=50#events"' in shown
+    assert f'href="?before={_shown_seqs(shown)[-1]}#events"' in shown
     # So do the calls, each with its time linking to its page, and a link to all of them.
     calls = page[page.index('id="frame-calls"') : page.index("<h2>Events</h2>")]
     rows = calls[calls.index("<tbody>") :]
@@ -410,10 +410,10 @@ def test_the_frame_page_shows_its_latest_calls_and_events_and_says_how_many(api,
     assert f'<a href="/sessions/{session.pk}/calls/{newest.pk}/"' in rows
     assert "Latest 20 of 60, newest first" in calls
     assert f'href="/sessions/{session.pk}/calls/?frame={root.pk}"' in calls
-    older = member_client.get(f"/frames/{root.pk}/", {"events": 50}).content.decode()
-    older = older[older.index("<h2>Events</h2>") :]
+    older = member_client.get(f"/frames/{root.pk}/", {"before": _shown_seqs(shown)[-1]})
+    older = older.content.decode()[older.content.decode().index("<h2>Events</h2>") :]
     assert f"51–{events} of {events}" in older and "frame.pushed" in older
-    assert "frame.popped" not in older and 'href="?events=0#events"' in older
+    assert "frame.popped" not in older and f'href="/frames/{root.pk}/#events"' in older
 
     every = member_client.get(f"/sessions/{session.pk}/calls/", {"frame": root.pk})
     listed = every.content.decode()
@@ -491,61 +491,134 @@ def test_the_frame_page_costs_the_same_queries_for_a_few_calls_or_many(api, memb
             assert member_client.get(f"/frames/{frame.pk}/", query).status_code == 200
         return len(queries)
 
-    assert count(few) == count(many) == count(many, events=50)
+    page_two = _events_section(member_client.get(f"/frames/{many.pk}/").content.decode())
+    assert count(few) == count(many) == count(many, before=_shown_seqs(page_two)[-1])
+    # A page further back reads once more, for the anchor of the page just newer.
+    deep, deeper = _busy_frame(_session(api), 130), _busy_frame(_session(api), 260)
+    assert count(deep, before=_seq_of(deep, 100)) == count(deeper, before=_seq_of(deeper, 200))
+    assert count(deep, before=_seq_of(deep, 100)) == count(few) + 1
 
 
-def test_the_frame_pages_poll_refreshes_the_page_of_events_shown(api, member_client):
+def _events_section(page: str) -> str:
+    return page[page.index('id="frame-events"') :]
+
+
+def _shown_seqs(events: str) -> list[int]:
+    """The sequence numbers of the events listed, in their order on the page."""
+    return [int(seq) for seq in re.findall(r"</code> #(\d+) ", events)]
+
+
+def _seq_of(frame: Frame, newer: int) -> int:
+    """The sequence number of the frame's event with ``newer`` events newer than it."""
+    events = Event.objects.filter(frame_id=frame.pk).order_by("-seq")
+    return events.values_list("seq", flat=True)[newer]
+
+
+def _page_at(member_client, address: str, **headers) -> tuple[str, list[int]]:
+    """The events part of the page at ``address`` and the sequence numbers it lists."""
+    response = member_client.get(address, **headers)
+    assert response.status_code == 200
+    events = _events_section(response.content.decode())
+    return events, _shown_seqs(events)
+
+
+def _link(events: str, name: str) -> str:
+    found = re.search(rf'<a href="([^"]+)">[^<]*{name}', events)
+    assert found, f"no {name} link"
+    return found.group(1)
+
+
+def test_an_older_page_of_events_keeps_its_rows_while_new_events_arrive(api, member_client):
     session = _session(api)
     root = services.frame_push(session=session, goal="Root", budget_total=10_000_000)
     for n in range(60):
         services.usage_record(
             session=session, frame=root, input_tokens=10, output_tokens=1, model=f"m-{n:03}"
         )
-    count = Event.objects.filter(session=session, frame_id=root.pk).count()
+    url = f"/frames/{root.pk}/"
+    page = member_client.get(url).content.decode()
+    assert _poll_address(page).startswith(f"{url}?children=")
+    first = _shown_seqs(_events_section(page))
+    older = _link(_events_section(page), "Older")
+    assert older == f"?before={first[-1]}#events"
+
+    address = url + older.removesuffix("#events")
+    events, rows = _page_at(member_client, address)
+    total = Event.objects.filter(frame_id=root.pk).count()
+    assert rows and rows[0] < first[-1] and f"51–{total} of {total}" in events
+    poll = _poll_address(member_client.get(address).content.decode())
+    assert poll.startswith(f"{address}&children=")
+
+    # The agent writes on: the older page, reloaded or polled, lists the same events;
+    # only where they stand moves on.
+    for n in range(5):
+        services.frame_reserve(frame=root, purpose=f"note {n}", amount=1)
+    total = Event.objects.filter(frame_id=root.pk).count()
+    reloaded, again = _page_at(member_client, address)
+    polled, by_poll = _page_at(member_client, poll, HTTP_HX_REQUEST="true")
+    assert again == by_poll == rows
+    assert 'id="frame-events" hx-swap-oob="true"' in polled
+    for shown in (reloaded, polled):
+        assert f"{total - len(rows) + 1}–{total} of {total}" in shown
+        assert "frame.reserved" not in shown and "Older" not in shown
+    # The newest page shows the new events at the top, newest first.
+    newest, latest = _page_at(member_client, url)
+    assert f"Latest 50 of {total}, newest first" in newest and latest[0] > first[0]
+    assert newest.index("frame.reserved") < newest.index("usage.recorded")
+
+    # Newer leads to the 50 events just newer than the older page, and Older back to it.
+    above = Event.objects.filter(frame_id=root.pk, seq__gt=rows[0]).order_by("seq")
+    newer, shown = _page_at(member_client, url + _link(reloaded, "Newer").split("#")[0])
+    assert shown == list(above.values_list("seq", flat=True)[:50])[::-1]
+    assert f"{above.count() - 49}–{above.count()} of {total}" in newer
+    assert url + _link(newer, "Older").split("#")[0] == address
+    assert _link(newer, "Newer") == f"{url}#events"
+
+
+def test_the_first_pages_poll_brings_the_new_events(api, member_client):
+    session = _session(api)
+    root = services.frame_push(session=session, goal="Open", budget_total=10_000_000)
+    for _ in range(55):
+        services.usage_record(session=session, frame=root, input_tokens=10, output_tokens=1)
+    count = Event.objects.filter(frame_id=root.pk).count()
     page = member_client.get(f"/frames/{root.pk}/").content.decode()
-    assert _poll_address(page).startswith(f"/frames/{root.pk}/?children=")
     assert "frame.reserved" not in page
     services.frame_reserve(frame=root, purpose="summary", amount=5)
-
-    # On the first page the poll brings the new event, newest first, and the new count.
-    poll = member_client.get(f"/frames/{root.pk}/", HTTP_HX_REQUEST="true").content.decode()
+    poll = member_client.get(_poll_address(page), HTTP_HX_REQUEST="true").content.decode()
     assert 'id="frame-events" hx-swap-oob="true"' in poll
-    events = poll[poll.index('id="frame-events"') :]
+    events = _events_section(poll)
     assert f"Latest 50 of {count + 1}, newest first" in events
     assert events.index("frame.reserved") < events.index("usage.recorded")
 
-    # An older page polls for itself: it stays an older page, its links unchanged.
-    older = member_client.get(f"/frames/{root.pk}/", {"events": 50}).content.decode()
-    assert _poll_address(older).startswith(f"/frames/{root.pk}/?events=50&children=")
-    poll = member_client.get(
-        f"/frames/{root.pk}/", {"events": 50}, HTTP_HX_REQUEST="true"
-    ).content.decode()
-    events = poll[poll.index('id="frame-events"') :]
-    assert f"51–{count + 1} of {count + 1}" in events and "frame.pushed" in events
-    assert "frame.reserved" not in events and 'href="?events=0#events"' in events
 
-
-def test_an_events_offset_past_the_end_shows_the_last_page(api, member_client):
+def test_a_bad_events_anchor_shows_the_nearest_page(api, member_client):
     session = _session(api)
     root = _busy_frame(session, 60)
-    events = Event.objects.filter(session=session, frame_id=root.pk).count()
-    assert 50 < events < 100
+    url = f"/frames/{root.pk}/"
+    seqs = list(
+        Event.objects.filter(frame_id=root.pk).order_by("seq").values_list("seq", flat=True)
+    )
+    assert 50 < len(seqs) < 100 and seqs[0] > 0
+    total = len(seqs)
 
-    for offset in (events, 999999):
-        page = member_client.get(f"/frames/{root.pk}/", {"events": offset}).content.decode()
-        shown = page[page.index("<h2>Events</h2>") :]
-        assert f"51–{events} of {events}" in shown and "frame.pushed" in shown
-        assert 'href="?events=0#events"' in shown and "Older" not in shown
-    # A negative or non-numeric offset is the first page.
-    for offset in (-5, "many"):
-        page = member_client.get(f"/frames/{root.pk}/", {"events": offset})
-        shown = page.content.decode()[page.content.decode().index("<h2>Events</h2>") :]
-        assert page.status_code == 200 and f"Latest 50 of {events}" in shown
-        assert "Newer" not in shown and 'href="?events=50#events"' in shown
-    # A frame with no events of its own past the first page shows the first page, empty.
+    # Before the oldest event: the oldest page, its Newer link to the page above it.
+    for before in (seqs[0], 1, 0, -5, "-99999999999999999999999"):
+        events, shown = _page_at(member_client, f"{url}?before={before}")
+        assert shown == seqs[:50][::-1] and "frame.pushed" in events, before
+        assert f"{total - 49}–{total} of {total}" in events and "Older" not in events
+        assert _link(events, "Newer") == f"{url}#events"
+    # Past the newest event, or not a number: the newest page, as with no anchor.
+    for before in (seqs[-1] + 1, 999999, "99999999999999999999999", "many", "1e3", "5.5", ""):
+        events, shown = _page_at(member_client, f"{url}?before={before}")
+        assert shown == seqs[-50:][::-1] and f"Latest 50 of {total}" in events, before
+        assert "Newer" not in events and _link(events, "Older") == f"?before={seqs[-50]}#events"
+        _page_at(member_client, f"{url}?before={before}", HTTP_HX_REQUEST="true")
+    # The offsets of earlier pages are not anchors: such an address shows the newest page.
+    assert _page_at(member_client, f"{url}?events=50")[1] == seqs[-50:][::-1]
+    # A frame with no events of its own shows none, whatever the anchor.
     quiet = Frame.objects.create(
         session=session, organization=session.organization, goal="Quiet", budget_total=10
     )
-    page = member_client.get(f"/frames/{quiet.pk}/", {"events": 999999}).content.decode()
-    shown = page[page.index("<h2>Events</h2>") :]
-    assert '<li class="muted">None.</li>' in shown and "Newer" not in shown
+    for before in (5, 999999, -1):
+        events, shown = _page_at(member_client, f"/frames/{quiet.pk}/?before={before}")
+        assert '<li class="muted">None.</li>' in events and "Newer" not in events
