@@ -13,6 +13,7 @@ that the retention job on a worker archives an ended session to the bucket while
 
 import json
 import secrets
+import subprocess
 import sys
 import threading
 import time
@@ -102,6 +103,17 @@ def installation(transactional_db, s3_bucket, settings, tmp_path):
         allowed = ",".join(host.address for host in webs)
         secret = secrets.token_urlsafe(50)
         for host in webs:
+            # As a deployment does before it starts a web host: its pages link the hashed
+            # names collectstatic records (settings.STORAGES), which it alone writes.
+            collected = subprocess.run(
+                [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
+                cwd=ROOT,
+                env=_host_env(host, s3_bucket, ports[2], allowed, secret),
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert collected.returncode == 0, collected.stdout + collected.stderr
             network.start(
                 host,
                 [
