@@ -12,8 +12,10 @@ workers share those pages and a request's collections look only at its own objec
 ``BIND`` (default 127.0.0.1:8000), ``WEB_KEEPALIVE`` (seconds, default 5) and
 ``WEB_TIMEOUT`` (seconds, default 60) are the rest. Each request is one line of the access
 log (``WEB_ACCESS_LOG``: standard output by default, a file name, or empty for none): the
-client, the request line, the status, the size, the time taken in milliseconds and the
-user agent; API keys travel in a header and are never in it.
+client, the request line, the status, the size, the time taken in milliseconds, the
+user agent and the request's id (the ``X-Request-ID`` answer header, which the
+application's own log lines of that request carry too); API keys travel in a header and
+are never in it.
 """
 
 import gc
@@ -27,7 +29,7 @@ keepalive = int(os.environ.get("WEB_KEEPALIVE", 5))
 timeout = int(os.environ.get("WEB_TIMEOUT", 60))
 preload_app = True
 accesslog = os.environ.get("WEB_ACCESS_LOG", "-") or None
-access_log_format = '%({x-forwarded-for}i)s %(h)s "%(r)s" %(s)s %(B)s %(M)sms "%(a)s"'
+access_log_format = '%({x-forwarded-for}i)s %(h)s "%(r)s" %(s)s %(B)s %(M)sms "%(a)s" request_id=%({x-request-id}o)s'
 
 
 def when_ready(server) -> None:

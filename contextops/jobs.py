@@ -3,13 +3,17 @@
 A job is sent after the transaction that made its row commits. When the broker cannot
 be reached the request still succeeds: the job's row stays queued in the database and
 a periodic sweep sends it again once the broker is back (compactions), or the caller
-learns at once that the job could not be taken (``job_send`` returns False).
+learns at once that the job could not be taken (``job_send`` returns False). A job sent
+while a request is answered carries that request's id (contextops.requestid) in its
+``request_id`` message header.
 """
 
 import logging
 
 from django.db import transaction
 from kombu.exceptions import OperationalError
+
+from .requestid import NONE, request_id_current
 
 logger = logging.getLogger(__name__)
 
@@ -24,8 +28,10 @@ PUBLISH_RETRY_POLICY = {
 
 def job_send(task, *args) -> bool:
     """Send ``task(*args)`` now; False (and a warning in the log) when the broker is unreachable."""
+    request_id = request_id_current()
+    headers = {"request_id": request_id} if request_id != NONE else None
     try:
-        task.apply_async(args=args, retry=True, retry_policy=PUBLISH_RETRY_POLICY)
+        task.apply_async(args=args, headers=headers, retry=True, retry_policy=PUBLISH_RETRY_POLICY)
     except (OperationalError, ConnectionError, OSError) as error:
         logger.warning("broker unavailable, %s%r not sent: %s", task.name, args, error)
         return False

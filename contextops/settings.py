@@ -94,6 +94,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every answer carries X-Request-ID and every log line its request_id.
+    "contextops.requestid.RequestIdMiddleware",
     "contextops.middleware.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "contextops.middleware.ContentSecurityPolicyMiddleware",
@@ -315,11 +317,24 @@ ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
 ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "") or None
 CONTEXTOPS_SUMMARY_MODEL = os.environ.get("CONTEXTOPS_SUMMARY_MODEL", "claude-haiku-4-5")
 
+# Each line names the request it was written for (X-Request-ID, contextops.requestid), or
+# the request that sent the job a worker runs; "-" when there is none.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"request_id": {"()": "contextops.requestid.RequestIdFilter"}},
+    "formatters": {
+        "plain": {
+            "format": "%(asctime)s %(levelname)s %(name)s request_id=%(request_id)s %(message)s"
+        }
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["request_id"],
+        }
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"django.request": {"level": "ERROR"}},
 }
