@@ -19,6 +19,8 @@ session into them). Figures are estimates, and the rules behind them are these:
 - A summary is not written, only sized: ``summary_ratio`` times what it stands for. The
   ratio is the session's own (real summary tokens over the window they replaced,
   averaged over its real compactions that have a summary), else ``DEFAULT_SUMMARY_RATIO``.
+- Only a compaction that happened counts: one of our runs that crashed took nothing out
+  (``selectors`` does not read it as a real compaction).
 - The trigger fires after a call whose occupancy (full input plus output) passes
   ``threshold`` times the context window. A policy is simulated over the session's
   calls with the real compactions undone (each call's input plus what the real

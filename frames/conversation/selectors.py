@@ -129,7 +129,8 @@ def counterfactual_get(*, session: Session, threshold: float | None = None) -> c
     those made in a subagent conversation's frame), or its turns when it reported none;
     each call unit is named by its number on the call pages (``call_numbers``), which
     count a subagent's calls too. The real compactions are the ones its transcript
-    recorded and the session's own finished, unreverted runs.
+    recorded and the session's own runs that took turns out of its window
+    (``_runs_applied``): not one that crashed.
     """
     if threshold is None:
         threshold = float(session.compaction_threshold)
@@ -225,8 +226,8 @@ def _real_compactions(
     session: Session, units: list[cf.TurnPoint], call_times: list
 ) -> list[cf.RealCompaction]:
     """The transcript's compactions (``conversation.compacted`` events of the main branch)
-    and the session's finished, unreverted runs, each placed before the first unit that
-    began after it, with the units it took out of the window."""
+    and the session's runs that took turns out (``_runs_applied``), each placed before the
+    first unit that began after it, with the units it took out of the window."""
 
     def unit_at(moment) -> int:
         if call_times:
@@ -264,21 +265,9 @@ def _real_compactions(
             )
         )
         earlier = before
-    runs = (
-        CompactionRun.objects.filter(
-            session=session,
-            status__in=[CompactionRun.Status.COMPLETED, CompactionRun.Status.FAILED],
-            finished_at__isnull=False,
-        )
-        .select_related("summary")
-        .order_by("created_at")
-    )
-    for run in runs:
-        truncated = dict(
-            Turn.objects.filter(compaction_run=run, branch=MAIN_BRANCH).values_list(
-                "index", "truncated"
-            )
-        )
+    for run in _runs_applied(session):
+        taken_turns = Turn.objects.filter(compaction_run=run, branch=MAIN_BRANCH)
+        truncated = dict(taken_turns.values_list("index", "truncated"))
         turns_taken = set(truncated)
         before = unit_at(run.created_at)
         real.append(
@@ -306,3 +295,19 @@ def _real_compactions(
             )
         )
     return real
+
+
+def _runs_applied(session: Session) -> QuerySet[CompactionRun]:
+    """The session's runs that took turns out of its window, oldest first: completed,
+    or failed after applying (its summary failed every attempt and the generic
+    continuation message stands for the turns it took out). Not one that crashed: its
+    changes rolled back, and it recorded only its error, no figures (``original_tokens``
+    is None). Not a reverted run, nor one still queued or running."""
+    applied = Q(status=CompactionRun.Status.COMPLETED) | Q(
+        status=CompactionRun.Status.FAILED, original_tokens__isnull=False
+    )
+    return (
+        CompactionRun.objects.filter(applied, session=session, finished_at__isnull=False)
+        .select_related("summary")
+        .order_by("created_at")
+    )

@@ -431,3 +431,48 @@ def test_it_numbers_calls_as_the_call_pages_do(api, imported, member_client):
     assert f"Compaction before call {number}" in html
     # The window before it: calls 1 to 71, all of them the main conversation's.
     assert '<th scope="row">the agent (actual)</th><td>the summary only</td><td>1–71</td>' in html
+
+
+class CrashingSummarizer:
+    name = "crashing"
+    model = ""
+
+    def summarize(self, turns):
+        raise RuntimeError("the summary provider's client crashed")
+
+
+def test_a_run_that_crashed_is_not_a_compaction(api, session):
+    """A run that crashed took nothing out: it is no row, no point on the curve, no part
+    of the ratio and no count. The run that completed after it is."""
+    for i in range(12):
+        sent_one_turn(api, session, i)
+    crashed = compaction_request(session=session, strategy="summarize_oldest", keep_turns=4)
+    compaction_execute(run_id=crashed.pk, summarizer=CrashingSummarizer())
+    crashed.refresh_from_db()
+    assert crashed.status == "failed" and crashed.finished_at is not None
+    assert crashed.original_tokens is None
+    assert not session.turns.filter(summarized=True).exists()
+
+    body = api.get(f"/sessions/{session.pk}/counterfactual").json()
+    assert body["compactions"] == []
+    actual = {p["policy"]: p for p in body["policies"]}["actual"]
+    assert (actual["compactions"], actual["fires"]) == (0, [])
+    assert body["uncompacted_curve"] == body["curve"]
+    assert body["summary_ratio_source"] == "default"
+
+    sent_one_turn(api, session, 12)
+    done = compaction_request(session=session, strategy="summarize_oldest", keep_turns=4)
+    compaction_execute(run_id=done.pk, summarizer=ExtractiveSummarizer())
+    sent_one_turn(api, session, 13)
+    done.refresh_from_db()
+    body = api.get(f"/sessions/{session.pk}/counterfactual").json()
+    (point,) = body["compactions"]
+    assert point["id"] == str(done.pk) and point["turn"] == 13
+    actual = {p["policy"]: p for p in body["policies"]}["actual"]
+    assert actual["compactions"] == 1 and len(actual["fires"]) == 1
+    added = [
+        undone["occupancy"] - real["occupancy"]
+        for real, undone in zip(body["curve"], body["uncompacted_curve"], strict=True)
+    ]
+    assert added == [0] * 13 + [done.original_tokens - done.final_tokens]
+    assert body["summary_ratio_source"] == "session"
