@@ -17,8 +17,12 @@ session into them). Figures are estimates, and the rules behind them are these:
   ``fixed`` (system prompt and tools) is the first call's input less its turn's tokens,
   and is 0 on the history basis.
 - A summary is not written, only sized: ``summary_ratio`` times what it stands for. The
-  ratio is the session's own (real summary tokens over the window they replaced,
-  averaged over its real compactions that have a summary), else ``DEFAULT_SUMMARY_RATIO``.
+  ratio is the session's own (real summary tokens over what they replaced, averaged over
+  its real compactions that have a summary), else ``DEFAULT_SUMMARY_RATIO``. What a
+  summary replaced (``replaced_tokens``): a transcript's, the whole window
+  (``pre_tokens``); one of our runs', the turns it summarized and the earlier summaries
+  it folded in, not the turns it kept or truncated. A run whose summary failed (the
+  generic continuation message stands in) has no ratio to give.
 - Only a compaction that happened counts: one of our runs that crashed took nothing out
   (``selectors`` does not read it as a real compaction).
 - The trigger fires after a call whose occupancy (full input plus output) passes
@@ -173,6 +177,9 @@ class RealCompaction:
     basis: str = WINDOW
     post_tokens: int | None = None
     strategy: str = ""  # one of our runs': the strategy it ran; "" for a transcript's
+    # One of our runs': what its summary stands for, on the history basis (the turns it
+    # summarized and the earlier summaries it folded in); None when it has no real summary.
+    replaced_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -197,7 +204,9 @@ class Actual:
     beside them are: for "window", the agent's figure and the next call's full input;
     for "history", what our run found and left. ``next_input_tokens``: the next call's
     full input (system prompt and tools included) either way, None without a later call.
-    ``strategy``: the strategy one of our runs ran ("" for a transcript's compaction)."""
+    ``strategy``: the strategy one of our runs ran ("" for a transcript's compaction).
+    ``replaced_tokens``: what its summary stood for, the figure the session's ratio
+    divides ``summary_tokens`` by (``replaced``); None when it gives no ratio."""
 
     pre_tokens: int
     tokens_after: int | None
@@ -209,6 +218,7 @@ class Actual:
     basis: str = WINDOW
     next_input_tokens: int | None = None
     strategy: str = ""
+    replaced_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -279,9 +289,24 @@ def ranges(indices: Iterable[int]) -> list[list[int]]:
     return runs
 
 
+def replaced(r: RealCompaction) -> int | None:
+    """What ``r``'s summary replaced, on its basis: the whole window (``pre_tokens``) for a
+    transcript's; for one of our runs, what its summary stands for (``replaced_tokens``),
+    not the history it found, which holds the turns it kept and truncated too. None
+    without a summary to measure."""
+    if not r.summary_tokens:
+        return None
+    return r.replaced_tokens if r.basis == HISTORY else r.pre_tokens
+
+
 def summary_ratio(real: Sequence[RealCompaction]) -> tuple[float, str]:
-    """The session's summary-to-input ratio and where it comes from ("session" or "default")."""
-    known = [r.summary_tokens / r.pre_tokens for r in real if r.summary_tokens and r.pre_tokens > 0]
+    """The session's summary-to-input ratio and where it comes from ("session" or "default"):
+    each real summary's tokens over what it replaced (``replaced``), averaged."""
+    known = [
+        r.summary_tokens / stood_for
+        for r in real
+        if r.summary_tokens and (stood_for := replaced(r) or 0) > 0
+    ]
     if not known:
         return DEFAULT_SUMMARY_RATIO, "default"
     return min(1.0, sum(known) / len(known)), "session"
@@ -463,6 +488,7 @@ def counterfactual(
                     basis=r.basis,
                     next_input_tokens=after,
                     strategy=r.strategy,
+                    replaced_tokens=replaced(r),
                 ),
                 strategies=[
                     _outcome(

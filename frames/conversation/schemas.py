@@ -322,6 +322,13 @@ class CounterfactualActualOut(Schema):
         "included), whatever the basis; null without a later call."
     )
     summary_tokens: int | None
+    replaced_tokens: int | None = Field(
+        description="What its summary replaced, the figure the session's summary_ratio "
+        "divides summary_tokens by: a transcript's, pre_tokens (the whole window); one of "
+        "our runs', the turns it summarized and the earlier summaries it folded in (not "
+        "the turns it kept or truncated). Null when it has no summary to measure (none, "
+        "or the generic continuation message after summary generation failed)."
+    )
     trigger: str
     strategy: str = Field(
         description="The strategy one of our runs ran; empty for a transcript's compaction."

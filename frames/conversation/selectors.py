@@ -269,6 +269,7 @@ def _real_compactions(
         taken_turns = Turn.objects.filter(compaction_run=run, branch=MAIN_BRANCH)
         truncated = dict(taken_turns.values_list("index", "truncated"))
         turns_taken = set(truncated)
+        truncated_tokens = sum(taken_turns.filter(truncated=True).values_list("tokens", flat=True))
         before = unit_at(run.created_at)
         real.append(
             cf.RealCompaction(
@@ -285,6 +286,7 @@ def _real_compactions(
                 strategy=run.strategy,
                 id=str(run.pk),
                 summary_tokens=run.summary.tokens if run.summary else None,
+                replaced_tokens=_summary_replaced(run, truncated_tokens),
                 # The conversation turn of the first call after it (the one in progress
                 # when it ran), as a transcript's compaction names the turn it came before.
                 conversation_turn=(
@@ -311,3 +313,16 @@ def _runs_applied(session: Session) -> QuerySet[CompactionRun]:
         .select_related("summary")
         .order_by("created_at")
     )
+
+
+def _summary_replaced(run: CompactionRun, truncated_tokens: int) -> int | None:
+    """What ``run``'s summary stands for, as the run counted it: the history it found
+    less what it kept (what it left, less the summary) and less the turns it truncated
+    (``truncated_tokens``), that is the turns it summarized and the earlier summaries it
+    folded in. None without a summary, or when the summary failed (the generic
+    continuation message is no summary of them)."""
+    summary, found, left = run.summary, run.original_tokens, run.final_tokens
+    if summary is None or summary.failed or found is None or left is None:
+        return None
+    kept = left - summary.tokens
+    return max(0, found - kept - truncated_tokens)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from contextops.llm import ExtractiveSummarizer
+from contextops.llm import ExtractiveSummarizer, SummaryOutcome
 from frames.conversation import counterfactual as cf
 from frames.conversation.compaction import compaction_execute, compaction_request
 from frames.conversation.importing import transcript_import
@@ -433,6 +433,83 @@ def test_it_numbers_calls_as_the_call_pages_do(api, imported, member_client):
     assert '<th scope="row">the agent (actual)</th><td>the summary only</td><td>1–71</td>' in html
 
 
+def compacted(session, strategy: str, keep_turns: int, summarizer=None):
+    """One of our runs of ``session``, requested and run here, read back."""
+    run = compaction_request(session=session, strategy=strategy, keep_turns=keep_turns)
+    compaction_execute(run_id=run.pk, summarizer=summarizer or ExtractiveSummarizer())
+    run.refresh_from_db()
+    return run
+
+
+def test_our_runs_ratio_is_its_summary_over_the_turns_it_summarized():
+    """Our run found 14 turns of 1,000 tokens, summarized the oldest 10 into 1,000 tokens
+    and kept 4: its summary is a tenth of what it replaced (10,000), not a fourteenth of
+    all it found. A strategy that summarizes 4 turns then writes 400 tokens."""
+    turns = [cf.TurnPoint(i, 1_000, turn=i) for i in range(14)]
+    run = cf.RealCompaction(
+        before_turn=14,
+        pre_tokens=14_000,
+        post_tokens=5_000,
+        basis=cf.HISTORY,
+        taken=frozenset(range(10)),
+        origin="contextops",
+        summary_tokens=1_000,
+        replaced_tokens=10_000,
+    )
+    answer = cf.counterfactual(
+        turns=turns,
+        calls=[],
+        real=[run],
+        window_tokens=200_000,
+        threshold=0.9,
+        strategies=strategies(),
+        unit="turn",
+    )
+    assert (answer.summary_ratio, answer.summary_ratio_source) == (0.1, "session")
+    (point,) = answer.compactions
+    assert point.actual.replaced_tokens == 10_000
+    by_name = {s.strategy: s for s in point.strategies}
+    # summarize_oldest keeps the newest 10: it summarizes turns 0-3, 4,000 tokens.
+    assert by_name["summarize_oldest"].summarized == [[0, 3]]
+    assert by_name["summarize_oldest"].summary_tokens == 400
+    assert by_name["summarize_oldest"].tokens_after == 14_000 - 4_000 + 400
+
+
+def test_it_takes_our_runs_ratio_over_what_each_summary_replaced(api, session, member_client):
+    """Two runs of ours: the first summarizes turns 0-7, the second turns 8-13 and folds
+    the first summary in. Each ratio is its summary over those tokens, as the turns
+    list shows them; the turns each kept and truncated are not in it."""
+    for i in range(12):
+        sent_one_turn(api, session, i)
+    first = compacted(session, "summarize_oldest", keep_turns=4)
+    for i in range(12, 16):
+        sent_one_turn(api, session, i)
+    second = compacted(session, "summarize_oldest", keep_turns=2)
+    sent_one_turn(api, session, 16)
+    tokens = dict(session.turns.values_list("index", "tokens"))
+    first_replaced = sum(tokens[i] for i in range(8))
+    second_replaced = sum(tokens[i] for i in range(8, 14)) + first.summary.tokens
+    assert first.original_tokens > first_replaced  # it found the kept turns too
+
+    body = api.get(f"/sessions/{session.pk}/counterfactual").json()
+    one, two = body["compactions"]
+    assert one["actual"]["summarized"] == [[0, 7]] and two["actual"]["summarized"] == [[8, 13]]
+    assert one["actual"]["replaced_tokens"] == first_replaced
+    assert two["actual"]["replaced_tokens"] == second_replaced
+    ratio = (first.summary.tokens / first_replaced + second.summary.tokens / second_replaced) / 2
+    assert body["summary_ratio_source"] == "session"
+    assert body["summary_ratio"] == round(ratio, 4)
+    # summarize_oldest, keeping the newest 10 of the 12 turns, summarizes turns 0 and 1.
+    estimate = next(s for s in one["strategies"] if s["strategy"] == "summarize_oldest")
+    assert estimate["summarized"] == [[0, 1]]
+    assert estimate["summary_tokens"] == round(ratio * (tokens[0] + tokens[1]))
+    html = member_client.get(f"/sessions/{session.pk}/turns/counterfactual/").content.decode()
+    assert (
+        f"Its summary of {first.summary.tokens:,} tokens replaced {first_replaced:,}: "
+        "the turns it summarized"
+    ) in html
+
+
 class CrashingSummarizer:
     name = "crashing"
     model = ""
@@ -446,9 +523,7 @@ def test_a_run_that_crashed_is_not_a_compaction(api, session):
     of the ratio and no count. The run that completed after it is."""
     for i in range(12):
         sent_one_turn(api, session, i)
-    crashed = compaction_request(session=session, strategy="summarize_oldest", keep_turns=4)
-    compaction_execute(run_id=crashed.pk, summarizer=CrashingSummarizer())
-    crashed.refresh_from_db()
+    crashed = compacted(session, "summarize_oldest", keep_turns=4, summarizer=CrashingSummarizer())
     assert crashed.status == "failed" and crashed.finished_at is not None
     assert crashed.original_tokens is None
     assert not session.turns.filter(summarized=True).exists()
@@ -461,10 +536,8 @@ def test_a_run_that_crashed_is_not_a_compaction(api, session):
     assert body["summary_ratio_source"] == "default"
 
     sent_one_turn(api, session, 12)
-    done = compaction_request(session=session, strategy="summarize_oldest", keep_turns=4)
-    compaction_execute(run_id=done.pk, summarizer=ExtractiveSummarizer())
+    done = compacted(session, "summarize_oldest", keep_turns=4)
     sent_one_turn(api, session, 13)
-    done.refresh_from_db()
     body = api.get(f"/sessions/{session.pk}/counterfactual").json()
     (point,) = body["compactions"]
     assert point["id"] == str(done.pk) and point["turn"] == 13
@@ -475,4 +548,32 @@ def test_a_run_that_crashed_is_not_a_compaction(api, session):
         for real, undone in zip(body["curve"], body["uncompacted_curve"], strict=True)
     ]
     assert added == [0] * 13 + [done.original_tokens - done.final_tokens]
-    assert body["summary_ratio_source"] == "session"
+    assert body["summary_ratio"] == round(
+        done.summary.tokens / point["actual"]["replaced_tokens"], 4
+    )
+
+
+class FailingSummarizer:
+    name = "failing"
+    model = ""
+
+    def summarize(self, turns):
+        return SummaryOutcome(
+            text="Continue the conversation.", provider=self.name, failed=True, attempts=3
+        )
+
+
+def test_a_run_whose_summary_failed_took_turns_out_but_gives_no_ratio(api, session):
+    """Summary generation failed every attempt, so the generic continuation message
+    stands for the turns the run took out: it is a compaction, but that message is no
+    summary to size the strategies' on."""
+    for i in range(12):
+        sent_one_turn(api, session, i)
+    run = compacted(session, "summarize_oldest", keep_turns=4, summarizer=FailingSummarizer())
+    assert run.status == "failed" and run.summary.failed and run.items_summarized == 8
+
+    body = api.get(f"/sessions/{session.pk}/counterfactual").json()
+    (point,) = body["compactions"]
+    assert point["id"] == str(run.pk) and point["actual"]["summarized"] == [[0, 7]]
+    assert point["actual"]["replaced_tokens"] is None
+    assert body["summary_ratio_source"] == "default"
