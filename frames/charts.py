@@ -88,3 +88,18 @@ def stacked(days: list, series: dict[str, list[float | Decimal]], *, money: bool
             }
         )
     return chart
+
+
+def axis_steps(peak: float, most: int = 5) -> list[int]:
+    """The tick values of an axis from 0 that reaches ``peak``: 0 and the multiples of the
+    roundest whole step (1, 2 or 5 times a power of ten) that gets there in at most
+    ``most`` steps, the last at or above ``peak``. [0, 1] for a peak of 0."""
+    if peak <= 0:
+        return [0, 1]
+    magnitude = 10 ** math.floor(math.log10(peak / most)) if peak > most else 1
+    step = next(
+        factor * magnitude
+        for factor in (1, 2, 5, 10)
+        if math.ceil(peak / (factor * magnitude)) <= most
+    )
+    return [step * k for k in range(math.ceil(peak / step) + 1)]

@@ -1,5 +1,6 @@
 """The conversation tab of a session: turns, anchors, summaries, compaction runs."""
 
+import bisect
 import json
 from collections.abc import Callable
 
@@ -11,6 +12,7 @@ from contextops.actors import user_actor
 from contextops.dashboard import organization_required, render_page
 from contextops.errors import DomainError, NotFound
 from contextops.http import MemberRequest
+from frames import charts
 from frames import selectors as frames_selectors
 from frames.models import Session
 from frames.selectors import session_get
@@ -202,16 +204,27 @@ def compaction_start(request: MemberRequest, session_id) -> HttpResponse:
 
 def _counterfactual_chart(answer: cf.Counterfactual, number: Callable[[int], int]) -> dict:
     """The occupancy curve as it was and with the real compactions undone, the threshold,
-    the real compaction points, and one lane of would-be points per policy."""
-    width, height, lane = 800, 200, 18
+    the real compaction points, and one lane of would-be points per policy, on labelled
+    axes: tokens up the left, ticked from 0 to a round top at or above the window and
+    the curves (``charts.axis_steps``); the units along the bottom, ticked at round
+    numbers as the page numbers them (``_unit_ticks``). The window and trigger lines
+    name themselves, and ``description`` says it all in words for a screen reader."""
+    # The top margin leaves room for the window line's label above it at the top tick.
+    width, left, right, top_margin, plot_height, lane = 800, 104, 12, 14, 200, 18
+    axis_y = top_margin + plot_height
+    lanes_y = axis_y + 44  # below the unit ticks (+14) and the axis title (+32)
     last = max([1] + [t for t, _ in answer.uncompacted_curve])
-    top = max([answer.window_tokens] + [o for _, o in answer.uncompacted_curve])
+    steps = charts.axis_steps(
+        max([answer.window_tokens] + [o for _, o in answer.uncompacted_curve])
+    )
+    top = steps[-1]
+    plot_width = width - left - right
 
     def x(turn: int) -> float:
-        return round(turn / last * width, 1)
+        return round(left + turn / last * plot_width, 1)
 
     def y(tokens: int) -> float:
-        return round(height - tokens / top * height, 1)
+        return round(axis_y - tokens / top * plot_height, 1)
 
     lanes = []
     for i, policy in enumerate(answer.policies):
@@ -222,8 +235,8 @@ def _counterfactual_chart(answer: cf.Counterfactual, number: Callable[[int], int
             {
                 "policy": policy.policy,
                 "colour": colour,
-                "y": height + 12 + i * lane,
-                "text_y": height + 16 + i * lane,
+                "y": lanes_y + i * lane,
+                "text_y": lanes_y + 10 + i * lane,
                 "points": [
                     {
                         "x": x(f.turn),
@@ -235,16 +248,60 @@ def _counterfactual_chart(answer: cf.Counterfactual, number: Callable[[int], int
                 ],
             }
         )
+    x_ticks = _unit_ticks(last, number)
+    unit, numbered = (
+        ("Model call", "on the call pages")
+        if answer.unit == "call"
+        else ("Conversation turn", "in the turn list")
+    )
+    percent = round(answer.threshold * 100)
     return {
         "width": width,
-        "height": height,
-        "full_height": height + 16 + len(lanes) * lane,
+        "left": left,
+        "right": width - right,
+        "top": top_margin,
+        "axis_y": axis_y,
+        "full_height": lanes_y + len(lanes) * lane + 4,
         "points": " ".join(f"{x(t)},{y(o)}" for t, o in answer.curve),
         "uncompacted": " ".join(f"{x(t)},{y(o)}" for t, o in answer.uncompacted_curve),
+        "y_ticks": [{"y": y(v), "text": f"{v:,}"} for v in steps],
+        "x_ticks": [{"x": x(i), "text": str(n)} for i, n in x_ticks],
+        "y_title": "Tokens in the window",
+        "y_title_y": top_margin + plot_height / 2,
+        "x_title": f"{unit} (numbered as {numbered})",
+        "x_title_x": round(left + plot_width / 2, 1),
         "threshold_y": y(answer.threshold_tokens),
+        "threshold_label": f"our trigger, {percent}%: {answer.threshold_tokens:,} tokens",
         "window_y": y(answer.window_tokens),
+        "window_label": f"context window: {answer.window_tokens:,} tokens",
         "lanes": lanes,
+        "description": (
+            f"Across: {unit.lower()}s {number(0)} to {number(last)}. Up: tokens in the "
+            f"window, 0 to {top:,}. The context window is {answer.window_tokens:,} tokens "
+            f"and our trigger fires above {answer.threshold_tokens:,} ({percent}%). "
+            "One curve is the full input plus output of each call as it was, the other "
+            "the same with the real compactions undone; below them, one lane per policy "
+            "marks where it compacts."
+        ),
     }
+
+
+def _unit_ticks(last: int, number: Callable[[int], int]) -> list[tuple[int, int]]:
+    """(unit index, the number the page gives it) for the ticks of a chart of units 0 to
+    ``last``: the first unit, then every unit whose number is a round multiple
+    (``charts.axis_steps`` over the numbers' span, at most 8 steps) and not within half
+    a step of the first. Where the numbers skip a multiple (a subagent's calls), the
+    tick goes on the next unit, with its own number."""
+    numbers = [number(i) for i in range(last + 1)]
+    first = numbers[0]
+    steps = charts.axis_steps(numbers[-1] - first, most=8)
+    step = steps[1]
+    ticks = [(0, first)]
+    for multiple in range(step * (first // step + 1), numbers[-1] + 1, step):
+        index = bisect.bisect_left(numbers, multiple)
+        if multiple - first > step / 2 and index > ticks[-1][0]:
+            ticks.append((index, numbers[index]))
+    return ticks
 
 
 def _runs_text(runs: list[list[int]], number: Callable[[int], int]) -> str:

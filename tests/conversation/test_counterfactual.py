@@ -7,6 +7,7 @@ model call) and the first call after it.
 """
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -273,6 +274,29 @@ def test_the_page_shows_the_curve_the_points_and_a_table_per_compaction(imported
         in html
     )
     assert "Counterfactual" in member_client.get(f"/sessions/{imported.pk}/turns/").content.decode()
+
+
+def chart_texts(html: str, group: str) -> list[str]:
+    """The tick texts of the counterfactual chart's ``group`` (cf-axis-x or cf-axis-y)."""
+    part = html.split(f'<g class="{group}">')[1].split("</g>")[0]
+    return re.findall(r'<text class="conv-tick"[^>]*>([^<]*)</text>', part)
+
+
+def test_the_chart_has_labelled_axes(imported, member_client):
+    """Tokens up the left from 0 to a round top above the window (200,000) and the curve
+    with the agent's compaction undone; the calls along the bottom as their pages number
+    them, from 1, at round numbers. Where a subagent's calls took the numbers 100 to 104,
+    the tick after 80 goes on the next main call, 105."""
+    url = f"/sessions/{imported.pk}/turns/counterfactual/"
+    html = member_client.get(url, {"threshold": "0.8"}).content.decode()
+    assert chart_texts(html, "cf-axis-y") == ["0", "100,000", "200,000", "300,000"]
+    assert chart_texts(html, "cf-axis-x") == ["1", "20", "40", "60", "80", "105", "120", "140"]
+    assert ">Tokens in the window</text>" in html
+    assert ">Model call (numbered as on the call pages)</text>" in html
+    assert ">context window: 200,000 tokens</text>" in html
+    assert ">our trigger, 80%: 160,000 tokens</text>" in html
+    assert 'aria-labelledby="cf-chart-title" aria-describedby="cf-chart-desc"' in html
+    assert "Across: model calls 1 to 1" in html.split('<desc id="cf-chart-desc">')[1]
 
 
 def test_the_page_answers_htmx_with_the_report_only_and_explains_a_bad_threshold(
