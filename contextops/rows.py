@@ -52,18 +52,28 @@ def converter(model: type[Model], field_name: str) -> Callable[[Any], Any]:
     return convert
 
 
+def _row_reader(model: type[M]) -> Callable[[Sequence[Any]], M]:
+    """What turns a row of ``model``'s columns (as ``columns`` selects them) into an
+    instance, each value through the converters the ORM would apply (a JSON column
+    arrives as text): the converters are looked up once, for every row read with it."""
+    fields = model._meta.concrete_fields
+    names = [field.attname for field in fields]
+    steps = [(_column(field), _converters(field)) for field in fields]
+
+    def read(values: Sequence[Any]) -> M:
+        converted = []
+        for (column, converters), value in zip(steps, values, strict=True):
+            for step in converters:
+                value = step(value, column, connection)
+            converted.append(value)
+        return model.from_db(connection.alias, names, converted)
+
+    return read
+
+
 def from_row(model: type[M], values: Sequence[Any]) -> M:
-    """A ``model`` instance from its columns as ``columns`` selected them, each value
-    through the converters the ORM would apply (a JSON column arrives as text)."""
-    converted = []
-    for field, value in zip(model._meta.concrete_fields, values, strict=True):
-        column = _column(field)
-        for step in _converters(field):
-            value = step(value, column, connection)
-        converted.append(value)
-    return model.from_db(
-        connection.alias, [field.attname for field in model._meta.concrete_fields], converted
-    )
+    """A ``model`` instance from its columns as ``columns`` selected them."""
+    return _row_reader(model)(values)
 
 
 def param(model: type[Model], field_name: str, value: Any) -> Any:
@@ -77,4 +87,6 @@ def fetch(model: type[M], sql: str, params: Sequence[Any]) -> list[M]:
     writes them, first in each row)."""
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return [from_row(model, row) for row in cursor.fetchall()]
+        rows = cursor.fetchall()
+    read = _row_reader(model)
+    return [read(row) for row in rows]

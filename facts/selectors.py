@@ -14,10 +14,8 @@ from django.db import connection
 from django.db.models import (
     BooleanField,
     Case,
-    Count,
     F,
     IntegerField,
-    OuterRef,
     Prefetch,
     Q,
     QuerySet,
@@ -240,6 +238,22 @@ class Lineage:
         return self.chain[0].version if self.older is not None and self.chain else None
 
 
+@functools.cache
+def _page_links_sql() -> str:
+    """The links of a page of versions (organization, chain, first and last version, twice),
+    as rows of (fact id, its key, depends-on id, its key): the links from the page, then
+    those to it, each half through an index (an OR of both sides would read every link).
+    Written once per process: compiling the ORM's union cost more than running it."""
+    facts, links = _table(Fact), _table(FactDependency)
+    half = (
+        "SELECT l.fact_id, f.key, l.depends_on_id, u.key FROM {links} l"
+        " JOIN {facts} f ON f.id = l.fact_id JOIN {facts} u ON u.id = l.depends_on_id"
+        " WHERE {side}.organization_id = %s AND {side}.chain = %s"
+        " AND {side}.version BETWEEN %s AND %s"
+    )
+    return " UNION ".join(half.format(links=links, facts=facts, side=side) for side in "fu")
+
+
 def _page_links(page: list[Fact]) -> tuple[dict[int, list[str]], dict[int, list[str]]]:
     """The keys each version of ``page`` (consecutive versions of one chain) depends on and
     the keys derived from it, sorted: one query over the links of the whole page, found by
@@ -248,21 +262,20 @@ def _page_links(page: list[Fact]) -> tuple[dict[int, list[str]], dict[int, list[
     derived_facts: dict[int, list[str]] = {f.pk: [] for f in page}
     if not page:
         return depends_on, derived_facts
-    fields = ("fact_id", "fact__key", "depends_on_id", "depends_on__key")
-    in_page = {
-        "organization_id": page[0].organization_id,
-        "chain": page[0].chain,
-        "version__range": (page[0].version, page[-1].version),
-    }
-    # Each half of the union reaches its links through an index; an OR of both sides
-    # would read every link.
-    upstream = FactDependency.objects.filter(
-        **{f"fact__{lookup}": value for lookup, value in in_page.items()}
-    ).values_list(*fields)
-    downstream = FactDependency.objects.filter(
-        **{f"depends_on__{lookup}": value for lookup, value in in_page.items()}
-    ).values_list(*fields)
-    for fact_id, fact_key, up_id, up_key in upstream.union(downstream):
+    first = page[0]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _page_links_sql(),
+            [
+                first.organization_id,
+                param(Fact, "chain", first.chain),
+                first.version,
+                page[-1].version,
+            ]
+            * 2,
+        )
+        links = cursor.fetchall()
+    for fact_id, fact_key, up_id, up_key in links:
         if fact_id in depends_on:
             depends_on[fact_id].append(up_key)
         if up_id in derived_facts:
@@ -286,6 +299,36 @@ def _dependency_edges(fact_ids: list[int]) -> list[tuple[int, int]]:
     return sorted(links, key=lambda link: position[link[0]])
 
 
+# The key's version (its id, its chain) and the size of its chain, in one read.
+_LINEAGE_HEAD_SQL = (
+    "SELECT f.id, f.chain, (SELECT count(*) FROM {facts} c"
+    " WHERE c.organization_id = f.organization_id AND c.chain = f.chain)"
+    " FROM {facts} f WHERE f.organization_id = %s AND f.key = %s"
+)
+
+
+@functools.cache
+def _chain_of_converter() -> Any:
+    return converter(Fact, "chain")
+
+
+def _chain_of(value: Any) -> Any:
+    return _chain_of_converter()(value)
+
+
+@functools.cache
+def _lineage_page_sql(before: bool) -> str:
+    """The newest versions of a chain (organization, chain, [below a version], limit),
+    whole, newest first: written once per process (the ORM's compiling of a read of
+    every column cost more than running it)."""
+    below = " AND f.version < %s" if before else ""
+    return (
+        f"SELECT {columns(Fact, 'f')} FROM {_table(Fact)} f"
+        f" WHERE f.organization_id = %s AND f.chain = %s{below}"
+        " ORDER BY f.version DESC LIMIT %s"
+    )
+
+
 def fact_lineage(
     *,
     organization: Organization,
@@ -300,27 +343,31 @@ def fact_lineage(
     chain's newest without it), oldest first; ``older`` and ``newer`` are its neighbours,
     so the links and rules at its edges read as in the whole chain.
     """
-    chain_size = (
-        Fact.objects.filter(organization=organization, chain=OuterRef("chain"))
-        .order_by()
-        .values("chain")
-        .annotate(size=Count("pk"))
-        .values("size")
-    )
-    fact = (
-        Fact.objects.filter(organization=organization, key=key)
-        .only("id", "key", "chain")
-        .annotate(total_versions=Subquery(chain_size))
-        .first()
-    )
-    if fact is None:
+    with connection.cursor() as cursor:
+        cursor.execute(_LINEAGE_HEAD_SQL.format(facts=_table(Fact)), [organization.pk, key])
+        head = cursor.fetchone()
+    if head is None:
         raise NotFound(f"No fact {key}.")
+    # As ``only("id", "organization", "key", "chain")`` reads it: the rest loads if used.
+    fact = Fact.from_db(
+        connection.alias,
+        ["id", "organization_id", "key", "chain"],
+        [head[0], organization.pk, key, _chain_of(head[1])],
+    )
     # The chain's versions as a subquery: contested writes and dependents are found in the
     # database, however long the chain, without its ids passing through Python.
     versions = Fact.objects.filter(organization=organization, chain=fact.chain)
-    page = versions.filter(version__lt=before_version) if before_version else versions
     # Neighbours in the chain are each other's supersedes / superseded_by: no joins needed.
-    rows = list(page.order_by("-version")[: limit + 1])
+    rows = fetch(
+        Fact,
+        _lineage_page_sql(bool(before_version)),
+        [
+            organization.pk,
+            param(Fact, "chain", fact.chain),
+            *([before_version] if before_version else []),
+            limit + 1,
+        ],
+    )
     older = rows[limit] if len(rows) > limit else None
     chain = list(reversed(rows[:limit]))
     depends_on, derived_facts = _page_links(chain)
@@ -357,7 +404,7 @@ def fact_lineage(
         edges=edges,
         depends_on=depends_on,
         derived_facts=derived_facts,
-        total_versions=fact.total_versions,
+        total_versions=head[2],
         older=older,
         newer=newer,
     )
