@@ -2,8 +2,9 @@
 
 ``/healthz`` answers while the process serves requests (a load balancer's liveness
 check); ``/readyz`` also checks the database, the broker and the file storage (the
-bucket, when one is set), each within about a second, and answers 503 naming what is
-down (an orchestrator's readiness check). A bucket that does not exist or refuses the
+bucket, when one is set), each within about a second, and that the static files were
+collected (outside DEBUG), and answers 503 naming what is down (an orchestrator's
+readiness check). A bucket that does not exist or refuses the
 keys shows here, not at the first large value or archive run.
 """
 
@@ -15,6 +16,7 @@ from typing import Any
 
 from botocore.config import Config
 from django.conf import settings
+from django.contrib.staticfiles.storage import staticfiles_storage
 from django.core.files.storage import storages
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, JsonResponse
@@ -30,10 +32,11 @@ class Readiness:
     database: str  # "ok", or what went wrong
     broker: str
     storage: str
+    static: str = "ok"
 
     @property
     def ready(self) -> bool:
-        return self.database == self.broker == self.storage == "ok"
+        return self.database == self.broker == self.storage == self.static == "ok"
 
     def as_body(self) -> dict[str, str]:
         return {
@@ -41,6 +44,7 @@ class Readiness:
             "database": self.database,
             "broker": self.broker,
             "storage": self.storage,
+            "static": self.static,
         }
 
 
@@ -97,9 +101,18 @@ def _storage() -> str:
     return "ok"
 
 
+def _static() -> str:
+    """Pages link the content-hashed names of static files, which the manifest
+    ``collectstatic`` writes lists (outside DEBUG): without it every page would fail."""
+    manifest = getattr(staticfiles_storage, "manifest_name", None)
+    if manifest is None or staticfiles_storage.exists(manifest):
+        return "ok"
+    return "unavailable: no manifest of static files; run manage.py collectstatic"
+
+
 def readiness() -> Readiness:
-    """The database, the broker and the file storage, each checked now."""
-    return Readiness(database=_database(), broker=_broker(), storage=_storage())
+    """The database, the broker, the file storage and the static files, each checked now."""
+    return Readiness(database=_database(), broker=_broker(), storage=_storage(), static=_static())
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
@@ -108,7 +121,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 
 def readyz(request: HttpRequest) -> JsonResponse:
-    """Readiness: 200 when the database, the broker and the storage answer, else 503
-    naming which not."""
+    """Readiness: 200 when the database, the broker and the storage answer and the static
+    files were collected, else 503 naming which not."""
     state = readiness()
     return JsonResponse(state.as_body(), status=200 if state.ready else 503)

@@ -16,7 +16,13 @@ def _closed_port() -> int:
 def test_it_is_ready_when_the_database_and_the_broker_answer(db):
     response = Client().get("/readyz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "database": "ok", "broker": "ok", "storage": "ok"}
+    assert response.json() == {
+        "status": "ok",
+        "database": "ok",
+        "broker": "ok",
+        "storage": "ok",
+        "static": "ok",
+    }
 
 
 def test_it_names_the_broker_when_it_cannot_be_reached(db, settings):

@@ -26,9 +26,13 @@ from django.conf import settings
 from django.core.management import call_command
 from django.test import Client
 
+from contextops.health import readiness
+
+before = readiness().static  # as /readyz would say it, before anything is collected
 if %(collect)s:
     call_command("collectstatic", verbosity=0, interactive=False)
 client = Client(HTTP_HOST="%(host)s")
+ready = client.get("/readyz", secure=True)
 page = client.get("/accounts/login/", secure=True)
 html = page.content.decode()
 links = re.findall(r'(?:href|src)="(/static/[^"]+)"', html)
@@ -48,6 +52,8 @@ print(json.dumps({
     "links": links,
     "served": served,
     "favicon": {"status": icon.status_code, "location": icon.get("Location", "")},
+    "static_before": before,
+    "static": ready.json()["static"],
 }))
 """
 
@@ -126,3 +132,17 @@ def test_debug_serves_the_source_files_without_collectstatic(tmp_path):
     assert "/static/css/app.css" in answer["links"]
     assert answer["served"]["/static/css/app.css"]["status"] == 200
     assert not (tmp_path / "static" / "staticfiles.json").exists()
+
+
+def test_a_web_process_is_not_ready_until_the_static_files_are_collected(production):
+    """Outside DEBUG pages link the manifest's hashed names: before ``collectstatic`` they
+    cannot render, so the readiness check says so and an orchestrator sends no traffic."""
+    _, answer = production
+    assert answer["static_before"].startswith("unavailable"), answer["static_before"]
+    assert "collectstatic" in answer["static_before"]
+    assert answer["static"] == "ok"
+
+
+def test_debug_is_ready_without_collectstatic(tmp_path):
+    answer = _run(tmp_path, debug=True, collect=False)
+    assert (answer["static_before"], answer["static"]) == ("ok", "ok")
