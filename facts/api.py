@@ -139,7 +139,8 @@ def fact_list(request: ApiRequest, filters: Query[FactFilters]) -> dict[str, Any
 
 @router.get("/facts/{key}", response=FactOut, summary="One version, as stored under its key")
 def fact_get(request: ApiRequest, key: str) -> dict[str, Any]:
-    return fact_out(selectors.fact_get(organization=request.organization, key=key))
+    fact, links = selectors.fact_with_links(organization=request.organization, key=key)
+    return fact_out(fact, links=links)
 
 
 @router.get(
@@ -150,7 +151,7 @@ def fact_get(request: ApiRequest, key: str) -> dict[str, Any]:
 )
 def fact_current(request: ApiRequest, key: str) -> dict[str, Any]:
     fact = selectors.fact_current_get(organization=request.organization, key=key)
-    return fact_out(selectors.fact_get(organization=request.organization, key=fact.key))
+    return fact_out(fact, links=selectors.fact_links(fact))
 
 
 class LineagePage(Schema):

@@ -170,6 +170,67 @@ def fact_get(*, organization: Organization, key: str) -> Fact:
     return fact
 
 
+# The keys of what a fact links to, as rows of (link, key): the version it supersedes,
+# the one superseding it, the fact it contests, what it depends on and what derives from
+# it. Parameters: supersedes id, id, contested id, id, id.
+_LINKS_SQL = (
+    "SELECT 'supersedes', s.key FROM {facts} s WHERE s.id = %s"
+    " UNION ALL SELECT 'superseded_by', n.key FROM {facts} n WHERE n.supersedes_id = %s"
+    " UNION ALL SELECT 'contested', c.key FROM {facts} c WHERE c.id = %s"
+    " UNION ALL SELECT 'depends_on', u.key FROM {links} l"
+    " JOIN {facts} u ON u.id = l.depends_on_id WHERE l.fact_id = %s"
+    " UNION ALL SELECT 'derived_facts', d.key FROM {links} l"
+    " JOIN {facts} d ON d.id = l.fact_id WHERE l.depends_on_id = %s"
+)
+
+
+def fact_links(fact: Fact) -> dict[str, Any]:
+    """The keys of the facts ``fact`` links to, as its API body gives them (``links`` of
+    ``schemas.fact_out``), in one statement: no related fact is built.
+
+    An outdated write is superseded by the head it lost to (``Fact.superseded_by_fact``)."""
+    links: dict[str, Any] = {
+        "supersedes": None,
+        "superseded_by": None,
+        "contested": None,
+        "depends_on": [],
+        "derived_facts": [],
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _LINKS_SQL.format(facts=_table(Fact), links=_table(FactDependency)),
+            [fact.supersedes_id, fact.pk, fact.contested_id, fact.pk, fact.pk],
+        )
+        for link, key in cursor.fetchall():
+            if link in ("depends_on", "derived_facts"):
+                links[link].append(key)
+            else:
+                links[link] = key
+    if fact.status == Fact.Status.OUTDATED and fact.contested_id is not None:
+        links["superseded_by"] = links["contested"]
+    links["depends_on"].sort()
+    links["derived_facts"].sort()
+    return links
+
+
+@functools.cache
+def _fact_by_key_sql() -> str:
+    return (
+        f"SELECT {columns(Fact, 'f')} FROM {_table(Fact)} f"
+        " WHERE f.organization_id = %s AND f.key = %s"
+    )
+
+
+def fact_with_links(*, organization: Organization, key: str) -> tuple[Fact, dict[str, Any]]:
+    """The version stored under ``key`` and the keys it links to (``fact_links``): two
+    statements, written once per process. NotFound for unknown keys and other
+    organizations."""
+    found = fetch(Fact, _fact_by_key_sql(), [organization.pk, key])
+    if not found:
+        raise NotFound(f"No fact {key}.")
+    return found[0], fact_links(found[0])
+
+
 def fact_current_get(*, organization: Organization, key: str) -> Fact:
     """The valid head of the chain ``key`` belongs to: one query whatever the chain's length.
 

@@ -450,3 +450,31 @@ def test_an_explicit_supersession_stays_within_its_scope(api, write):
     assert api.get("/facts/policy_v1/current").json()["value"] == "$500"
     assert api.get("/facts/policy_t1/current").json()["value"] == "$900"
     assert api.get("/facts/policy_v2").status_code == 404
+
+
+def test_a_read_names_every_fact_it_links_to(api, write):
+    """``GET /facts/{key}`` and ``/current`` give the same links as a list of facts does:
+    the versions either side, the fact a late write lost to, dependencies both ways."""
+    write(api, key="rate_v1", subject="rate", value="3%")
+    write(api, key="rate_v2", subject="rate", value="4%", supersedes="rate_v1")
+    write(api, key="forecast", subject="forecast", value="up", depends_on=["rate_v2"])
+    write(api, key="plan", subject="plan", value="hire", depends_on=["forecast", "rate_v2"])
+    write(api, key="price_jan15", subject="price", value="$95", observed_at="2026-01-15T00:00:00Z")
+    write(api, key="price_jan1", subject="price", value="$100", observed_at="2026-01-01T00:00:00Z")
+    links = ("supersedes", "superseded_by", "contested", "depends_on", "derived_facts")
+
+    def read(path: str) -> tuple:
+        body = api.get(path).json()
+        return tuple(body[name] for name in links)
+
+    assert read("/facts/rate_v1") == (None, "rate_v2", None, [], [])
+    assert read("/facts/rate_v2") == ("rate_v1", None, None, [], ["forecast", "plan"])
+    assert read("/facts/forecast") == (None, None, None, ["rate_v2"], ["plan"])
+    assert read("/facts/plan") == (None, None, None, ["forecast", "rate_v2"], [])
+    # A late older observation is outdated: superseded by, and contesting, the head.
+    assert read("/facts/price_jan1") == (None, "price_jan15", "price_jan15", [], [])
+    assert read("/facts/rate_v1/current") == read("/facts/rate_v2")
+    listed = {f["key"]: f for f in api.get("/facts?valid=any&limit=100").json()["items"]}
+    assert len(listed) == 6, sorted(listed)
+    for key, fact in listed.items():
+        assert read(f"/facts/{key}") == tuple(fact[name] for name in links), key
