@@ -84,13 +84,39 @@ def _log(*parts) -> None:
 
 
 class Worker:
-    """The Celery worker, in a process group of its own so a kill takes its children too."""
+    """The Celery worker, in a process group of its own so a kill takes its children too,
+    supervised as deploy/systemd/contextops-worker.service does (``Restart=on-failure``):
+    a worker that exits by itself is started again after ``RESTART_SECONDS``, and counted
+    (``exits``). Celery's consumer can die of a lost broker connection (kombu's
+    "Unrecoverable error ... 'NoneType' object has no attribute 'hostname'" while it
+    restores unacknowledged messages); production relies on that restart, so the load
+    does too, and says how often it was needed."""
+
+    RESTART_SECONDS = 5.0
 
     def __init__(self, env: dict, log: Path) -> None:
         self.env, self.log, self.process = env, log, None
-        self.started = 0
+        self.started = self.exits = 0
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.supervisor = threading.Thread(target=self._supervise, daemon=True)
+
+    def _supervise(self) -> None:
+        while not self.stopping.wait(0.5):
+            with self.lock:
+                if self.process is None or self.process.poll() is None or self.stopping.is_set():
+                    continue
+                self.exits += 1
+                _log(f"  worker exited ({self.process.returncode}); restarting it")
+            if self.stopping.wait(self.RESTART_SECONDS):
+                return
+            with self.lock:  # unless the fault injector started one meanwhile
+                if not self.stopping.is_set() and self.process.poll() is not None:
+                    self.start()
 
     def start(self) -> None:
+        if not self.supervisor.is_alive() and not self.stopping.is_set():
+            self.supervisor.start()
         self.started += 1
         self.process = subprocess.Popen(
             [
@@ -114,12 +140,19 @@ class Worker:
             start_new_session=True,
         )
 
-    def kill(self) -> None:
-        assert self.process is not None
-        os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(30)
+    def kill_and_start(self) -> None:
+        """The fault: the worker and its children killed, another started at once."""
+        with self.lock:
+            assert self.process is not None
+            if self.process.poll() is None:  # not already exited (then the start suffices)
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(30)
+            self.start()
 
     def stop(self) -> None:
+        self.stopping.set()
+        with self.lock:
+            pass  # a restart under way has finished
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
@@ -493,8 +526,7 @@ def _run(args, var_dir: Path, postgres, redis) -> int:
             def kill_worker():
                 nonlocal worker_cpu
                 worker_cpu += tree_cpu(worker.process.pid) - cpu_before["worker"]
-                worker.kill()
-                worker.start()
+                worker.kill_and_start()
                 cpu_before["worker"] = tree_cpu(worker.process.pid)
 
             actions = {
@@ -571,6 +603,7 @@ def _run(args, var_dir: Path, postgres, redis) -> int:
         "sessions": len(sessions),
         "gunicorn_survived": web_survived,
         "faults": [f"{f['fault']}@{f['at_s']}s" for f in faults],
+        "worker_exits": worker.exits,
     }
     unfinished = Counter(
         status
