@@ -10,7 +10,9 @@ by a new id (32 hex digits, a uuid4), as is a missing one.
 
 The id lives in a context variable for the length of the request (each gunicorn thread
 has its own), which :class:`RequestIdFilter` copies onto each log record as
-``request_id`` ("-" outside a request). Jobs a request sends carry it in a message header
+``request_id`` ("-" outside a request). Django logs a 4xx or 5xx answer
+(``django.request``) after the middleware has returned: the filter takes that line's id
+from the request the record names. Jobs a request sends carry it in a message header
 (``contextops.celery``), and the worker's log lines of that job carry it in turn.
 """
 
@@ -54,7 +56,8 @@ class RequestIdFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not hasattr(record, "request_id"):
-            record.request_id = _current.get()
+            of_request = getattr(getattr(record, "request", None), "request_id", None)
+            record.request_id = of_request if isinstance(of_request, str) else _current.get()
         return True
 
 

@@ -20,6 +20,7 @@ from contextops.requestid import (
     request_id_enter,
     request_id_leave,
 )
+from frames import selectors as frames_selectors
 
 GENERATED = re.compile(r"[0-9a-f]{32}")
 
@@ -94,6 +95,22 @@ def test_every_log_line_of_a_request_names_its_id(db, monkeypatch, console):
     ]
     assert [line for line in lines if "outside" in line and "request_id=- " in line]
     assert request_id_current() == "-"  # nothing left behind once the request answered
+
+
+def test_every_line_of_a_500_names_the_requests_id(api, monkeypatch, console):
+    """Django logs a 5xx answer once the middleware has returned (django.request): that
+    line names the request's id too, as does the API's own line with the traceback."""
+
+    def broken(**kwargs):
+        raise RuntimeError("broken on purpose")
+
+    monkeypatch.setattr(frames_selectors, "session_list", broken)
+    response = api.get("/sessions", HTTP_X_REQUEST_ID="trace-9")
+    assert response.status_code == 500
+    assert response.json()["error"] == "internal_error"
+    lines = [line for line in console.getvalue().splitlines() if " ERROR " in line]
+    assert {line.split()[3] for line in lines} == {"contextops.api", "django.request"}, lines
+    assert all("request_id=trace-9 " in line for line in lines), lines
 
 
 def test_a_log_record_carries_the_id_as_an_attribute(db, monkeypatch, caplog):
