@@ -5,26 +5,39 @@ to ``Session`` (cascading or not), the RLM states of the session with their vari
 mutations and checkpoints, and the facts of the session's own scope (``scope="session"``,
 ``scope_id`` = its id), with their dependencies. Global facts an agent wrote during the
 session stay: other sessions read them.
+
+Some of a session lives in files of the default storage (the bucket in production): the
+events retention archived (``events/<organization>/<session>/``) and the RLM values above
+the inline limit (``rlm/<organization>/<state>/``). The export reads them back, so it
+holds the archived events and the values themselves; the delete removes those files once
+its transaction has committed (a file that cannot be removed then is logged, by name).
 """
 
 import base64
 import json
+import logging
 import uuid
+from collections.abc import Iterator
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
 from django.apps import apps
 from django.contrib.auth.models import User
+from django.core.files.storage import default_storage
 from django.db import models, transaction
 from django.utils import timezone
 
 from contextops.audit import audit_record
 from contextops.models import AuditEntry
 from facts.models import Fact, FactDependency
+from frames.archive import session_events
 from frames.locks import session_lock
-from frames.models import Session, Suspension, token_hash
+from frames.models import Event, Session, Suspension, token_hash
 from frames.rlm.models import RlmCheckpoint, RlmMutation, RlmState, RlmVariable
+from frames.rlm.values import load_file
+
+logger = logging.getLogger(__name__)
 
 EXPORT_FORMAT = "contextops.session-export"
 EXPORT_VERSION = 1
@@ -63,6 +76,62 @@ def _rows(queryset) -> list[dict]:
     return [_plain(row) for row in queryset.order_by("pk").values()]
 
 
+def _events(session: Session) -> list[dict]:
+    """Every event of the session, those retention archived to files first, as rows of
+    the event table (an archived event has no row id any more: ``id`` is null)."""
+    fields = [f.attname for f in Event._meta.concrete_fields]
+    return [_plain({f: getattr(event, f) for f in fields}) for event in session_events(session)]
+
+
+def _with_values(rows: list[dict], pairs: tuple[tuple[str, str], ...]) -> list[dict]:
+    """RLM rows with the values kept in files read back into them: for each (value
+    column, file column) of ``pairs``, a row naming a file gets that file's value."""
+    for row in rows:
+        for value, file in pairs:
+            if row.get(file):
+                row[value] = _plain(load_file(row[file]))
+    return rows
+
+
+def _files_under(prefix: str) -> Iterator[str]:
+    """The names of the files of the default storage below ``prefix`` (a folder)."""
+    try:
+        folders, files = default_storage.listdir(prefix)
+    except FileNotFoundError:  # the local storage has no folder until a file is written
+        return
+    yield from (f"{prefix}{name}" for name in files)
+    for folder in folders:
+        yield from _files_under(f"{prefix}{folder}/")
+
+
+def _session_files(session: Session) -> list[str]:
+    """The files of the default storage that hold only this session's data: its archived
+    events and its RLM states' values. An RLM state's id is unique in its organization, so
+    its folder is its own."""
+    organization = session.organization_id
+    prefixes = [f"events/{organization}/{session.pk}/"] + [
+        f"rlm/{organization}/{state_id}/"
+        for state_id in RlmState.objects.filter(session=session).values_list("state_id", flat=True)
+    ]
+    return sorted({name for prefix in prefixes for name in _files_under(prefix)})
+
+
+def _files_delete(names: list[str]) -> None:
+    """Remove files once the rows pointing at them are gone; log those that stay."""
+    left = []
+    for name in names:
+        try:
+            default_storage.delete(name)
+        except Exception:  # the bucket is away: the rows are gone already, say what stays
+            left.append(name)
+    if left:
+        logger.error(
+            "A deleted session's %d file(s) could not be removed from storage: %s",
+            len(left),
+            ", ".join(left),
+        )
+
+
 def _own_facts(session: Session):
     """The facts of the session's own scope, with nothing outside it building on them."""
     scoped = Fact.objects.filter(
@@ -92,7 +161,7 @@ def session_export(*, session: Session, actor: str = "", user: User | None = Non
         }
         tables: dict[str, list[dict]] = {}
         for model, field, _ in _session_models():
-            if model is Session:
+            if model in (Session, Event):
                 continue
             rows = _rows(model.objects.filter(**{field: session.pk}))
             if model is Suspension:  # the token is a bearer secret: only its hash leaves
@@ -103,7 +172,7 @@ def session_export(*, session: Session, actor: str = "", user: User | None = Non
         facts = _own_facts(session)
         document.update(
             frames=tables.pop("frames.frame", []),
-            events=tables.pop("frames.event", []),
+            events=_events(session),
             turns=tables.pop("conversation.turn", []),
             usage=tables.pop("frames.usage", []),
             facts=_rows(facts),
@@ -111,8 +180,14 @@ def session_export(*, session: Session, actor: str = "", user: User | None = Non
             rlm_states=[
                 {
                     **state,
-                    "variables": _rows(RlmVariable.objects.filter(state_id=state["id"])),
-                    "mutations": _rows(RlmMutation.objects.filter(state_id=state["id"])),
+                    "variables": _with_values(
+                        _rows(RlmVariable.objects.filter(state_id=state["id"])),
+                        (("value", "file_name"),),
+                    ),
+                    "mutations": _with_values(
+                        _rows(RlmMutation.objects.filter(state_id=state["id"])),
+                        (("old_value", "old_file"), ("new_value", "new_file")),
+                    ),
                     "checkpoints": _rows(RlmCheckpoint.objects.filter(state_id=state["id"])),
                 }
                 for state in _rows(states)
@@ -132,10 +207,12 @@ def session_export(*, session: Session, actor: str = "", user: User | None = Non
 
 def session_delete(*, session: Session, actor: str = "", user: User | None = None) -> dict:
     """Delete the session and everything that belongs only to it, in one transaction;
-    returns how many rows of each kind went. The deletion is audited."""
+    returns how many rows of each kind went (and, as ``storage.file``, how many files of
+    the default storage go once it commits). The deletion is audited."""
     with transaction.atomic():
         locked = session_lock(session, open_only=False)
         deleted: dict[str, int] = {}
+        files = _session_files(locked)
 
         def count(result: tuple[int, dict[str, int]]) -> None:
             for label, n in result[1].items():
@@ -151,6 +228,9 @@ def session_delete(*, session: Session, actor: str = "", user: User | None = Non
             count(Fact.objects.filter(pk=fact.pk).delete())
         title = locked.title
         count(Session.objects.filter(pk=locked.pk).delete())
+        if files:
+            deleted["storage.file"] = len(files)
+            transaction.on_commit(lambda: _files_delete(files))
         audit_record(
             action=AuditEntry.Action.SESSION_DELETED,
             actor=actor,

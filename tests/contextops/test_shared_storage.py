@@ -137,3 +137,47 @@ def test_archived_events_go_to_the_bucket_and_rebuild_projections_reads_them(
     with pytest.raises(CommandError, match="1 difference"):
         call_command("rebuild_projections", "--verify", "--session", str(session.pk))
     assert f"session {session.pk}: its archived events cannot be read" in capsys.readouterr().out
+
+
+def test_a_sessions_export_holds_its_files_and_its_delete_removes_them(
+    api, bucket_storage, settings, django_capture_on_commit_callbacks
+):
+    """What retention and the RLM limits moved to the bucket is still the session's: the
+    export holds it (archived events, values in files) and the delete removes it, leaving
+    another session's files alone."""
+    settings.CONTEXTOPS_EVENT_RETENTION_DAYS = 7
+    big = {"lines": [f"log line {i:05d} " + "x" * 40 for i in range(1000)]}
+    sessions, states = [], []
+    for title in ("gone", "kept"):
+        session, _ = _busy_session(api)
+        state = api.post("/rlm/states", {"prompt": title, "session_id": str(session.pk)})
+        assert state.status_code == 201, state.content
+        states.append(state.json()["state_id"])
+        written = api.put(f"/rlm/states/{states[-1]}/variables/logs", {"value": big})
+        assert written.json()["in_file"] is True, written.content
+        lifecycle.session_end(session=session)
+        sessions.append(session)
+    Session.objects.update(ended_at=timezone.now() - timedelta(days=8))
+    events = api.get(f"/sessions/{sessions[0].pk}/events").json()
+    assert events_archive() == 2
+    assert not Event.objects.filter(session=sessions[0]).exists()
+
+    exported = api.get(f"/sessions/{sessions[0].pk}/export").json()
+    assert [e["seq"] for e in exported["events"]] == [e["seq"] for e in events]
+    assert [e["type"] for e in exported["events"]] == [e["type"] for e in events]
+    (state,) = exported["rlm_states"]
+    (logs,) = [v for v in state["variables"] if v["name"] == "logs"]
+    assert logs["value"] == big
+    assert [m["new_value"] for m in state["mutations"] if m["variable_name"] == "logs"] == [big]
+
+    org = api.organization.pk
+    gone = [f"events/{org}/{sessions[0].pk}/", f"rlm/{org}/{states[0]}/"]
+    kept = [f"events/{org}/{sessions[1].pk}/", f"rlm/{org}/{states[1]}/"]
+    assert all(len(bucket_storage.keys(prefix)) == 1 for prefix in gone + kept)
+    with django_capture_on_commit_callbacks(execute=True):
+        deleted = api.delete(f"/sessions/{sessions[0].pk}")
+    assert deleted.status_code == 200, deleted.content
+    assert deleted.json()["deleted"]["storage.file"] == 2
+    assert [bucket_storage.keys(prefix) for prefix in gone] == [[], []]
+    assert all(len(bucket_storage.keys(prefix)) == 1 for prefix in kept)
+    assert api.get(f"/sessions/{sessions[1].pk}/export").json()["rlm_states"][0]["variables"]
