@@ -12,7 +12,7 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 # Every installed app's ``tasks`` module, and those of the frames packages that are not
 # apps of their own (they keep their models in ``frames``).
 app.autodiscover_tasks()
-app.autodiscover_tasks(["frames.context", "frames.suspensions"])
+app.autodiscover_tasks(["frames.context", "frames.suspensions", "frames.ownership"])
 
 
 # A job sent while a request was answered carries its id (contextops.jobs): the worker's

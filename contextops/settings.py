@@ -293,6 +293,14 @@ CELERY_BEAT_SCHEDULE["archive-ended-session-events"] = {
     "task": "frames.events_archive",
     "schedule": 3600.0,
 }
+# A session ended more than this many days ago is deleted with everything that belongs
+# only to it, its files included, as DELETE /sessions/{id} does (audited, actor
+# "retention"); 0, the default, keeps sessions forever.
+CONTEXTOPS_SESSION_RETENTION_DAYS = env_int("CONTEXTOPS_SESSION_RETENTION_DAYS", 0)
+CELERY_BEAT_SCHEDULE["delete-expired-sessions"] = {
+    "task": "frames.sessions_delete_expired",
+    "schedule": 3600.0,
+}
 # --- end scale: event retention --------------------------------------------------------
 
 CACHES = {

@@ -18,11 +18,12 @@ import json
 import logging
 import uuid
 from collections.abc import Iterator
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.apps import apps
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.files.storage import default_storage
 from django.db import models, transaction
@@ -38,6 +39,10 @@ from frames.rlm.models import RlmCheckpoint, RlmMutation, RlmState, RlmVariable
 from frames.rlm.values import load_file
 
 logger = logging.getLogger(__name__)
+
+# One run of the beat job deletes at most this many sessions; the next run takes the rest.
+SESSIONS_PER_RUN = 100
+RETENTION_ACTOR = "retention"
 
 EXPORT_FORMAT = "contextops.session-export"
 EXPORT_VERSION = 1
@@ -240,3 +245,32 @@ def session_delete(*, session: Session, actor: str = "", user: User | None = Non
             detail={"title": title[:200], "deleted": dict(sorted(deleted.items()))},
         )
     return {"session_id": str(locked.pk), "deleted": dict(sorted(deleted.items()))}
+
+
+def sessions_expired(*, days: int, now: datetime | None = None):
+    """Sessions that ended at least ``days`` days ago, oldest first."""
+    cutoff = (now or timezone.now()) - timedelta(days=days)
+    return Session.objects.filter(
+        lifecycle_state=Session.Lifecycle.ENDED, ended_at__isnull=False, ended_at__lte=cutoff
+    ).order_by("ended_at")
+
+
+def sessions_delete_expired(
+    *, days: int | None = None, now: datetime | None = None, limit: int = SESSIONS_PER_RUN
+) -> list[str]:
+    """Delete up to ``limit`` sessions past ``CONTEXTOPS_SESSION_RETENTION_DAYS`` (or
+    ``days``; 0 keeps every session), each as ``session_delete`` does and audited with the
+    actor "retention"; returns their ids. A session another run deleted meanwhile is
+    skipped."""
+    if days is None:
+        days = settings.CONTEXTOPS_SESSION_RETENTION_DAYS
+    if days <= 0:
+        return []
+    deleted = []
+    for session in sessions_expired(days=days, now=now)[:limit]:
+        try:
+            session_delete(session=session, actor=RETENTION_ACTOR)
+        except Session.DoesNotExist:
+            continue
+        deleted.append(str(session.pk))
+    return deleted
