@@ -40,3 +40,13 @@ def test_the_sessions_list_links_the_thread_of_a_row(api, member_client):
     assert f'href="/langgraph/{thread.pk}/">LangGraph thread</a>' in graph_row
     plain_row = rows[rows.index(f"/sessions/{plain.pk}/") :]
     assert "/langgraph/" not in plain_row[: plain_row.index("</tr>")]
+
+
+def test_the_thread_page_says_where_it_is(api, member_client):
+    thread = _thread(api)
+    page = member_client.get(f"/langgraph/{thread.pk}/").content.decode()
+    crumbs = page[page.index('class="breadcrumbs"') :]
+    crumbs = crumbs[: crumbs.index("</nav>")]
+    assert 'href="/">Sessions</a>' in crumbs
+    assert f'href="/sessions/{thread.session_id}/">LangGraph thread t-1</a>' in crumbs
+    assert crumbs.endswith("› LangGraph thread t-1")
