@@ -3,7 +3,7 @@ from typing import Any
 from django.contrib import admin
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.contrib.auth import get_user_model
-from django.db.models import Model, QuerySet
+from django.db.models import CASCADE, Model, QuerySet
 from django.db.models.signals import post_save
 from django.dispatch import receiver
 from django.http import Http404, HttpRequest
@@ -134,6 +134,18 @@ class AgentAdmin(OrganizationScopedAdmin):
     search_fields = ["name", "department"]
     inlines = [ApiKeyInline]
     actions = ["issue_key"]
+
+    def get_deleted_objects(self, objs, request):
+        """Deleting an agent takes its keys (and the resource maps it reported) with it: the
+        right to delete the agent is the right to delete those, which no one deletes one by
+        one (a key is revoked, and stays listed)."""
+        deleted, counts, needed, protected = super().get_deleted_objects(objs, request)
+        owned = {
+            str(related.related_model._meta.verbose_name)
+            for related in Agent._meta.related_objects
+            if related.on_delete is CASCADE
+        }
+        return deleted, counts, {name for name in needed if name not in owned}, protected
 
     @admin.action(description="Issue a new API key (shown once)")
     def issue_key(self, request, queryset):

@@ -96,8 +96,9 @@ def _member_user(org: Organization, username: str) -> User:
 
 # What an organization's admin does in the Django admin, always within its organization
 # (contextops.admin.OrganizationScopedAdmin): edit policy facts, the working set and which
-# level a source speaks with; manage agents and their keys; read sessions and what they
-# hold, the audit log and the members. Model prices are the installation's: superusers'.
+# level a source speaks with; manage agents and their keys (deleting an agent deletes its
+# keys; its sessions stay, without an agent); read sessions and what they hold, the audit
+# log and the members. Model prices are the installation's: superusers'.
 ORGANIZATION_ADMIN_PERMISSIONS = {
     "facts": [
         "view_fact",
@@ -118,6 +119,7 @@ ORGANIZATION_ADMIN_PERMISSIONS = {
         "view_agent",
         "add_agent",
         "change_agent",
+        "delete_agent",
         "view_apikey",
         "change_apikey",
         "view_member",

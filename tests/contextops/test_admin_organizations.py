@@ -10,7 +10,7 @@ from django.contrib.auth.models import Permission
 from django.core.management import call_command
 from django.test import Client
 
-from contextops.models import ApiKey, AuditEntry, Organization
+from contextops.models import Agent, ApiKey, AuditEntry, Organization
 from facts.models import Fact, SourceAuthority, WorkingSetItem
 from facts.services import fact_write
 from frames import services
@@ -217,3 +217,46 @@ def test_a_staff_user_of_no_organization_sees_nothing(acme):
     html = page.content.decode()
     assert page.status_code == 200
     assert "no org&#x27;s" not in html and acme.key.prefix not in html
+
+
+def test_it_deletes_its_own_agents_whose_sessions_stay(org_admin, acme, globex):
+    refused = org_admin.post(f"/admin/contextops/agent/{globex.agent.pk}/delete/", {"post": "yes"})
+    assert refused.status_code == 404
+    assert Agent.objects.filter(pk=globex.agent.pk).exists()
+
+    page = org_admin.get(f"/admin/contextops/agent/{acme.agent.pk}/change/").content.decode()
+    assert f"/admin/contextops/agent/{acme.agent.pk}/delete/" in page
+    deleted = org_admin.post(f"/admin/contextops/agent/{acme.agent.pk}/delete/", {"post": "yes"})
+    assert deleted.status_code == 302, deleted.content.decode()[:2000]
+    assert not Agent.objects.filter(pk=acme.agent.pk).exists()
+    assert not ApiKey.objects.filter(pk=acme.key.pk).exists()  # its keys no longer open anything
+    acme.session.refresh_from_db()
+    assert acme.session.agent_id is None  # the work it did stays
+    entry = AuditEntry.objects.get(action=AuditEntry.Action.ADMIN_DELETED)
+    assert entry.organization_id == acme.organization.pk
+    assert entry.detail["model"] == "contextops.agent"
+    assert entry.detail["object"] == "researcher (Acme)"
+
+
+def test_admins_made_before_agents_could_be_deleted_may_delete_them_after_migrating(acme):
+    from importlib import import_module
+
+    from django.apps import apps
+
+    from contextops.tenancy import user_create
+
+    migration = import_module("contextops.migrations.0006_organization_admins_delete_agents")
+    delete = Permission.objects.get(content_type__app_label="contextops", codename="delete_agent")
+    earlier = user_create(org_name="Acme", username="earlier", password=PASSWORD, admin=True)
+    earlier.user_permissions.remove(delete)  # as create_user --admin made them before
+    member = user_create(org_name="Acme", username="member", password=PASSWORD)
+    member.is_staff = True
+    member.save()
+    root = get_user_model().objects.create_superuser("root", password=PASSWORD)
+
+    migration.grant(apps, None)
+
+    fresh = get_user_model().objects.get
+    assert fresh(pk=earlier.pk).has_perm("contextops.delete_agent")
+    assert not fresh(pk=member.pk).user_permissions.filter(pk=delete.pk).exists()
+    assert not fresh(pk=root.pk).user_permissions.filter(pk=delete.pk).exists()
