@@ -112,6 +112,14 @@ def api_key_scope_check(key: ApiKey, request: HttpRequest) -> None:
 
 
 class ApiKeyAuth(HttpBearer):
+    def __call__(self, request: HttpRequest):
+        """``Authorization: Bearer <key>``; any other scheme is no credential (401). Unlike
+        django-ninja's, this never logs the header: under another scheme it is still a key."""
+        scheme, _, token = request.headers.get(self.header, "").partition(" ")
+        if scheme.lower() != self.openapi_scheme or not token:
+            return None
+        return self.authenticate(request, token)
+
     def authenticate(self, request: HttpRequest, token: str):
         key = api_key_of(request, token)
         api_key_scope_check(key, request)
