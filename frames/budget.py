@@ -23,7 +23,9 @@ class Budget:
     def segments(self) -> list[dict]:
         """The stacked bar's parts: used, reserved, delegated to children, available.
 
-        Widths are shares of the total; an overspent frame shows used at 100 %.
+        ``width`` is the part's length in the bar, capped so the parts fill 100 % (an
+        overspent frame shows used at 100 %); ``share`` is its true share of the total,
+        past 100 % when the frame overspent.
         """
         total = max(self.total, 1)
         parts = [
@@ -36,7 +38,10 @@ class Budget:
         for css, label, tokens in parts:
             width = min(left, round(100 * tokens / total, 2))
             left = round(left - width, 2)  # no float residue like 58.67999999999999 on a page
-            segments.append({"css": css, "label": label, "tokens": tokens, "width": width})
+            share = round(100 * tokens / total, 1)
+            segments.append(
+                {"css": css, "label": label, "tokens": tokens, "width": width, "share": share}
+            )
         return segments
 
     @property
