@@ -34,7 +34,8 @@ from contextops.errors import Conflict, Gone, Invalid
 from contextops.models import Organization
 from frames.events import event_append
 from frames.locks import frame_lock, session_lock
-from frames.models import Frame, Session, Suspension, token_hash
+from frames.models import FAILURE_REASON_MAX, Frame, Session, Suspension, token_hash
+
 from frames.services import (
     frame_close,
     frame_pop,
@@ -301,8 +302,14 @@ def _cancel_open_descendants(
         frame_pop(frame=child, status=Frame.Status.CANCELLED, result_refs=[result], actor=actor)
 
 
+def rejected_reason(user: User, note: str) -> str:
+    """A rejected frame's ``failure_reason``: who rejected it and why, in their words."""
+    return f"rejected by {user.get_username()}: {note}"[:FAILURE_REASON_MAX]
+
+
 def suspension_reject(*, suspension: Suspension, user: User, note: str) -> Suspension:
-    """A person rejects: the frame fails with the note as its reason.
+    """A person rejects: the frame fails with the note as its reason (``failure_reason``
+    "rejected by <username>: <note>").
 
     The failure is an ordinary pop (status ``failed``, result ``{"rejected": note}``) so
     the parent settles the budget exactly as it would for any failed child. Open
@@ -336,7 +343,11 @@ def suspension_reject(*, suspension: Suspension, user: User, note: str) -> Suspe
             payload={"reason": "suspension rejected"},
         )
         frame_pop(
-            frame=frame, status=Frame.Status.FAILED, result_refs=[{"rejected": note}], actor=actor
+            frame=frame,
+            status=Frame.Status.FAILED,
+            result_refs=[{"rejected": note}],
+            actor=actor,
+            failure_reason=rejected_reason(user, note),
         )
     return decided
 

@@ -68,7 +68,9 @@ def test_a_person_rejects_with_a_note_and_the_frame_fails(api, tree, pending, pe
     assert response.status_code == 200, response.content
     assert response.json()["status"] == "rejected"
     assert response.json()["decision_note"] == "Needs finance"
-    assert api.get(f"/frames/{tree['child']['id']}").json()["status"] == "failed"
+    frame = api.get(f"/frames/{tree['child']['id']}").json()
+    assert frame["status"] == "failed"
+    assert frame["failure_reason"] == "rejected by grace: Needs finance"
     assert Frame.objects.get(pk=tree["child"]["id"]).result_refs == [{"rejected": "Needs finance"}]
     assert api.post(f"/suspensions/{pending}/resume").json()["error"] == "suspension_not_approved"
     verify_log()

@@ -136,6 +136,11 @@ def test_it_approves_and_rejects_with_plain_form_posts(
     assert Frame.objects.get(pk=sibling["id"]).status == "failed"
     page = approver_client.get("/inbox/").content.decode()
     assert "Recently decided" in page and "Out of policy" in page
+    # The failed frame's page says who rejected it and why, beside its status.
+    frame_page = approver_client.get(f"/frames/{sibling['id']}/").content.decode()
+    status = frame_page[frame_page.index('id="frame-status"') :]
+    status = status[: status.index("</p>")]
+    assert "failed" in status and "rejected by " in status and ": Out of policy" in status
     verify_log()
 
 
