@@ -35,7 +35,6 @@ from contextops.models import Organization
 from frames.events import event_append
 from frames.locks import frame_lock, session_lock
 from frames.models import FAILURE_REASON_MAX, Frame, Session, Suspension, token_hash
-
 from frames.services import (
     frame_close,
     frame_pop,
