@@ -2,7 +2,7 @@ from django.contrib import admin
 
 from contextops.admin import OrganizationScopedAdmin
 
-from .models import ContextHandle, Event, Frame, ModelPrice, Session, Suspension
+from .models import ContextHandle, Event, Frame, ModelPrice, Session, Suspension, token_hash
 
 
 class ReadOnlyAdmin(OrganizationScopedAdmin):
@@ -58,9 +58,22 @@ class EventAdmin(ReadOnlyAdmin):
 
 @admin.register(Suspension)
 class SuspensionAdmin(ReadOnlyAdmin):
+    """Listed, never opened: a suspension's primary key is its token, the bearer secret
+    that resumes the frame, so a page of its own would put the token in the address (and
+    the access log) and on the page. The list shows the token's hash, as the event log
+    and the dashboard's inbox do."""
+
     organization_path = "session__organization"
-    list_display = ["frame", "status", "reason", "suspended_at", "expires_at"]
+    list_display = ["frame", "status", "reason", "token_digest", "suspended_at", "expires_at"]
+    list_display_links = None
     raw_id_fields = ["frame", "session"]
+
+    @admin.display(description="token (SHA-256, first 12)")
+    def token_digest(self, obj: Suspension) -> str:
+        return token_hash(obj.token)[:12]
+
+    def has_view_permission(self, request, obj=None):
+        return obj is None and super().has_view_permission(request)
 
 
 @admin.register(ModelPrice)

@@ -223,3 +223,20 @@ def test_it_requires_a_login(client, waiting):
     assert client.get("/inbox/").status_code == 302
     assert client.post(_url("approve", waiting)).status_code == 302
     assert Suspension.objects.get(pk=waiting["token"]).status == "pending"
+
+
+def test_the_admin_lists_suspensions_without_their_token(tree, suspend_ok, make_user):
+    """The token resumes the frame: the admin shows its hash, and no page of a suspension
+    (its address would be the token) opens."""
+    from frames.models import token_hash
+
+    suspended = suspend_ok(tree["child"]["id"], requires_approval=True)
+    token = suspended["token"]
+    client = Client()
+    client.force_login(make_user(username="olga", admin=True))
+    listed = client.get("/admin/frames/suspension/")
+    html = listed.content.decode()
+    assert listed.status_code == 200 and "Ask the customer" in html
+    assert token not in html and token_hash(token)[:12] in html
+    opened = client.get(f"/admin/frames/suspension/{token}/change/")
+    assert opened.status_code in (302, 403) and token not in opened.content.decode()
