@@ -2,10 +2,11 @@
 page when the database is away."""
 
 import logging
+from collections.abc import Callable
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
-from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.template.loader import render_to_string
 
 from . import health
@@ -27,6 +28,11 @@ from .ratelimit import WRITE_METHODS
 logger = logging.getLogger(__name__)
 
 
+def probes() -> dict[str, Callable[[HttpRequest], HttpResponse]]:
+    """The probes by path, looked up when a middleware is made (a test may replace one)."""
+    return {"/healthz": health.healthz, "/readyz": health.readyz}
+
+
 class ProbeMiddleware:
     """``/healthz`` and ``/readyz``, answered before anything reads the request's host: a
     load balancer or an orchestrator probes an instance by its own address, which
@@ -35,7 +41,7 @@ class ProbeMiddleware:
 
     def __init__(self, get_response):
         self.get_response = get_response
-        self.probes = {"/healthz": health.healthz, "/readyz": health.readyz}
+        self.probes = probes()
 
     def __call__(self, request):
         probe = self.probes.get(request.path_info)
