@@ -16,10 +16,18 @@ client, the request line, the status, the size, the time taken in milliseconds, 
 user agent and the request's id (the ``X-Request-ID`` answer header, which the
 application's own log lines of that request carry too); API keys travel in a header and
 are never in it.
+
+With ``PROMETHEUS_MULTIPROC_DIR`` set, each worker writes the figures of ``GET /metrics``
+(contextops/metrics.py) to files there: the master empties the directory when it starts
+(the files of an earlier run would otherwise be added to this run's) and forgets a
+worker's live figures when it exits.
 """
 
 import gc
 import os
+from pathlib import Path
+
+from prometheus_client import multiprocess
 
 bind = os.environ.get("BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("WEB_WORKERS", 0)) or os.cpu_count() or 1
@@ -30,6 +38,22 @@ timeout = int(os.environ.get("WEB_TIMEOUT", 60))
 preload_app = True
 accesslog = os.environ.get("WEB_ACCESS_LOG", "-") or None
 access_log_format = '%({x-forwarded-for}i)s %(h)s "%(r)s" %(s)s %(B)s %(M)sms "%(a)s" request_id=%({x-request-id}o)s'
+metrics_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
+
+
+def on_starting(server) -> None:
+    """Before the first worker: the figures start from zero, not from the last run's files."""
+    if metrics_dir:
+        directory = Path(metrics_dir)
+        directory.mkdir(parents=True, exist_ok=True)
+        for stale in directory.glob("*.db"):
+            stale.unlink(missing_ok=True)
+
+
+def child_exit(server, worker) -> None:
+    """A worker is gone: its counters stay (they add up), its live gauges go."""
+    if metrics_dir:
+        multiprocess.mark_process_dead(worker.pid, metrics_dir)
 
 
 def when_ready(server) -> None:

@@ -96,6 +96,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: every answer carries X-Request-ID and every log line its request_id.
     "contextops.requestid.RequestIdMiddleware",
+    # Second: GET /metrics, and every other answer counted, the probes' included.
+    "contextops.metrics.MetricsMiddleware",
     "contextops.middleware.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "contextops.middleware.ContentSecurityPolicyMiddleware",
@@ -324,6 +326,13 @@ CONTEXTOPS_DEFAULT_CONTEXT_WINDOW = env_int("CONTEXTOPS_DEFAULT_CONTEXT_WINDOW",
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
 ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "") or None
 CONTEXTOPS_SUMMARY_MODEL = os.environ.get("CONTEXTOPS_SUMMARY_MODEL", "claude-haiku-4-5")
+
+# GET /metrics (contextops/metrics.py): off (404) unless a token is set, then it answers
+# only "Authorization: Bearer <token>". With several web processes (gunicorn's workers)
+# each writes its figures to files in PROMETHEUS_MULTIPROC_DIR, which prometheus_client
+# reads from the environment too, and a scrape adds them up; gunicorn empties it at start.
+CONTEXTOPS_METRICS_TOKEN = os.environ.get("CONTEXTOPS_METRICS_TOKEN", "")
+PROMETHEUS_MULTIPROC_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
 
 # Each line names the request it was written for (X-Request-ID, contextops.requestid), or
 # the request that sent the job a worker runs; "-" when there is none.
