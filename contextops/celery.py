@@ -1,7 +1,17 @@
 import os
+from pathlib import Path
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun
+from celery.signals import (
+    task_failure,
+    task_postrun,
+    task_prerun,
+    task_retry,
+    task_success,
+    worker_init,
+)
+from django.conf import settings
+from prometheus_client import Counter
 
 from .requestid import request_id_enter, request_id_leave
 
@@ -30,3 +40,40 @@ def request_id_drop(task=None, **_) -> None:
     if token is not None:
         task.request.request_id_token = None
         request_id_leave(token)
+
+
+# GET /metrics (contextops/metrics.py): the jobs a worker ran, counted in the process that
+# ran them. With PROMETHEUS_MULTIPROC_DIR set to the directory of this host's web
+# processes, the worker's figures are written there too and their scrape adds them up.
+JOBS = Counter(
+    "contextops_jobs",
+    "Jobs the workers ran, by task and outcome (success, failure, retry).",
+    ["task", "outcome"],
+)
+
+
+def _job_count(task, outcome: str) -> None:
+    JOBS.labels(getattr(task, "name", None) or "unknown", outcome).inc()
+
+
+@task_success.connect
+def job_succeeded(sender=None, **_) -> None:
+    _job_count(sender, "success")
+
+
+@task_failure.connect
+def job_failed(sender=None, **_) -> None:
+    _job_count(sender, "failure")
+
+
+@task_retry.connect
+def job_retried(sender=None, **_) -> None:
+    _job_count(sender, "retry")
+
+
+@worker_init.connect
+def metrics_dir_make(**_) -> None:
+    """The directory must exist before the first job writes its figures there; gunicorn
+    makes it too, and whichever starts first does."""
+    if settings.PROMETHEUS_MULTIPROC_DIR:
+        Path(settings.PROMETHEUS_MULTIPROC_DIR).mkdir(parents=True, exist_ok=True)

@@ -18,9 +18,9 @@ application's own log lines of that request carry too); API keys travel in a hea
 are never in it.
 
 With ``PROMETHEUS_MULTIPROC_DIR`` set, each worker writes the figures of ``GET /metrics``
-(contextops/metrics.py) to files there: the master empties the directory when it starts
-(the files of an earlier run would otherwise be added to this run's) and forgets a
-worker's live figures when it exits.
+(contextops/metrics.py) to files there: the master removes the files of processes that
+are gone when it starts (an earlier run's would otherwise be added to this run's) and
+forgets a worker's live figures when it exits.
 """
 
 import gc
@@ -41,13 +41,28 @@ access_log_format = '%({x-forwarded-for}i)s %(h)s "%(r)s" %(s)s %(B)s %(M)sms "%
 metrics_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
 def on_starting(server) -> None:
-    """Before the first worker: the figures start from zero, not from the last run's files."""
+    """Before the first worker: the files of processes that are gone (the last run's
+    workers) go, so the figures start again from zero; those of a process still running
+    (a Celery worker of this host, contextops/celery.py) stay. A file is named after
+    the process that writes it (``counter_<pid>.db``)."""
     if metrics_dir:
         directory = Path(metrics_dir)
         directory.mkdir(parents=True, exist_ok=True)
-        for stale in directory.glob("*.db"):
-            stale.unlink(missing_ok=True)
+        for path in directory.glob("*.db"):
+            pid = path.stem.rpartition("_")[2]
+            if not (pid.isdigit() and _alive(int(pid))):
+                path.unlink(missing_ok=True)
 
 
 def child_exit(server, worker) -> None:

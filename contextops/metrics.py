@@ -15,8 +15,10 @@ Two kinds of figures:
   for, so the number of series stays bounded; anything no pattern matched is
   ``unmatched``. With gunicorn's several worker processes each one writes its figures to
   files in ``PROMETHEUS_MULTIPROC_DIR`` (prometheus_client's multiprocess mode) and a
-  scrape, whichever worker answers it, adds up every process's files. Without that
-  directory (tests, a single process) the figures live in the process's memory.
+  scrape, whichever worker answers it, adds up every process's files. The Celery
+  workers count their jobs the same way (``contextops_jobs_total``, contextops/celery.py):
+  when they run on a web host with the same directory, a scrape adds theirs too. Without
+  that directory (tests, a single process) the figures live in the process's memory.
 * read from the database at each scrape by ``DatabaseCollector``: jobs waiting, running
   or failed, frames suspended and awaiting a person's approval, sessions by lifecycle
   state; five aggregate statements whatever the size of the tables.
@@ -168,7 +170,7 @@ class DatabaseCollector:
             return
         yield _gauge("contextops_database_up", "1 when the scrape read the database.", [], {(): 1})
         yield _gauge(
-            "contextops_jobs",
+            "contextops_jobs_in_database",
             "Jobs by kind (compaction, import, page_out) and status (queued, running, failed).",
             ["kind", "status"],
             jobs,

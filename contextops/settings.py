@@ -330,7 +330,8 @@ CONTEXTOPS_SUMMARY_MODEL = os.environ.get("CONTEXTOPS_SUMMARY_MODEL", "claude-ha
 # GET /metrics (contextops/metrics.py): off (404) unless a token is set, then it answers
 # only "Authorization: Bearer <token>". With several web processes (gunicorn's workers)
 # each writes its figures to files in PROMETHEUS_MULTIPROC_DIR, which prometheus_client
-# reads from the environment too, and a scrape adds them up; gunicorn empties it at start.
+# reads from the environment too, as do the Celery workers of the same host, and a scrape
+# adds them up; gunicorn removes the files of processes that are gone when it starts.
 CONTEXTOPS_METRICS_TOKEN = os.environ.get("CONTEXTOPS_METRICS_TOKEN", "")
 PROMETHEUS_MULTIPROC_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
 

@@ -129,8 +129,13 @@ def test_the_database_figures_name_a_frame_awaiting_approval_and_a_queued_compac
     assert figures[("contextops_frames_awaiting_approval", frozenset())] == 1
     assert figures[("contextops_frames_suspended", frozenset())] == 1
     job = frozenset({("kind", "compaction"), ("status", "queued")})
-    assert figures[("contextops_jobs", job)] == 1
-    assert figures[("contextops_jobs", frozenset({("kind", "import"), ("status", "queued")}))] == 0
+    assert figures[("contextops_jobs_in_database", job)] == 1
+    assert (
+        figures[
+            ("contextops_jobs_in_database", frozenset({("kind", "import"), ("status", "queued")}))
+        ]
+        == 0
+    )
     assert figures[("contextops_sessions", frozenset({("state", "active")}))] == 1
 
 
@@ -144,7 +149,7 @@ def test_the_database_figures_cost_five_statements_however_many_rows(
     with CaptureQueriesContext(connection) as statements:
         families = list(DatabaseCollector().collect())
     assert len(statements) == 5, [q["sql"] for q in statements]
-    assert "contextops_jobs" in {family.name for family in families}
+    assert "contextops_jobs_in_database" in {family.name for family in families}
 
 
 def test_a_database_that_is_away_is_a_figure_not_an_error(db, metrics_on, monkeypatch):
@@ -171,6 +176,9 @@ django.setup()
 from django.test import Client
 for _ in range(int(sys.argv[1])):
     assert Client().get("/healthz").status_code == 200
+if sys.argv[2:] == ["stay"]:  # a process still running (a Celery worker): until stdin closes
+    print("answered", flush=True)
+    sys.stdin.read()
 """
 
 
@@ -203,10 +211,10 @@ def test_a_scrape_adds_up_the_figures_of_every_process(db, metrics_on, tmp_path)
     assert figures[("contextops_database_up", frozenset())] == 1  # and the database's
 
 
-def test_gunicorns_workers_write_to_one_directory_emptied_at_start(db, tmp_path):
+def test_gunicorns_workers_add_up_in_one_directory_cleared_of_gone_processes(db, tmp_path):
     metrics_dir = tmp_path / "metrics"
     metrics_dir.mkdir()
-    # The figures of an earlier run, which the next start must not add to its own.
+    # The figures of an earlier run, which the next start must not add to its own...
     earlier = subprocess.run(
         [sys.executable, "-c", ANSWER_PROBES, "5"],
         cwd=django_settings.BASE_DIR,
@@ -214,6 +222,16 @@ def test_gunicorns_workers_write_to_one_directory_emptied_at_start(db, tmp_path)
         timeout=120,
     )
     assert earlier.returncode == 0 and list(metrics_dir.glob("*.db"))
+    # ...and those of a process of this host still running, which it must keep.
+    running = subprocess.Popen(
+        [sys.executable, "-c", ANSWER_PROBES, "2", "stay"],
+        cwd=django_settings.BASE_DIR,
+        env=_process_env(metrics_dir),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert running.stdout.readline() == "answered\n"
     database = connection.settings_dict["NAME"]
     port = free_port()
     env = _process_env(
@@ -260,8 +278,33 @@ def test_gunicorns_workers_write_to_one_directory_emptied_at_start(db, tmp_path)
     finally:
         web.terminate()
         web.wait(30)
+        running.communicate(timeout=30)
     assert scraped.status_code == 200, scraped.text
     figures = samples(scraped.content)
     probe = frozenset({("method", "GET"), ("route", "/healthz"), ("status", "200")})
-    assert figures[("contextops_http_requests_total", probe)] == 20  # not 25
+    assert figures[("contextops_http_requests_total", probe)] == 20 + 2  # not + 5
     assert figures[("contextops_database_up", frozenset())] == 1
+
+
+def _jobs_counted(task: str, outcome: str) -> float:
+    labels = {"task": task, "outcome": outcome}
+    return REGISTRY.get_sample_value("contextops_jobs_total", labels) or 0.0
+
+
+def test_the_workers_count_the_jobs_they_ran_by_task_and_outcome(celery_worker):
+    from contextops.tasks import idempotency_purge
+    from frames.context.tasks import handle_page_out
+
+    purge, page_out = "contextops.tasks.idempotency_purge", "frames.handle_page_out"
+    before = (_jobs_counted(purge, "success"), _jobs_counted(page_out, "failure"))
+
+    idempotency_purge.delay()
+    handle_page_out.delay("not-a-handle")  # no such id: the job fails
+
+    deadline = time.monotonic() + 30
+    while (_jobs_counted(purge, "success"), _jobs_counted(page_out, "failure")) != (
+        before[0] + 1,
+        before[1] + 1,
+    ):
+        assert time.monotonic() < deadline, "the worker did not count its jobs"
+        time.sleep(0.1)
