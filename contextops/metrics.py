@@ -134,60 +134,63 @@ class DatabaseCollector:
 
     def collect(self) -> Iterator[Metric]:
         try:
-            jobs: dict[tuple[str, str], int] = {}
-            for kind, model in (("compaction", CompactionRun), ("import", Import)):
-                jobs.update({(kind, status): 0 for status in JOB_STATUSES})
-                rows = (
-                    model.objects.filter(status__in=JOB_STATUSES)
-                    .order_by()
-                    .values_list("status")
-                    .annotate(n=Count("pk"))
-                )
-                jobs.update({(kind, status): n for status, n in rows})
-            jobs[("page_out", "queued")] = ContextHandle.objects.filter(
-                page_out_requested_at__isnull=False
-            ).count()
-            suspensions = Suspension.objects.filter(status__in=Suspension.OPEN_STATUSES).aggregate(
-                open=Count("pk"),
-                awaiting=Count(
-                    "pk", filter=Q(status=Suspension.Status.PENDING, requires_approval=True)
-                ),
-            )
-            sessions = {(state,): 0 for state in Session.Lifecycle.values}
-            sessions.update(
-                {
-                    (state,): n
-                    for state, n in Session.objects.order_by()
-                    .values_list("lifecycle_state")
-                    .annotate(n=Count("pk"))
-                }
-            )
+            families, up = self._read(), 1
         except DatabaseError as error:
             logger.warning("metrics: database unavailable: %s", error)
-            yield _gauge(
-                "contextops_database_up", "1 when the scrape read the database.", [], {(): 0}
+            families, up = [], 0
+        yield _gauge("contextops_database_up", "1 when the scrape read the database.", [], {(): up})
+        yield from families
+
+    def _read(self) -> list[Metric]:
+        jobs: dict[tuple[str, str], int] = {}
+        for kind, model in (("compaction", CompactionRun), ("import", Import)):
+            jobs.update({(kind, status): 0 for status in JOB_STATUSES})
+            rows = (
+                model.objects.filter(status__in=JOB_STATUSES)
+                .order_by()
+                .values_list("status")
+                .annotate(n=Count("pk"))
             )
-            return
-        yield _gauge("contextops_database_up", "1 when the scrape read the database.", [], {(): 1})
-        yield _gauge(
-            "contextops_jobs_in_database",
-            "Jobs by kind (compaction, import, page_out) and status (queued, running, failed).",
-            ["kind", "status"],
-            jobs,
+            jobs.update({(kind, status): n for status, n in rows})
+        jobs[("page_out", "queued")] = ContextHandle.objects.filter(
+            page_out_requested_at__isnull=False
+        ).count()
+        suspensions = Suspension.objects.filter(status__in=Suspension.OPEN_STATUSES).aggregate(
+            open=Count("pk"),
+            awaiting=Count(
+                "pk", filter=Q(status=Suspension.Status.PENDING, requires_approval=True)
+            ),
         )
-        yield _gauge(
-            "contextops_frames_suspended",
-            "Frames suspended: their suspension is pending or approved, not yet resumed.",
-            [],
-            {(): suspensions["open"]},
+        sessions = {(state,): 0 for state in Session.Lifecycle.values}
+        sessions.update(
+            {
+                (state,): n
+                for state, n in Session.objects.order_by()
+                .values_list("lifecycle_state")
+                .annotate(n=Count("pk"))
+            }
         )
-        yield _gauge(
-            "contextops_frames_awaiting_approval",
-            "Frames suspended until a person approves or rejects them.",
-            [],
-            {(): suspensions["awaiting"]},
-        )
-        yield _gauge("contextops_sessions", "Sessions by lifecycle state.", ["state"], sessions)
+        return [
+            _gauge(
+                "contextops_jobs_in_database",
+                "Jobs by kind (compaction, import, page_out) and status (queued, running, failed).",
+                ["kind", "status"],
+                jobs,
+            ),
+            _gauge(
+                "contextops_frames_suspended",
+                "Frames suspended: their suspension is pending or approved, not yet resumed.",
+                [],
+                {(): suspensions["open"]},
+            ),
+            _gauge(
+                "contextops_frames_awaiting_approval",
+                "Frames suspended until a person approves or rejects them.",
+                [],
+                {(): suspensions["awaiting"]},
+            ),
+            _gauge("contextops_sessions", "Sessions by lifecycle state.", ["state"], sessions),
+        ]
 
 
 class _Scrape:
@@ -202,7 +205,8 @@ class _Scrape:
 
 
 def _processes():
-    """Every web process's figures (multiprocess mode), or this process's own."""
+    """The figures of every process writing to the directory (this host's web workers,
+    and its Celery workers when they share it), or without one this process's own."""
     directory = settings.PROMETHEUS_MULTIPROC_DIR
     if not directory:
         return REGISTRY

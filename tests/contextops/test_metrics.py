@@ -167,6 +167,12 @@ def test_a_database_that_is_away_is_a_figure_not_an_error(db, metrics_on, monkey
     assert ("contextops_frames_suspended", frozenset()) not in figures
 
 
+def test_figures_that_cannot_be_gathered_are_a_503_never_a_500(db, metrics_on, tmp_path):
+    metrics_on.PROMETHEUS_MULTIPROC_DIR = str(tmp_path / "not-made")
+    response = Client().get("/metrics", **AUTH)
+    assert response.status_code == 503
+
+
 # Runs in a process of its own, as a gunicorn worker does: its requests' figures go to
 # files in PROMETHEUS_MULTIPROC_DIR, which prometheus_client reads when it is imported.
 ANSWER_PROBES = """
