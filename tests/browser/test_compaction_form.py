@@ -4,6 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from contextops.models import Organization
+from frames.conversation.ingest import messages_append
 from frames.services import session_create
 from tests.browser.conftest import login
 
@@ -17,6 +18,13 @@ def test_without_javascript_a_refused_compaction_shows_why_and_its_address_still
         organization=Organization.objects.get(name="Acme"),
         identity={"user_name": "Ada", "user_id": "u1"},
         context_window_tokens=200_000,
+    )
+    messages_append(  # one turn: a session without any offers no form (nothing to compact)
+        session=session,
+        messages=[
+            {"role": "user", "content": "Shorten the log"},
+            {"role": "assistant", "content": [{"type": "text", "text": "Shortened."}]},
+        ],
     )
     context = browser.new_context(base_url=live_server.url, java_script_enabled=False)
     page = context.new_page()

@@ -89,6 +89,7 @@ def test_the_button_queues_a_compaction_and_returns_the_runs(
 def test_the_button_offers_priority_based_with_a_target(
     api, session, member_client, page, django_capture_on_commit_callbacks
 ):
+    conversation(api, session, 8, anchors={2})
     html = member_client.get(page).content.decode()
     assert '<option value="priority_based">' in html and 'name="target_tokens"' in html
     url = f"/sessions/{session.id}/turns/compactions/start/"
@@ -96,7 +97,6 @@ def test_the_button_offers_priority_based_with_a_target(
         url, {"strategy": "priority_based", "target_tokens": "lots"}, HTTP_HX_REQUEST="true"
     )
     assert bad.status_code == 422 and "Target tokens must be" in bad.content.decode()
-    conversation(api, session, 8, anchors={2})
     with django_capture_on_commit_callbacks(execute=False):
         response = member_client.post(
             url, {"strategy": "priority_based", "target_tokens": "1"}, HTTP_HX_REQUEST="true"
@@ -215,7 +215,9 @@ def test_a_session_without_turns_refuses_the_form_and_queues_nothing(
     assert callbacks == []
     assert not CompactionRun.objects.filter(session=session).exists()
     html = member_client.get(page).content.decode()
-    assert "No compactions yet." in html and "nothing to compact" not in html
+    # The page offers no button that can only be refused: it says why there is none.
+    assert "No compactions yet." in html and "Compact now" not in html
+    assert 'id="conv-nothing">No turns yet: there is nothing to compact.' in html
 
 
 @pytest.mark.parametrize(
