@@ -51,6 +51,31 @@ def navigation(request: HttpRequest) -> dict:
     return {"nav_section": getattr(request, "nav_section", "")}
 
 
+def audit_detail_text(value: Any) -> str:
+    """A value of an entry's ``detail`` as a person reads it: a mapping as "name value"
+    pairs and a list as its items, separated by commas (nested ones in parentheses),
+    never Python's repr: ``{"frames.Event": 1}`` reads "frames.Event 1"."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_audit_nested(v)}".rstrip() for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(_audit_nested(v) for v in value)
+    return "" if value is None else str(value)
+
+
+def _audit_nested(value: Any) -> str:
+    text = audit_detail_text(value)
+    return f"({text})" if isinstance(value, dict | list | tuple) and text else text
+
+
+def audit_details(detail: Any) -> list[tuple[str, str]]:
+    """An entry's particulars as (name, text) lines; empty ones are left out."""
+    if not isinstance(detail, dict):
+        text = audit_detail_text(detail)
+        return [("detail", text)] if text else []
+    lines = [(str(k), audit_detail_text(v)) for k, v in detail.items()]
+    return [(k, text) for k, text in lines if text]
+
+
 @require_GET
 @organization_required
 def audit_log(request: MemberRequest) -> HttpResponse:
@@ -65,10 +90,11 @@ def audit_log(request: MemberRequest) -> HttpResponse:
     if action:
         entries = entries.filter(action=action)
     page = Paginator(entries, AUDIT_ENTRIES_PER_PAGE).get_page(request.GET.get("page"))
+    rows = [(entry, audit_details(entry.detail)) for entry in page.object_list]
     return render(
         request,
         "audit/audit_log.html",
-        {"page": page, "action": action, "actions": AuditEntry.Action.choices},
+        {"page": page, "rows": rows, "action": action, "actions": AuditEntry.Action.choices},
     )
 
 
