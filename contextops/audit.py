@@ -75,6 +75,19 @@ def audit_record(
     )
 
 
+def audit_person_act(
+    user: User | None, *, action: str, organization_id: int, target: str, detail: dict
+) -> AuditEntry | None:
+    """Record a change made in the dashboard when a person (``user``) made it; None,
+    the same change made by an agent through the API, is not audited (the session's
+    events name the agent). The one place that rule lives (docs/operating.md)."""
+    if user is None:
+        return None
+    return audit_record(
+        action=action, user=user, organization_id=organization_id, target=target, detail=detail
+    )
+
+
 class AuditRequestMiddleware:
     """Remember where the current request comes from, for the audit entries it writes."""
 

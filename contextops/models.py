@@ -206,6 +206,11 @@ class AuditEntry(models.Model):
         KEY_REVOKED = "api_key.revoked", "Revoked an API key"
         SESSION_EXPORTED = "session.exported", "Exported a session"
         SESSION_DELETED = "session.deleted", "Deleted a session"
+        STATE_ROLLED_BACK = "rlm_state.rolled_back", "Rolled back an RLM state"
+        FACT_REVIEWED = "fact.reviewed", "Marked a fact reviewed"
+        COMPACTION_REQUESTED = "compaction.requested", "Started a compaction"
+        HANDLE_PAGED_IN = "handle.paged_in", "Paged a handle in"
+        HANDLE_PAGED_OUT = "handle.paged_out", "Paged a handle out"
 
     organization = models.ForeignKey(
         Organization, on_delete=models.CASCADE, null=True, blank=True, related_name="+"

@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from contextops.audit import audit_person_act
 from contextops.errors import AuthorityTooLow, Conflict, Invalid, NotFound
-from contextops.models import Organization
+from contextops.models import AuditEntry, Organization
 from contextops.text import value_text
 from contextops.tokens import count_tokens
 from contextops.zones import zone_check
@@ -713,30 +715,39 @@ def fact_invalidate(*, organization: Organization, key: str, authority: str) -> 
     )
 
 
-def _review_clear(organization: Organization, key: str) -> None:
+def _review_clear(organization: Organization, key: str, user: User | None) -> None:
+    """Clear the flag; a person's clearing (``user``, the dashboard's "Mark reviewed") is
+    audited, a fact that needed no review is left as it was and not."""
     fact = _locked(organization, key)
     if fact.needs_review:
         fact.needs_review, fact.updated_at = False, timezone.now()
         fact.save(update_fields=["needs_review", "updated_at"])
+        audit_person_act(
+            user,
+            action=AuditEntry.Action.FACT_REVIEWED,
+            organization_id=organization.pk,
+            target=f"fact {fact.key}",
+            detail={"subject": fact.subject[:200], "version": fact.version},
+        )
 
 
-def fact_review_clear(*, organization: Organization, key: str) -> Fact:
+def fact_review_clear(*, organization: Organization, key: str, user: User | None = None) -> Fact:
     """A reviewer checked the fact after a dependency changed: clear ``needs_review``.
 
     Returns the fact with its relations, read before the commit."""
     with transaction.atomic():
-        _review_clear(organization, key)
+        _review_clear(organization, key, user)
         return selectors.fact_get(organization=organization, key=key)
 
 
 def fact_review_clear_in_lineage(
-    *, organization: Organization, key: str, lineage_key: str
+    *, organization: Organization, key: str, lineage_key: str, user: User | None = None
 ) -> Lineage:
     """``fact_review_clear`` from the lineage page of ``lineage_key``: returns that
     lineage as the commit leaves it, read before the commit. NotFound for either key,
     and then nothing is cleared."""
     with transaction.atomic():
-        _review_clear(organization, key)
+        _review_clear(organization, key, user)
         return selectors.fact_lineage(organization=organization, key=lineage_key)
 
 

@@ -112,10 +112,12 @@ def fact_review_clear(request: MemberRequest, key: str) -> HttpResponse:
     try:
         if request.htmx:
             lineage = services.fact_review_clear_in_lineage(
-                organization=request.organization, key=key, lineage_key=back
+                organization=request.organization, key=key, lineage_key=back, user=request.user
             )
         else:
-            services.fact_review_clear(organization=request.organization, key=key)
+            services.fact_review_clear(
+                organization=request.organization, key=key, user=request.user
+            )
     except NotFound:
         raise Http404("No such fact.") from None
     except DomainError as exc:

@@ -114,6 +114,21 @@ def member_client(make_user) -> Client:
 
 
 @pytest.fixture
+def audit_page(make_user):
+    """The audit log page (``/audit/``) as an admin of ``org`` reads it: a person's
+    dashboard act must show on their own organization's page and on no other's."""
+
+    def read(org: str = "Acme") -> str:
+        client = Client()
+        client.force_login(make_user(username=f"auditor-{org.lower()}", org=org, admin=True))
+        response = client.get("/audit/")
+        assert response.status_code == 200
+        return response.content.decode()
+
+    return read
+
+
+@pytest.fixture
 def approver_client(make_user) -> Client:
     client = Client()
     client.force_login(make_user(username="grace", approver=True))

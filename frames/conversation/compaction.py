@@ -13,13 +13,16 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from contextops.audit import audit_person_act
 from contextops.errors import Conflict, Invalid
 from contextops.jobs import job_send, job_send_on_commit
 from contextops.llm import Summarizer, SummaryOutcome, TurnText, summarizer_default
+from contextops.models import AuditEntry
 from contextops.tokens import count_tokens
 from frames.events import event_append
 from frames.locks import session_lock
@@ -147,10 +150,12 @@ def compaction_request(
     target_tokens: int | None = None,
     keep_turns: int | None = None,
     actor: str = "",
+    user: User | None = None,
 ) -> CompactionRun:
     """Queue a compaction of ``session``; 409 ``session_ended`` once it has ended,
     ``nothing_to_compact`` with no turn in its window, ``compaction_in_progress`` while
-    one is open."""
+    one is open. A person's request (``user``: the dashboard's "Compact now") is audited;
+    an agent's, through the API, is in the session's events only."""
     strategy_require(strategy, CONVERSATION)
     if strategy == sel.TRUNCATE_AT and keep_turns is None:
         raise Invalid(
@@ -175,6 +180,18 @@ def compaction_request(
             actor=actor,
         )
         assert run is not None  # without if_none_open, an open run raises instead
+        audit_person_act(
+            user,
+            action=AuditEntry.Action.COMPACTION_REQUESTED,
+            organization_id=session.organization_id,
+            target=f"session {session.pk}",
+            detail={
+                "run_id": str(run.pk),
+                "strategy": strategy,
+                "keep_turns": keep_turns,
+                "target_tokens": target_tokens,
+            },
+        )
         return run
 
 
@@ -185,6 +202,7 @@ def compaction_request_listed(
     target_tokens: int | None = None,
     keep_turns: int | None = None,
     actor: str = "",
+    user: User | None = None,
     shown: int = 20,
 ) -> list[CompactionRun]:
     """``compaction_request``, answering with the session's newest ``shown`` runs (the new
@@ -196,6 +214,7 @@ def compaction_request_listed(
             target_tokens=target_tokens,
             keep_turns=keep_turns,
             actor=actor,
+            user=user,
         )
         return list(selectors.compactions_list(session=session)[:shown])
 

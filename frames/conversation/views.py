@@ -188,6 +188,7 @@ def compaction_start(request: MemberRequest, session_id) -> HttpResponse:
                 keep_turns=keep_turns,
                 target_tokens=target_tokens,
                 actor=user_actor(request.user),
+                user=request.user,
                 shown=RUNS_SHOWN,
             )
         except DomainError as exc:

@@ -33,11 +33,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Case, F, Func, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.utils import timezone
 
+from contextops.audit import audit_person_act
 from contextops.errors import Conflict, Invalid, NotFound
+from contextops.models import AuditEntry
 from frames.events import event_append
 
 from .models import RlmCheckpoint, RlmMutation, RlmState, RlmVariable
@@ -578,8 +581,18 @@ def _restore_snapshot(
     return before
 
 
-def rollback(*, state: RlmState, checkpoint_id: str, source: str = "", actor: str = "") -> Rollback:
+def rollback(
+    *,
+    state: RlmState,
+    checkpoint_id: str,
+    source: str = "",
+    actor: str = "",
+    user: User | None = None,
+) -> Rollback:
     """Restore the variables and completion status of a checkpoint exactly; log it as a mutation.
+
+    ``user``: the person who rolled back in the dashboard; their rollback is audited too
+    (an agent's, through the API, is in the session's events only).
 
     404 (naming ``checkpoint_id``) for an unknown checkpoint; 409
     ``checkpoint_not_restorable`` for one imported without a snapshot. A frame popped by
@@ -652,6 +665,17 @@ def rollback(*, state: RlmState, checkpoint_id: str, source: str = "", actor: st
             checkpoint_id=checkpoint.checkpoint_id,
             mutation_id=mutation.mutation_id,
         )
+        audit_person_act(
+            user,
+            action=AuditEntry.Action.STATE_ROLLED_BACK,
+            organization_id=state.organization_id,
+            target=f"RLM state {state.state_id}",
+            detail={
+                "checkpoint_id": checkpoint.checkpoint_id,
+                "variables": count,
+                "changed": len(before),
+            },
+        )
     return Rollback(
         state=state,
         checkpoint_id=checkpoint.checkpoint_id,
@@ -667,11 +691,14 @@ def state_rollback(
     checkpoint_id: str,
     source: str = "",
     actor: str = "",
+    user: User | None = None,
     mutations_shown: int = 0,
 ) -> StateView:
     """``rollback``, answering with the state as it stands after it, read inside the same
     transaction (the state row is not read again), with the newest ``mutations_shown``
     entries of its log: what the API and the dashboard show."""
     with transaction.atomic():
-        done = rollback(state=state, checkpoint_id=checkpoint_id, source=source, actor=actor)
+        done = rollback(
+            state=state, checkpoint_id=checkpoint_id, source=source, actor=actor, user=user
+        )
         return state_view(done.state, mutations=mutations_shown, locked=True)

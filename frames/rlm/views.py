@@ -113,6 +113,7 @@ def state_rollback(request: MemberRequest, state_id: str) -> HttpResponse:
                 state=state,
                 checkpoint_id=checkpoint_id,
                 actor=user_actor(request.user),
+                user=request.user,
                 mutations_shown=MUTATIONS_SHOWN,
             )
             notice = f"Rolled back to {checkpoint_id}."

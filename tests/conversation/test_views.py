@@ -5,6 +5,7 @@ from django.test import Client
 from django.utils import timezone
 
 from contextops.llm import ExtractiveSummarizer
+from contextops.models import AuditEntry
 from frames.context.lifecycle import session_end
 from frames.conversation.compaction import compaction_execute
 from frames.conversation.models import CompactionRun, Turn
@@ -84,6 +85,29 @@ def test_the_button_queues_a_compaction_and_returns_the_runs(
     plain = Client()
     plain.force_login(response.wsgi_request.user)
     assert plain.post(url, {"strategy": "magic"}).status_code == 422
+
+
+def test_compact_now_is_audited_for_its_organization_only(
+    api, session, member_client, audit_page, django_capture_on_commit_callbacks
+):
+    conversation(api, session, 2)
+    url = f"/sessions/{session.id}/turns/compactions/start/"
+    with django_capture_on_commit_callbacks(execute=False):
+        response = member_client.post(url, {"strategy": "truncate_at", "keep_turns": "1"})
+    assert response.status_code == 302
+    run = CompactionRun.objects.get(session=session)
+    entry = AuditEntry.objects.get(action=AuditEntry.Action.COMPACTION_REQUESTED)
+    assert (entry.user.username, entry.actor) == ("ada", "ada")
+    assert entry.organization_id == session.organization_id
+    assert entry.target == f"session {session.id}"
+    assert entry.detail == {
+        "run_id": str(run.pk),
+        "strategy": "truncate_at",
+        "keep_turns": 1,
+        "target_tokens": None,
+    }
+    assert f"<td>session {session.id}</td>" in audit_page("Acme")
+    assert f"<td>session {session.id}</td>" not in audit_page("Globex")
 
 
 def test_the_button_offers_priority_based_with_a_target(

@@ -3,6 +3,7 @@
 import pytest
 from django.test import Client
 
+from contextops.models import AuditEntry
 from facts.services import fact_write
 
 
@@ -110,6 +111,27 @@ def test_it_clears_needs_review_from_the_lineage_page(member_client, org):
     assert "Mark reviewed" not in html
     plain = member_client.post("/facts/derived/review/", {"lineage": "base_v1"})
     assert plain.status_code == 302 and plain["Location"] == "/facts/base_v1/lineage/"
+
+
+def test_marking_a_fact_reviewed_is_audited_for_its_organization_only(
+    member_client, org, audit_page
+):
+    w(org, "base_v1", "1")
+    w(org, "derived", "2", depends_on=["base_v1"], subject="refund policy")
+    w(org, "base_v2", "3", supersedes="base_v1")
+    response = member_client.post(
+        "/facts/derived/review/", {"lineage": "base_v1"}, HTTP_HX_REQUEST="true"
+    )
+    assert response.status_code == 200
+    reviewed = AuditEntry.objects.filter(action=AuditEntry.Action.FACT_REVIEWED)
+    entry = reviewed.get()
+    assert (entry.user.username, entry.actor) == ("ada", "ada")
+    assert entry.organization == org and entry.target == "fact derived"
+    assert entry.detail == {"subject": "refund policy", "version": 1}
+    member_client.post("/facts/derived/review/")  # nothing left to clear: nothing recorded
+    assert reviewed.count() == 1
+    assert "<td>fact derived</td>" in audit_page("Acme")
+    assert "<td>fact derived</td>" not in audit_page("Globex")
 
 
 def test_it_keeps_other_organizations_out(make_user, org):

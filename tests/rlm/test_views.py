@@ -3,6 +3,7 @@
 from django.contrib.auth.models import Permission
 from django.test import Client
 
+from contextops.models import AuditEntry
 from frames.rlm import protocol, snapshots
 from frames.rlm.models import RlmState
 
@@ -81,6 +82,31 @@ def test_it_rolls_back_with_an_htmx_post_for_a_permitted_user(make_user, org):
     assert f"Rolled back to {initial}" in fragment
     assert not state.variables.filter(name="scratch").exists()
     assert state.mutations.last().operation == "rollback"
+
+
+def test_a_rollback_in_the_dashboard_is_audited_for_its_organization_only(
+    make_user, org, api, audit_page
+):
+    client = _roller(make_user)
+    state = _state(org)
+    initial = state.checkpoints.get().checkpoint_id
+    protocol.variable_write(state=state, name="scratch", value="x")
+    api_rolled = api.post(f"/rlm/states/{state.state_id}/rollback", {"checkpoint_id": initial})
+    assert api_rolled.status_code == 200, api_rolled.content
+    rolled_back = AuditEntry.objects.filter(action=AuditEntry.Action.STATE_ROLLED_BACK)
+    assert not rolled_back.exists()  # an agent's rollback: in the session's events only
+    protocol.variable_write(state=state, name="scratch", value="y")
+    response = client.post(
+        f"/rlm/{state.state_id}/rollback/", {"checkpoint_id": initial}, HTTP_HX_REQUEST="true"
+    )
+    assert response.status_code == 200
+    entry = rolled_back.get()
+    assert (entry.user.username, entry.actor) == ("rollo", "rollo")
+    assert entry.organization == org and entry.target == f"RLM state {state.state_id}"
+    assert entry.detail["checkpoint_id"] == initial
+    assert entry.via == f"POST /rlm/{state.state_id}/rollback/"
+    assert f"<td>RLM state {state.state_id}</td>" in audit_page("Acme")
+    assert f"<td>RLM state {state.state_id}</td>" not in audit_page("Globex")
 
 
 def test_it_lets_staff_roll_back_without_the_permission(make_user, org):
