@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from uuid import UUID
 
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from contextops.errors import DomainError
@@ -62,20 +63,22 @@ def _answered(action: Callable[[], object], *, frame_id: UUID, rows: int) -> Han
 
 
 def handle_page_in_answered(
-    *, handle: ContextHandle, mode: str, actor: str, rows: int = 0
+    *, handle: ContextHandle, mode: str, actor: str, user: User | None = None, rows: int = 0
 ) -> HandlesAnswer:
     """``handle_page_in``, answered with the frame's first ``rows`` handles."""
     return _answered(
-        lambda: handle_page_in(handle=handle, mode=mode, actor=actor),
+        lambda: handle_page_in(handle=handle, mode=mode, actor=actor, user=user),
         frame_id=handle.frame_id,
         rows=rows,
     )
 
 
-def handle_page_out_answered(*, handle: ContextHandle, actor: str, rows: int = 0) -> HandlesAnswer:
+def handle_page_out_answered(
+    *, handle: ContextHandle, actor: str, user: User | None = None, rows: int = 0
+) -> HandlesAnswer:
     """``handle_page_out_request``, answered with the frame's first ``rows`` handles."""
     return _answered(
-        lambda: handle_page_out_request(handle=handle, actor=actor),
+        lambda: handle_page_out_request(handle=handle, actor=actor, user=user),
         frame_id=handle.frame_id,
         rows=rows,
     )

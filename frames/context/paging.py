@@ -11,13 +11,16 @@ from dataclasses import dataclass
 from datetime import timedelta
 from uuid import UUID
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import prefetch_related_objects
 from django.utils import timezone
 
+from contextops.audit import audit_person_act
 from contextops.errors import Conflict, Invalid, Unavailable
 from contextops.jobs import job_send
 from contextops.llm import TurnText, summarizer_default
+from contextops.models import AuditEntry
 from contextops.tokens import count_tokens
 from frames.events import event_append
 from frames.locks import session_lock
@@ -114,11 +117,27 @@ def _locked(handle_id: UUID) -> tuple[Session, ContextHandle]:
     return session, locked.get(pk=handle_id)
 
 
-def handle_page_out_request(*, handle: ContextHandle, actor: str = "") -> ContextHandle:
+def _handle_audit(
+    action: str, handle: ContextHandle, user: User | None, organization_id: int, **detail: str
+) -> None:
+    """A person's paging of ``handle`` from the dashboard, in the audit log."""
+    audit_person_act(
+        user,
+        action=action,
+        organization_id=organization_id,
+        target=f"handle {handle.pk}",
+        detail={"frame_id": str(handle.frame_id), "kind": handle.kind, **detail},
+    )
+
+
+def handle_page_out_request(
+    *, handle: ContextHandle, actor: str = "", user: User | None = None
+) -> ContextHandle:
     """Check that ``handle`` may be paged out and queue the job that does it.
 
     The handle stays where it is until the worker has written the summary; a second
-    request before then queues a job that finds nothing left to do.
+    request before then queues a job that finds nothing left to do. A person's request
+    (``user``, the dashboard's button) is audited once the job is sent.
     """
     from .tasks import handle_page_out  # tasks imports this module: queue the job without a cycle
 
@@ -134,6 +153,11 @@ def handle_page_out_request(*, handle: ContextHandle, actor: str = "") -> Contex
     ContextHandle.objects.filter(pk=handle.pk, state__in=ACTIVE_STATES).update(
         page_out_requested_at=timezone.now()
     )
+    if user is not None:  # the organization is the frame's, which the dashboard read
+        organization_id = handle.frame.organization_id
+        _handle_audit(
+            AuditEntry.Action.HANDLE_PAGED_OUT, handle, user, organization_id, state=handle.state
+        )
     return handle
 
 
@@ -216,11 +240,14 @@ def _load_cold(handle: ContextHandle) -> str | None:
         ) from exc
 
 
-def handle_page_in(*, handle: ContextHandle, mode: str = "summary", actor: str = "") -> PageIn:
+def handle_page_in(
+    *, handle: ContextHandle, mode: str = "summary", actor: str = "", user: User | None = None
+) -> PageIn:
     """Bring ``handle`` back into context (cold or indexed -> loaded) and return its content.
 
     ``mode`` "summary" returns the stored summary when there is one (else the full
-    content), "full" the full content.
+    content), "full" the full content. A person's page-in (``user``, the dashboard's
+    button) is audited.
     """
     if mode not in ("summary", "full"):
         raise Invalid("mode must be summary or full.", field="mode")
@@ -243,6 +270,14 @@ def handle_page_in(*, handle: ContextHandle, mode: str = "summary", actor: str =
             frame=Frame(pk=handle.frame_id),
             actor=actor,
             payload={"handle_id": str(handle.pk), "from": previous, "mode": mode},
+        )
+        _handle_audit(
+            AuditEntry.Action.HANDLE_PAGED_IN,
+            handle,
+            user,
+            session.organization_id,
+            mode=mode,
+            state=previous,
         )
     if mode == "summary" and handle.summary:
         return PageIn(handle, "summary", handle.summary, handle.summary_tokens)

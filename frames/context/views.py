@@ -218,6 +218,7 @@ def handle_page_in_action(request: MemberRequest, handle_id: UUID) -> HttpRespon
         handle=handle,
         mode="full" if request.POST.get("mode") == "full" else "summary",
         actor=user_actor(request.user),
+        user=request.user,
         rows=HANDLES_SHOWN if request.htmx else 0,
     )
     return _handle_answer(request, handle, answer)
@@ -230,6 +231,7 @@ def handle_page_out_action(request: MemberRequest, handle_id: UUID) -> HttpRespo
     answer = handle_page_out_answered(
         handle=handle,
         actor=user_actor(request.user),
+        user=request.user,
         rows=HANDLES_SHOWN if request.htmx else 0,
     )
     notice = "Page-out queued: the worker summarizes the handle, then it shows as indexed."

@@ -3,6 +3,7 @@
 import pytest
 from django.test import Client
 
+from contextops.models import AuditEntry
 from frames.models import ContextPackRecord, Frame
 
 
@@ -144,6 +145,31 @@ def test_it_lists_handles_with_page_buttons_and_pages_them(
     assert "Page-out queued" in response.content.decode()
     response = member_client.post(f"/handles/{indexed.id}/page-in/", HTTP_HX_REQUEST="true")
     assert "cannot become loaded" in response.content.decode()
+
+
+def test_paging_handles_in_the_dashboard_is_audited_for_its_organization_only(
+    member_client, frame, make_handle, queued_jobs, audit_page
+):
+    loaded = make_handle(frame, tokens=5)
+    indexed = make_handle(frame, tokens=5, state="indexed", summary="s.", summary_tokens=1)
+    assert (
+        member_client.post(f"/handles/{indexed.id}/page-in/", {"mode": "full"}).status_code == 302
+    )
+    assert member_client.post(f"/handles/{loaded.id}/page-out/").status_code == 302
+    entries = AuditEntry.objects.filter(action__startswith="handle.").order_by("created_at", "pk")
+    assert [(e.action, e.target, e.actor, e.user.username) for e in entries] == [
+        (AuditEntry.Action.HANDLE_PAGED_IN, f"handle {indexed.id}", "ada", "ada"),
+        (AuditEntry.Action.HANDLE_PAGED_OUT, f"handle {loaded.id}", "ada", "ada"),
+    ]
+    assert {e.organization_id for e in entries} == {frame.organization_id}
+    assert entries[0].detail == {
+        "frame_id": str(frame.id),
+        "kind": "document",
+        "mode": "full",
+        "state": "indexed",
+    }
+    assert f"<td>handle {loaded.id}</td>" in audit_page("Acme")
+    assert f"<td>handle {loaded.id}</td>" not in audit_page("Globex")
 
 
 def test_it_redirects_a_plain_post_back_to_the_handles(member_client, frame, make_handle):
