@@ -66,3 +66,4 @@ def test_the_readme_snippet_runs_from_the_wheel_against_a_live_server(client_ven
     assert frame.status == Frame.Status.COMPLETED
     assert frame.handles.filter(kind="tool_result").count() == 1
     assert frame.session.lifecycle_state == "ended"
+    assert frame.session.title == "Review the RFC"
