@@ -88,6 +88,25 @@ def call_position(*, session: Session, call: Usage) -> tuple[int, int]:
     return counts["before"] + 1, counts["total"]
 
 
+def call_neighbours(*, session: Session, call: Usage) -> tuple[int | None, int | None]:
+    """The ids of the calls just before and just after ``call`` in the calls list's order
+    (None at either end). Two queries, each one step along the (moment, id) order."""
+    moment = call.started_at or call.created_at
+    calls = _calls_sent(session)
+    before = (
+        calls.filter(Q(moment__lt=moment) | Q(moment=moment, id__lt=call.pk))
+        .order_by("-moment", "-id")
+        .values_list("id", flat=True)
+        .first()
+    )
+    after = (
+        calls.filter(Q(moment__gt=moment) | Q(moment=moment, id__gt=call.pk))
+        .values_list("id", flat=True)
+        .first()
+    )
+    return before, after
+
+
 def call_numbers(*, session: Session) -> dict[int, int]:
     """Every call's id -> its place among the session's calls as ``call_position`` counts
     it (from 1, a subagent's calls included). One query."""

@@ -475,11 +475,14 @@ def call_detail(request: MemberRequest, session_id, call_id: int) -> HttpRespons
     ]
     read, response_messages = anatomy.call_exchange(call)
     position, call_count = selectors.call_position(session=session, call=call)
+    previous, following = selectors.call_neighbours(session=session, call=call)
     context = {
         "session": session,
         "call": call,
         "position": position,
         "call_count": call_count,
+        "previous_call": previous,
+        "next_call": following,
         "cost": frames_selectors.usage_cost(call, frames_selectors.price_table()),
         "anatomy": found,
         "categories": categories,

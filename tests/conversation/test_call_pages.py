@@ -71,11 +71,22 @@ def test_a_call_page_names_the_calls_place_in_the_session_not_its_id(
     listed = member_client.get(f"/sessions/{session.pk}/calls/").content.decode()
     links = [f"/sessions/{session.pk}/calls/{c.pk}/" for c in (first, second, late)]
     assert sorted(links, key=listed.index) == links
-    for position, call in enumerate((first, second, late), start=1):
+    in_order = (first, second, late)
+    for position, call in enumerate(in_order, start=1):
         html = member_client.get(f"/sessions/{session.pk}/calls/{call.pk}/").content.decode()
         assert f"<h1>Model call {position} of 3 " in html
         assert f"<title>Model call {position} of 3" in html
         assert f"model call {position} of 3</nav>" in html
+        # One step either way, in the same order, to the neighbours' pages.
+        steps = re.findall(r'href="/sessions/[^/]+/calls/(\d+)/" rel="(prev|next)">([^<]+)<', html)
+        expected = []
+        if position > 1:
+            expected.append(
+                (str(in_order[position - 2].pk), "prev", f"← Model call {position - 1}")
+            )
+        if position < 3:
+            expected.append((str(in_order[position].pk), "next", f"Model call {position + 1} →"))
+        assert steps == expected, steps
 
 
 def test_a_call_page_numbers_turns_and_messages_from_0_like_the_turn_list(
