@@ -14,13 +14,14 @@ from datetime import time as day_time
 from decimal import Decimal
 from typing import Any
 
+from django.db import connection
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
 from contextops.errors import NotFound
 from contextops.models import Organization
-from contextops.rows import columns, fetch, param
+from contextops.rows import columns, converter, fetch, param
 
 from .archive import session_events
 from .costs import CostTotal, Price, call_cost, cost_total, price_for
@@ -213,6 +214,39 @@ def frames_children_of(parents: list[Frame], *, session: Session) -> dict[Any, l
     for frame in rows:
         found.setdefault(frame.parent_id, []).append(frame)
     return found
+
+
+@functools.cache
+def _overruns_below_sql(count: int) -> str:
+    """Walks up from each overspent frame of a session (``Budget.overrun`` in SQL) to its
+    ancestors: one row per (overspent frame, ancestor) pair, counted per ancestor asked for."""
+    qn = connection.ops.quote_name
+    table = qn(Frame._meta.db_table)
+    marks = ", ".join(["%s"] * count)
+    return (
+        f"WITH RECURSIVE up(over_id, ancestor_id) AS ("
+        f" SELECT f.{qn('id')}, f.{qn('parent_id')} FROM {table} f"
+        f" WHERE f.{qn('session_id')} = %s AND f.{qn('parent_id')} IS NOT NULL"
+        f" AND f.{qn('budget_used')} + f.{qn('budget_reserved')} + f.{qn('subcall_allocation')}"
+        f" > f.{qn('budget_total')}"
+        f" UNION ALL SELECT up.over_id, p.{qn('parent_id')} FROM up"
+        f" JOIN {table} p ON p.{qn('id')} = up.ancestor_id WHERE p.{qn('parent_id')} IS NOT NULL"
+        f") SELECT ancestor_id, COUNT(*) FROM up WHERE ancestor_id IN ({marks})"
+        f" GROUP BY ancestor_id"
+    )
+
+
+def overruns_below(frames: list[Frame], *, session: Session) -> dict[Any, int]:
+    """How many overspent frames each of ``frames`` has among its descendants, by frame id
+    (absent when none): one recursive query, whatever the depth, so a collapsed node of the
+    tree can say an overrun is hidden under it. Queried even for no frames, so a page costs
+    the same queries whatever its tree looks like."""
+    ids = [f.pk for f in frames] or [uuid.UUID(int=0)]
+    read = converter(Frame, "parent")
+    params = [param(Frame, "session", session.pk), *(param(Frame, "id", pk) for pk in ids)]
+    with connection.cursor() as cursor:
+        cursor.execute(_overruns_below_sql(len(ids)), params)
+        return {read(ancestor): count for ancestor, count in cursor.fetchall()}
 
 
 @functools.cache

@@ -183,6 +183,16 @@ def _expand(nodes: list[dict], session: Session) -> None:
         node["expanded"] = True
 
 
+def _mark_overruns_below(nodes: list[dict], session: Session) -> None:
+    """Give each node (and each of its loaded children) ``overruns_below``: how many
+    overspent frames its subtree hides, which a collapsed node shows in red (one query for
+    all of them). An imported session's frames carry no budget, so they mark none."""
+    shown = [*nodes, *(child for node in nodes for child in node.get("children", ()))]
+    below = selectors.overruns_below([node["frame"] for node in shown], session=session)
+    for node in shown:
+        node["overruns_below"] = below.get(node["frame"].pk, 0) if node["budgeted"] else 0
+
+
 def _recent_events(session: Session) -> list[Event]:
     return selectors.event_list(
         session=session, after=max(0, session.last_event_seq - RECENT_EVENTS), limit=RECENT_EVENTS
@@ -200,6 +210,7 @@ def session_detail(request: MemberRequest, session_id) -> HttpResponse:
     roots = selectors.frame_children(frame=None, session=session, limit=CHILDREN_PER_REQUEST + 1)
     nodes = _tree_nodes(roots[:CHILDREN_PER_REQUEST], session)
     _expand(nodes, session)
+    _mark_overruns_below(nodes, session)
     top = selectors.session_top_frame(session)
     context = {
         "session": session,
@@ -268,9 +279,11 @@ def frame_children(request: MemberRequest, frame_id) -> HttpResponse:
     children = selectors.frame_children(
         frame=frame, session=frame.session, limit=CHILDREN_PER_REQUEST + 1, offset=offset
     )
+    nodes = _tree_nodes(children[:CHILDREN_PER_REQUEST], frame.session)
+    _mark_overruns_below(nodes, frame.session)
     context = {
         "parent": frame,
-        "nodes": _tree_nodes(children[:CHILDREN_PER_REQUEST], frame.session),
+        "nodes": nodes,
         "more": len(children) > CHILDREN_PER_REQUEST,
         "next_offset": offset + CHILDREN_PER_REQUEST,
     }
@@ -330,8 +343,10 @@ def frame_detail(request: MemberRequest, frame_id) -> HttpResponse:
     children_shown = hashlib.blake2s(shown.encode(), digest_size=6).hexdigest()
 
     def tree() -> dict:
+        nodes = _tree_nodes(children[:CHILDREN_PER_REQUEST], frame.session)
+        _mark_overruns_below(nodes, frame.session)
         return {
-            "nodes": _tree_nodes(children[:CHILDREN_PER_REQUEST], frame.session),
+            "nodes": nodes,
             "more": len(children) > CHILDREN_PER_REQUEST,
             "next_offset": CHILDREN_PER_REQUEST,
             "parent": frame,
