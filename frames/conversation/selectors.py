@@ -4,7 +4,7 @@ import bisect
 import uuid
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet
 from django.db.models.functions import Coalesce
 
 from contextops.errors import Invalid, NotFound
@@ -95,7 +95,7 @@ def call_neighbours(*, session: Session, call: Usage) -> tuple[int | None, int |
     calls = _calls_sent(session)
     before = (
         calls.filter(Q(moment__lt=moment) | Q(moment=moment, id__lt=call.pk))
-        .order_by("-moment", "-id")
+        .order_by(F("moment").desc(), F("id").desc())
         .values_list("id", flat=True)
         .first()
     )
