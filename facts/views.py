@@ -82,9 +82,17 @@ def _lineage_context(
         }
         for i, fact in enumerate(lineage.chain)
     ]
+    # Versions of this chain flagged because a fact they depend on changed: what to check
+    # and the button that says it was checked, at the top of the page.
+    to_review = [
+        {"fact": fact, "depends_on": lineage.depends_on.get(fact.pk, [])}
+        for fact in reversed(lineage.chain)
+        if fact.needs_review
+    ]
     return {
         "key": key,
         "lineage": lineage,
+        "to_review": to_review,
         "timeline": list(reversed(timeline)),
         "graph": lineage_graph(lineage),
         "error": error,

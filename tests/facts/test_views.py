@@ -113,6 +113,26 @@ def test_it_clears_needs_review_from_the_lineage_page(member_client, org):
     assert plain.status_code == 302 and plain["Location"] == "/facts/base_v1/lineage/"
 
 
+def test_a_fact_needing_review_says_why_on_its_own_page_and_is_cleared_there(member_client, org):
+    w(org, "base_v1", "1")
+    w(org, "derived", "2 derived from base", depends_on=["base_v1"])
+    w(org, "base_v2", "3", supersedes="base_v1")
+    html = member_client.get("/facts/derived/lineage/").content.decode()
+    card = html[html.index('id="review-derived"') :]
+    card = card[: card.index("</section>")]
+    assert "A fact it depends on changed" in card
+    assert 'href="/facts/base_v1/lineage/">base_v1</a>' in card
+    assert "2 derived from base" in card and 'action="/facts/derived/review/"' in card
+    assert 'name="lineage" value="derived"' in card
+
+    cleared = member_client.post(
+        "/facts/derived/review/", {"lineage": "derived"}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert 'id="review-derived"' not in cleared and "review-due" not in cleared
+    again = member_client.get("/facts/derived/lineage/").content.decode()
+    assert "review-due" not in again
+
+
 def test_marking_a_fact_reviewed_is_audited_for_its_organization_only(
     member_client, org, audit_page
 ):
