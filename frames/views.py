@@ -46,10 +46,7 @@ FRAME_POLL_SECONDS = 3
 # Events one poll of the session page turns into updates; a busier session catches up
 # over the next polls.
 EVENTS_PER_POLL = 200
-LIFECYCLE_STEPS = [
-    (value, "Active under pressure" if value == "active_pressure" else label)
-    for value, label in Session.Lifecycle.choices
-]
+LIFECYCLE_STEPS = Session.Lifecycle.choices
 
 
 def _json(value: Any) -> str:

@@ -21,7 +21,7 @@ class Session(models.Model):
         LOADING = "loading"
         BOOTSTRAP = "bootstrap"
         ACTIVE = "active"
-        ACTIVE_PRESSURE = "active_pressure"
+        ACTIVE_PRESSURE = "active_pressure", "Active under pressure"
         PERSISTING = "persisting"
         ENDED = "ended"
 

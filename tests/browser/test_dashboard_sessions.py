@@ -26,7 +26,7 @@ def test_the_list_filters_by_status_and_shows_tokens_and_cost(logged_in, agent):
     expect(row).to_contain_text("1,000,000")
     expect(row).to_contain_text("$3")
 
-    page.get_by_label("Status").select_option("ended")
+    page.get_by_label("Lifecycle").select_option("ended")
     expect(results).not_to_contain_text("Still working")
     expect(results).to_contain_text("Finished refund")
     assert "status=ended" in page.url

@@ -7,7 +7,7 @@ from django.test.utils import CaptureQueriesContext
 
 from frames import services
 from frames.context import lifecycle
-from frames.models import Event, Frame, Usage
+from frames.models import Event, Frame, Session, Usage
 
 
 def _session(api, title="Research session", **kwargs):
@@ -622,3 +622,14 @@ def test_a_bad_events_anchor_shows_the_nearest_page(api, member_client):
     for before in (5, 999999, -1):
         events, shown = _page_at(member_client, f"/frames/{quiet.pk}/?before={before}")
         assert '<li class="muted">None.</li>' in events and "Newer" not in events
+
+
+def test_the_sessions_list_names_lifecycle_states_as_the_session_page_does(api, member_client):
+    session = services.session_create(organization=api.organization, agent=api.agent, title="Hot")
+    Session.objects.filter(pk=session.pk).update(lifecycle_state="active_pressure")
+    listed = member_client.get("/").content.decode()
+    assert '<label for="filter-status">Lifecycle</label>' in listed
+    assert '<option value="active_pressure">Active under pressure</option>' in listed
+    assert '<span class="badge active_pressure">Active under pressure</span>' in listed
+    page = member_client.get(f"/sessions/{session.pk}/").content.decode()
+    assert "Active under pressure" in page and "Active Pressure" not in page + listed
