@@ -166,3 +166,14 @@ def test_it_keeps_other_organizations_out(make_user, org):
 def test_it_requires_login(client):
     response = client.get("/facts/")
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def test_fact_values_read_as_json_never_as_python(member_client, org):
+    w(org, "light_v1", {"v": "green", "ok": True, "n": None})
+    w(org, "light_v2", ["red", 2], supersedes="light_v1")
+    listed = member_client.get("/facts/", {"validity": "all"}).content.decode()
+    lineage = member_client.get("/facts/light_v2/lineage/").content.decode()
+    for html in (listed, lineage):
+        assert "{&quot;n&quot;: null, &quot;ok&quot;: true, &quot;v&quot;: &quot;green&quot;}" in html
+        assert "[&quot;red&quot;, 2]" in html
+        assert "&#x27;v&#x27;" not in html and "True" not in html and "None" not in html
