@@ -633,3 +633,12 @@ def test_the_sessions_list_names_lifecycle_states_as_the_session_page_does(api, 
     assert '<span class="badge active_pressure">Active under pressure</span>' in listed
     page = member_client.get(f"/sessions/{session.pk}/").content.decode()
     assert "Active under pressure" in page and "Active Pressure" not in page + listed
+
+
+def test_the_recent_events_lead_to_the_whole_log(api, member_client):
+    session = services.session_create(organization=api.organization, agent=api.agent)
+    services.frame_push(session=session, goal="Root", budget_total=1000)
+    page = member_client.get(f"/sessions/{session.pk}/").content.decode()
+    card = page[page.index("<h2>Recent events</h2>") :]
+    card = card[: card.index("</section>")]
+    assert f'href="/sessions/{session.pk}/at/">the whole log, step by step, in History</a>' in card
