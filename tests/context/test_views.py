@@ -19,6 +19,18 @@ def test_it_shows_the_pressure_gauge_that_refreshes_itself(member_client, sessio
     assert "<html" not in html
 
 
+def test_high_pressure_without_candidates_says_there_are_none(
+    member_client, session, frame, make_handle
+):
+    Frame.objects.filter(pk=frame.pk).update(last_occupancy_tokens=7_200, pressure_level="high")
+    html = member_client.get(f"/sessions/{session.id}/pressure/").content.decode()
+    assert "Review the eviction candidates" in html and 'id="no-eviction-candidates"' in html
+    make_handle(frame, "x " * 3000, tokens=1500, priority="low")
+    html = member_client.get(f"/sessions/{session.id}/pressure/").content.decode()
+    assert "Eviction candidates (" in html and "1,500 tokens" in html
+    assert 'id="no-eviction-candidates"' not in html
+
+
 def test_the_gauge_states_a_low_band_plainly(member_client, session, frame):
     Frame.objects.filter(pk=frame.pk).update(last_occupancy_tokens=1_000, pressure_level="low")
     html = member_client.get(f"/sessions/{session.id}/pressure/").content.decode()
