@@ -143,6 +143,8 @@ def session_list(
         pk = _uuid(search)
         if pk is not None:
             condition |= Q(pk=pk)
+        elif (ids := _uuid_prefix_range(search)) is not None:
+            condition |= Q(pk__gte=ids[0], pk__lte=ids[1])
         sessions = sessions.filter(condition)
     if status:
         sessions = sessions.filter(lifecycle_state=status)
@@ -155,6 +157,16 @@ def session_list(
     if until is not None:
         sessions = sessions.filter(started_at__lt=day_start(until, after=True))
     return sessions
+
+
+def _uuid_prefix_range(text: str) -> tuple[uuid.UUID, uuid.UUID] | None:
+    """The ids that start with ``text`` (4 or more hex digits, dashes ignored: the short
+    ids the CLI, the audit log and the RLM list show) as the range (lowest, highest);
+    None for anything else."""
+    digits = text.replace("-", "").lower()
+    if not 4 <= len(digits) < 32 or digits.strip("0123456789abcdef"):
+        return None
+    return uuid.UUID(digits.ljust(32, "0")), uuid.UUID(digits.ljust(32, "f"))
 
 
 def session_graph_threads(session: Session) -> list:

@@ -63,6 +63,19 @@ def test_it_searches_by_the_apis_name_for_the_search_too(api, member_client):
     assert "Refund for order 42" in both and "LangGraph thread" not in both
 
 
+def test_it_finds_a_session_by_the_short_id_other_pages_show(api, member_client):
+    wanted = _session(api, title="Quarterly report")
+    other = _session(api, title="Refund for order 42")
+    short = str(wanted.pk)[:8]
+    assert not str(other.pk).startswith(short)  # two random ids: 1 in 4 billion
+    for query in (short, short.upper(), str(wanted.pk)[:13]):  # dashes as the id has them
+        found = member_client.get("/", {"q": query}).content.decode()
+        assert "Quarterly report" in found and "Refund" not in found, query
+    for query in ("abc", "zzzzzzzz", str(wanted.pk)[:8] + "x"):  # too short, not hex
+        found = member_client.get("/", {"q": query})
+        assert found.status_code == 200 and "Quarterly report" not in found.content.decode()
+
+
 def test_it_paginates_sessions(api, member_client):
     for i in range(30):
         _session(api, title=f"Session number {i:02d}")
