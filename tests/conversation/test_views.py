@@ -295,3 +295,11 @@ def test_another_organization_gets_404(make_session, make_user, page):
 def test_it_needs_a_login(page):
     response = Client().get(page)
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def test_the_conversation_pages_are_headed_by_the_sessions_title(session, member_client, page):
+    Session.objects.filter(pk=session.pk).update(title="Migrate the billing cron jobs")
+    for url in (page, f"/sessions/{session.id}/turns/counterfactual/"):
+        html = member_client.get(url).content.decode()
+        heading = html[html.index("<h1>") : html.index("</h1>")]
+        assert "Migrate the billing cron jobs" in heading and str(session.id) not in heading, url
