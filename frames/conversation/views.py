@@ -417,20 +417,57 @@ CATEGORY_LABELS = {
 COLLAPSE_CHARS = 600
 
 
+def _formatted(value) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def _result_text(content) -> str:
+    """A tool result's content: its text, its text blocks' texts, else formatted JSON."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(
+        isinstance(b, dict) and b.get("type") == "text" for b in content
+    ):
+        return "\n".join(str(b.get("text", "")) for b in content)
+    return _formatted(content)
+
+
+def _block_text(block) -> str:
+    """One content block as a person reads it: text as written, a tool call as its name
+    and input, a result as what came back, each headed by what it is."""
+    if not isinstance(block, dict):
+        return _formatted(block)
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", ""))
+    if kind == "thinking":
+        return "[thinking]\n" + str(block.get("thinking", ""))
+    if kind == "redacted_thinking":
+        return "[thinking, redacted]"
+    if kind == "tool_use":
+        return f"[tool call: {block.get('name', '?')} · {block.get('id', '')}]\n" + _formatted(
+            block.get("input", {})
+        )
+    if kind == "tool_result":
+        error = " · error" if block.get("is_error") else ""
+        return f"[tool result{error} · {block.get('tool_use_id', '')}]\n" + _result_text(
+            block.get("content", "")
+        )
+    if kind == "image":
+        return "[image]"
+    return _formatted(block)
+
+
 def _shown(message) -> dict:
-    """A message as the call page shows it: its text, or its blocks as formatted JSON."""
+    """A message as the call page shows it: its text, its blocks one after another
+    (tool calls and results headed by what they are), never a wall of JSON."""
     content = message.content
     if isinstance(content, str):
         body = content
-    elif (
-        isinstance(content, list)
-        and len(content) == 1
-        and isinstance(content[0], dict)
-        and content[0].get("type") == "text"
-    ):
-        body = str(content[0].get("text", ""))
+    elif isinstance(content, list):
+        body = "\n\n".join(_block_text(block) for block in content)
     else:
-        body = json.dumps(content, indent=2, ensure_ascii=False)
+        body = _formatted(content)
     return {
         "message": message,
         "body": body,

@@ -205,3 +205,22 @@ def test_a_call_page_scales_each_categorys_parts_with_it(api, session, member_cl
         for c in answer["categories"]
     }
     assert shown == rows  # the API lists the same parts, scaled the same way
+
+
+def test_a_call_page_reads_tool_calls_and_results_as_what_they_are(api, session, member_client):
+    messages = [
+        {"role": "user", "content": "Fix the parser"},
+        assistant(text("Reading it first."), tool_use("r1", "Read", file_path="src/parser.py")),
+        tool_result("r1", "def parse(): pass"),
+        assistant(tool_use("b1", "Bash", command="make test")),
+        tool_result("b1", [{"type": "text", "text": "1 failed"}], is_error=True),
+    ]
+    body = {"messages": messages, "usage": {"input_tokens": 90, "output_tokens": 10}}
+    assert api.post(f"/sessions/{session.pk}/messages", body).status_code == 200
+    call = Usage.objects.get(session=session)
+    html = member_client.get(f"/sessions/{session.pk}/calls/{call.pk}/").content.decode()
+    request = html[html.index('id="call-request"') : html.index('id="call-response"')]
+    assert "Reading it first.\n\n[tool call: Read · r1]\n{\n  &quot;file_path&quot;" in request
+    assert "[tool result · r1]\ndef parse(): pass" in request
+    assert "[tool result · error · b1]\n1 failed" in request
+    assert "&quot;type&quot;: &quot;tool_use&quot;" not in request  # no raw block JSON
