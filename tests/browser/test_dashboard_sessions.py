@@ -36,3 +36,20 @@ def test_the_list_filters_by_status_and_shows_tokens_and_cost(logged_in, agent):
     agent.session_end(later)
     expect(results).to_contain_text("Ended later", timeout=15_000)
     expect(results).not_to_contain_text("Still working")
+
+
+def test_an_admin_deletes_a_session_behind_a_second_step_and_the_list_says_so(logged_in, agent):
+    page = logged_in
+    session = agent.session_create(identity=IDENTITY, title="Scratch work")
+    agent.session_create(identity=IDENTITY, title="Kept work")
+    page.goto(f"/sessions/{session.id}/")
+    delete = page.get_by_role("button", name="Delete session")
+    expect(delete).to_be_hidden()  # no red button beside Export until asked for
+    page.locator(".session-delete summary").click()
+    page.get_by_label("Delete this session and everything").check()
+    delete.click()
+    page.wait_for_url(lambda url: "/sessions/" not in url)  # back on the list
+    expect(page.get_by_role("status")).to_contain_text("Deleted the session “Scratch work”")
+    results = page.locator("#session-results")
+    expect(results).to_contain_text("Kept work")
+    expect(results).not_to_contain_text("Scratch work")

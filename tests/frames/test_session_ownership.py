@@ -132,6 +132,10 @@ def test_the_dashboard_exports_for_members_and_deletes_for_admins(world, make_us
     gone = admin.post(f"/sessions/{sid}/delete/", {"confirm": "on"})
     assert gone.status_code == 302 and gone["Location"] == "/"
     assert not Session.objects.filter(pk=sid).exists()
+    # The list it lands on says what went, once.
+    listed = admin.get("/").content.decode()
+    assert "Deleted the session “Refund for order 7” and everything" in listed
+    assert "Deleted the session" not in admin.get("/").content.decode()
     entries = AuditEntry.objects.filter(action__startswith="session.").order_by("created_at")
     assert [(e.action, e.actor) for e in entries] == [
         ("session.exported", "ada"),
