@@ -1,5 +1,6 @@
 """At 390 px wide (a phone) the pages stay usable: Log out is reachable, nothing overflows
-the window, no figure or heading breaks inside a word, the occupancy chart draws every point with its axes."""
+the window, every section of the navigation is in sight, no figure, heading or tab breaks
+inside a word, the occupancy chart draws every point with its axes."""
 
 import pytest
 from playwright.sync_api import expect
@@ -42,7 +43,7 @@ def test_a_phone_sized_window_keeps_log_out_reachable(
         assert width <= 400, f"{path} is {width} px wide: {wide}"
         # A figure stays on one line (a narrow table scrolls in its card instead).
         broken = page.evaluate(
-            """[...document.querySelectorAll("td.num, th")].filter(cell => {
+            """[...document.querySelectorAll("td.num, th, .tabs a, .topbar nav a")].filter(cell => {
                 const texts = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
                 const lines = new Set();
                 for (let node = texts.nextNode(); node; node = texts.nextNode()) {
@@ -54,6 +55,12 @@ def test_a_phone_sized_window_keeps_log_out_reachable(
             }).slice(0, 5).map(cell => cell.textContent.trim())"""
         )
         assert broken == [], f"{path} breaks inside a word: {broken}"
+        # Every section of the main navigation is in sight, none cut off at the edge.
+        cut = page.evaluate(
+            '[...document.querySelectorAll(".topbar nav a")]'
+            ".filter(a => a.getBoundingClientRect().right > 390).map(a => a.textContent)"
+        )
+        assert cut == [], f"{path} hides {cut} past the edge"
     expect(page.locator("svg.conv-chart circle.conv-point")).to_have_count(3)
     expect(page.locator("svg.conv-chart .conv-axis")).to_have_count(2)
     page.get_by_role("button", name="Log out").click()
