@@ -77,17 +77,21 @@ def stacked(days: list, series: dict[str, list[float | Decimal]], *, money: bool
             chart.empty = False
         if len(days) <= 14 or index % max(1, len(days) // 10) == 0:
             chart.labels.append({"x": round(x + bar / 2, 1), "text": day.strftime("%m-%d")})
-    for step in range(5):
-        value = top * step / 4
-        chart.ticks.append(
-            {
-                "y": round(HEIGHT - BOTTOM - plot_height * step / 4, 1),
-                "text": (f"${value:,.4g}" if value < 1 else f"${value:,.2f}")
-                if money
-                else f"{int(value):,}",
-            }
-        )
+    values = [top * step / 4 for step in range(5)]
+    texts = money_ticks(values) if money else [f"{int(value):,}" for value in values]
+    for step, text in enumerate(texts):
+        chart.ticks.append({"y": round(HEIGHT - BOTTOM - plot_height * step / 4, 1), "text": text})
     return chart
+
+
+def money_ticks(values: list[float]) -> list[str]:
+    """Axis labels in US dollars with two decimals ("$0.38"); more only when two would
+    print two ticks alike, as on an axis of fractions of a cent ("$0.0005")."""
+    for decimals in range(2, 7):
+        texts = [f"${value:,.{decimals}f}" for value in values]
+        if len(set(texts)) == len(texts):
+            return texts
+    return texts
 
 
 def axis_steps(peak: float, most: int = 5) -> list[int]:
