@@ -94,3 +94,9 @@ def cost_total(rows: Iterable[Mapping], prices: Mapping[str, Price]) -> CostTota
         else:
             usd += cost
     return CostTotal(usd=usd, unpriced_models=tuple(sorted(unpriced)))
+
+
+def usd_text(usd: Decimal) -> str:
+    """An amount of US dollars as a page shows it: four decimals under a dollar, so a small
+    model's cost still reads ($0.0017), two from a dollar up ($1,234.50)."""
+    return f"${usd:,.4f}" if -1 < usd < 1 else f"${usd:,.2f}"

@@ -732,11 +732,13 @@ class UsageDay:
     cost: Decimal | None
 
 
-def usage_by_day(*, organization, since: datetime) -> list[UsageDay]:
+def usage_by_day(
+    *, organization, since: datetime, prices: dict[str, Price] | None = None
+) -> list[UsageDay]:
     """The organization's model calls since ``since``, summed per day (when each was sent,
     else recorded; UTC), model and agent, each with its window tokens and cost (None for
-    a model without a price). One query and the price table."""
-    prices = price_table()
+    a model without a price). One query, and the price table when not given."""
+    prices = price_table() if prices is None else prices
     rows: Any = (
         Usage.objects.filter(session__organization=organization)
         .annotate(moment=Coalesce("started_at", "created_at"))
@@ -765,3 +767,83 @@ def usage_by_day(*, organization, since: datetime) -> list[UsageDay]:
         )
         for row in rows
     ]
+
+
+@dataclass
+class UsageTotal:
+    """One model's or one agent's calls over a window: how many, their tokens by kind,
+    and what they cost (``cost.usd`` over the priced calls; ``cost.unpriced_models``
+    names the models without a price, whose calls ``usd`` leaves out)."""
+
+    name: str
+    calls: int = 0
+    input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    output_tokens: int = 0
+    cost: CostTotal = field(default_factory=lambda: CostTotal(usd=Decimal(0)))
+    priced: bool = True  # a model's row: whether the model has a price at all
+
+    @property
+    def tokens(self) -> int:
+        return (
+            self.input_tokens
+            + self.cache_creation_input_tokens
+            + self.cache_read_input_tokens
+            + self.output_tokens
+        )
+
+
+@dataclass(frozen=True)
+class UsageTotals:
+    by_model: list[UsageTotal]
+    by_agent: list[UsageTotal]
+    total: UsageTotal
+
+
+def _usage_total(name: str, rows: list[dict], prices: dict[str, Price]) -> UsageTotal:
+    """Rows of one group (one per model) summed, their cost by ``cost_total``: the same
+    sum the sessions list and a session's page make."""
+    total = UsageTotal(name=name, cost=cost_total(rows, prices))
+    for row in rows:
+        total.calls += row["calls"]
+        for kind in USAGE_SUMS:
+            setattr(total, kind, getattr(total, kind) + (row[kind] or 0))
+    return total
+
+
+def usage_totals(
+    *, organization, since: datetime, prices: dict[str, Price] | None = None
+) -> UsageTotals:
+    """The organization's model calls since ``since`` (when each was sent, else recorded),
+    totalled by model, by agent and altogether, most costly first. One aggregate query
+    grouped by agent and model, whatever the number of calls, and the price table when
+    not given."""
+    prices = price_table() if prices is None else prices
+    rows: Any = (
+        Usage.objects.filter(session__organization=organization)
+        .annotate(moment=Coalesce("started_at", "created_at"))
+        .filter(moment__gte=since)
+        .values("session__agent__name", "model")
+        .annotate(calls=Count("id"), **USAGE_SUMS)
+        .order_by("session__agent__name", "model")
+    )
+    models: dict[str, list[dict]] = {}
+    agents: dict[str, list[dict]] = {}
+    for row in rows:
+        row["model"] = row["model"] or ""
+        models.setdefault(row["model"], []).append(row)
+        agents.setdefault(row["session__agent__name"] or "", []).append(row)
+
+    def ranked(groups: dict[str, list[dict]]) -> list[UsageTotal]:
+        totals = [_usage_total(name, group, prices) for name, group in groups.items()]
+        return sorted(totals, key=lambda t: (t.cost.usd, t.tokens), reverse=True)
+
+    by_model = ranked(models)
+    for total in by_model:
+        total.priced = price_for(total.name, prices) is not None
+    return UsageTotals(
+        by_model=by_model,
+        by_agent=ranked(agents),
+        total=_usage_total("Total", [row for group in models.values() for row in group], prices),
+    )

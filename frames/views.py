@@ -8,7 +8,6 @@ budget card, calls and events (an htmx request for ``frame_detail``).
 import hashlib
 import json
 from datetime import UTC, date, datetime, time, timedelta
-from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
 
@@ -480,16 +479,18 @@ def _series(rows, days: list, key: str, value: str) -> dict[str, list]:
 @require_GET
 @organization_required
 def usage(request: MemberRequest) -> HttpResponse:
-    """Tokens and cost per day over the last USAGE_DAYS days, by model and by agent."""
+    """Tokens and cost per day over the last USAGE_DAYS days, by model and by agent,
+    charted and totalled in tables."""
     request.nav_section = "usage"
     today = timezone.now().date()
     days = [today - timedelta(days=n) for n in range(USAGE_DAYS - 1, -1, -1)]
     since = timezone.make_aware(datetime.combine(days[0], time.min), UTC)
-    rows = selectors.usage_by_day(organization=request.organization, since=since)
-    unpriced = sorted({row.model or "(unnamed)" for row in rows if row.cost is None})
-    total_cost = sum((row.cost for row in rows if row.cost is not None), Decimal(0))
+    prices = selectors.price_table()
+    rows = selectors.usage_by_day(organization=request.organization, since=since, prices=prices)
+    totals = selectors.usage_totals(organization=request.organization, since=since, prices=prices)
     context = {
         "days": USAGE_DAYS,
+        "totals": totals,
         "charts": [
             (
                 "Tokens per day by model",
@@ -508,8 +509,8 @@ def usage(request: MemberRequest) -> HttpResponse:
                 charts.stacked(days, _series(rows, days, "agent", "cost"), money=True),
             ),
         ],
-        "total_tokens": sum(row.tokens for row in rows),
-        "total_cost": total_cost,
-        "unpriced": unpriced,
+        "total_tokens": totals.total.tokens,
+        "total_cost": totals.total.cost.usd,
+        "unpriced": [model or "(unnamed)" for model in totals.total.cost.unpriced_models],
     }
     return render_page(request, "frames/usage.html", context)

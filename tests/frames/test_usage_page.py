@@ -6,7 +6,8 @@ from decimal import Decimal
 import pytest
 from django.test import Client
 
-from frames import charts
+from frames import charts, selectors
+from frames.models import Session, Usage
 
 pytestmark = pytest.mark.usefixtures("prices")
 
@@ -37,6 +38,101 @@ def test_it_shows_nothing_of_another_organization(api, start_session, push_ok, m
     outsider.force_login(make_user(username="globex", org="Globex"))
     html = outsider.get("/usage/").content.decode()
     assert "claude-sonnet-4-5" not in html and "<rect" not in html and "$0.00" in html
+
+
+def _record(client, frame_id, **usage):
+    usage.setdefault("output_tokens", 0)
+    response = client.post(f"/frames/{frame_id}/usage", usage)
+    assert response.status_code in (200, 201), response.content
+
+
+@pytest.fixture
+def two_agents(api, make_api, start_session, push_ok):
+    """Acme's researcher on claude-sonnet-4-5 ($3.01005) and writer on claude-haiku-4-5
+    ($0.0017) and an unpriced model; Globex's calls on gpt-5, which Acme must never see."""
+    writer = make_api(agent="writer")
+    research = start_session(model="claude-sonnet-4-5")
+    frame = push_ok(research["id"], 5_000_000)
+    _record(api, frame["id"], input_tokens=1_000_000)  # $3
+    _record(  # 100 × $3 + 1,000 × $3.75 + 10,000 × $0.30 + 200 × $15, per million
+        api,
+        frame["id"],
+        input_tokens=100,
+        cache_creation_input_tokens=1_000,
+        cache_read_input_tokens=10_000,
+        output_tokens=200,
+    )
+    writing = start_session(writer, model="claude-haiku-4-5")
+    frame = push_ok(writing["id"], 5_000_000, client=writer)
+    _record(writer, frame["id"], input_tokens=1_000, output_tokens=140)  # $0.0017
+    _record(writer, frame["id"], input_tokens=10, model="homegrown-7b")  # no price
+    globex = make_api(org="Globex", agent="intruder")
+    elsewhere = start_session(globex, model="gpt-5")
+    frame = push_ok(elsewhere["id"], 5_000_000, client=globex)
+    _record(globex, frame["id"], input_tokens=7_000_000, output_tokens=0)
+    return research, writing
+
+
+def test_it_totals_by_model_and_by_agent_to_the_headline(two_agents, member_client):
+    page = member_client.get("/usage/")
+    html = page.content.decode()
+    totals = page.context["totals"]
+    by_model = {t.name: t for t in totals.by_model}
+    by_agent = {t.name: t for t in totals.by_agent}
+    assert list(by_model) == ["claude-sonnet-4-5", "claude-haiku-4-5", "homegrown-7b"]
+    sonnet, haiku, homegrown = by_model.values()
+    assert (sonnet.calls, sonnet.input_tokens, sonnet.output_tokens) == (2, 1_000_100, 200)
+    assert (sonnet.cache_creation_input_tokens, sonnet.cache_read_input_tokens) == (1_000, 10_000)
+    assert sonnet.cost.usd == Decimal("3.01005") and haiku.cost.usd == Decimal("0.0017")
+    assert not homegrown.priced and homegrown.calls == 1
+    assert list(by_agent) == ["researcher", "writer"]
+    assert by_agent["writer"].cost.unpriced_models == ("homegrown-7b",)
+    assert by_agent["writer"].tokens == 1_150
+    headline = page.context["total_cost"]
+    assert headline == Decimal("3.01175")
+    assert sum(t.cost.usd for t in by_model.values()) == headline
+    assert sum(t.cost.usd for t in by_agent.values()) == headline
+    assert totals.total.calls == 4 == sum(t.calls for t in by_agent.values())
+    assert page.context["total_tokens"] == sum(t.tokens for t in by_model.values()) == 1_012_450
+    # The same figures the sessions list and each session's page show.
+    research, writing = two_agents
+    for agent, session in (("researcher", research), ("writer", writing)):
+        cost = selectors.session_cost(Session.objects.get(pk=session["id"]))
+        assert by_agent[agent].cost == cost
+    model_table = html[html.index('id="usage-by-model"') : html.index('id="usage-by-agent"')]
+    assert '<td>claude-haiku-4-5</td><td class="num">1</td>' in model_table
+    assert ">$0.0017<" in model_table and ">$3.01<" in model_table
+    assert ">no price<" in model_table and ">10,000<" in model_table
+    assert model_table.count(">$3.01<") == 2  # sonnet, and the total row
+    assert 'id="usage-total-cost">$3.01<' in html
+
+
+def test_it_never_counts_another_organizations_calls(two_agents, member_client):
+    page = member_client.get("/usage/")
+    html = page.content.decode()
+    assert "gpt-5" not in html and "intruder" not in html and "7,0" not in html
+    assert {t.name for t in page.context["totals"].by_agent} == {"researcher", "writer"}
+
+
+def _calls(session, count: int) -> None:
+    Usage.objects.bulk_create(
+        Usage(session=session, model=("claude-sonnet-4-5", "gpt-5", "")[n % 3], input_tokens=n)
+        for n in range(count)
+    )
+
+
+def test_its_queries_do_not_grow_with_the_calls(
+    api, start_session, member_client, django_assert_max_num_queries
+):
+    session = Session.objects.get(pk=start_session(model="claude-sonnet-4-5")["id"])
+    counts = []
+    for total in (3, 300):
+        _calls(session, total - Usage.objects.filter(session=session).count())
+        with django_assert_max_num_queries(7) as captured:
+            page = member_client.get("/usage/")
+        assert page.context["totals"].total.calls == total
+        counts.append(len(captured.captured_queries))
+    assert counts[0] == counts[1]
 
 
 def test_money_axes_read_with_two_decimals():
