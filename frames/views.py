@@ -462,6 +462,14 @@ def session_calls(request: MemberRequest, session_id) -> HttpResponse:
 
 
 USAGE_DAYS = 30
+USAGE_RANGES = (7, 30, 90)  # the windows the page offers, in days
+
+
+def _usage_days(request: MemberRequest) -> int:
+    """The window the address asks for (``?days=``): one of USAGE_RANGES, else
+    USAGE_DAYS, whatever the value (missing, not a number, negative, huge)."""
+    value = request.GET.get("days", "")
+    return int(value) if value in {str(days) for days in USAGE_RANGES} else USAGE_DAYS
 
 
 def _series(rows, days: list, key: str, value: str) -> dict[str, list]:
@@ -479,17 +487,19 @@ def _series(rows, days: list, key: str, value: str) -> dict[str, list]:
 @require_GET
 @organization_required
 def usage(request: MemberRequest) -> HttpResponse:
-    """Tokens and cost per day over the last USAGE_DAYS days, by model and by agent,
-    charted and totalled in tables."""
+    """Tokens and cost per day over the last ``?days=`` days (USAGE_RANGES; USAGE_DAYS
+    by default), by model and by agent, charted and totalled in tables."""
     request.nav_section = "usage"
+    window = _usage_days(request)
     today = timezone.now().date()
-    days = [today - timedelta(days=n) for n in range(USAGE_DAYS - 1, -1, -1)]
+    days = [today - timedelta(days=n) for n in range(window - 1, -1, -1)]
     since = timezone.make_aware(datetime.combine(days[0], time.min), UTC)
     prices = selectors.price_table()
     rows = selectors.usage_by_day(organization=request.organization, since=since, prices=prices)
     totals = selectors.usage_totals(organization=request.organization, since=since, prices=prices)
     context = {
-        "days": USAGE_DAYS,
+        "days": window,
+        "ranges": USAGE_RANGES,
         "totals": totals,
         "charts": [
             (

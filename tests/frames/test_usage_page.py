@@ -1,10 +1,11 @@
 """The Usage page: tokens and cost per day by model and by agent, drawn as SVG."""
 
-from datetime import date
+from datetime import date, timedelta
 from decimal import Decimal
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from frames import charts, selectors
 from frames.models import Session, Usage
@@ -133,6 +134,27 @@ def test_its_queries_do_not_grow_with_the_calls(
         assert page.context["totals"].total.calls == total
         counts.append(len(captured.captured_queries))
     assert counts[0] == counts[1]
+
+
+@pytest.mark.parametrize("days", ["abc", "-1", "100000", "", "7.0", "0"])
+def test_an_unknown_window_is_the_last_30_days(days, member_client):
+    page = member_client.get("/usage/", {"days": days})
+    assert page.status_code == 200 and page.context["days"] == 30
+    assert '<a href="?days=30" aria-current="page">' in page.content.decode()
+
+
+def test_a_window_counts_the_calls_of_its_days(api, start_session, push_ok, member_client):
+    frame = push_ok(start_session(model="claude-sonnet-4-5")["id"], 5_000_000)
+    _record(api, frame["id"], input_tokens=1_000_000)  # today: $3
+    ten_days_ago = (timezone.now() - timedelta(days=10)).isoformat()
+    _record(api, frame["id"], input_tokens=2_000_000, started_at=ten_days_ago)  # $6
+    week = member_client.get("/usage/?days=7")
+    html = week.content.decode()
+    assert week.context["totals"].total.calls == 1 and week.context["total_cost"] == 3
+    assert '<a href="?days=7" aria-current="page">' in html and "The last 7 days" in html
+    assert html.count('aria-current="page">Last') == 1
+    quarter = member_client.get("/usage/?days=90")
+    assert quarter.context["totals"].total.calls == 2 and quarter.context["total_cost"] == 9
 
 
 def test_money_axes_read_with_two_decimals():
