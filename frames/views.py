@@ -497,10 +497,14 @@ def usage(request: MemberRequest) -> HttpResponse:
     prices = selectors.price_table()
     rows = selectors.usage_by_day(organization=request.organization, since=since, prices=prices)
     totals = selectors.usage_totals(organization=request.organization, since=since, prices=prices)
+    user = request.user
     context = {
         "days": window,
         "ranges": USAGE_RANGES,
         "totals": totals,
+        "prices_admin": user.is_active
+        and user.is_staff
+        and user.has_perm("frames.view_modelprice"),
         "charts": [
             (
                 "Tokens per day by model",

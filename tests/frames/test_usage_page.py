@@ -157,6 +157,15 @@ def test_a_window_counts_the_calls_of_its_days(api, start_session, push_ok, memb
     assert quarter.context["totals"].total.calls == 2 and quarter.context["total_cost"] == 9
 
 
+def test_model_prices_link_to_the_admin_for_who_may_read_them(member_client, make_user):
+    assert 'href="/admin/frames/modelprice/"' not in member_client.get("/usage/").content.decode()
+    admin = Client()
+    admin.force_login(make_user(username="boss", admin=True))
+    html = admin.get("/usage/").content.decode()
+    assert '<a href="/admin/frames/modelprice/">Model prices</a>' in html
+    assert admin.get("/admin/frames/modelprice/").status_code == 200
+
+
 def test_money_axes_read_with_two_decimals():
     days = [date(2026, 11, 1), date(2026, 11, 2)]
     chart = charts.stacked(days, {"m": [Decimal("0.4"), Decimal("0.1")]}, money=True)
