@@ -2,7 +2,8 @@
 Prometheus's text format (prometheus_client), for an operator's scraper.
 
 Off unless ``CONTEXTOPS_METRICS_TOKEN`` is set: then it answers a request that carries
-``Authorization: Bearer <token>`` and 401 any other; without the setting it is 404. Like
+``Authorization: Bearer <token>`` and 401 any other; without the setting it is 404, and
+``MetricsMiddleware`` leaves the middleware chain, so no request counts or pays. Like
 the probes (contextops.middleware.ProbeMiddleware) it is answered before anything reads
 the request's host, so a scraper may address an instance by its own address, and it
 touches no session, cookie or row: the figures are read, never written.
@@ -32,6 +33,7 @@ from collections.abc import Iterable, Iterator
 from functools import lru_cache
 
 from django.conf import settings
+from django.core.exceptions import MiddlewareNotUsed
 from django.db import DatabaseError
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
@@ -96,6 +98,9 @@ class MetricsMiddleware:
     lookups and two writes to memory (or a mapped file) per request; no database."""
 
     def __init__(self, get_response):
+        if not settings.CONTEXTOPS_METRICS_TOKEN:
+            # Off: the middleware leaves the chain, so a request pays nothing for it.
+            raise MiddlewareNotUsed("CONTEXTOPS_METRICS_TOKEN is not set")
         self.get_response = get_response
 
     def __call__(self, request):

@@ -59,7 +59,12 @@ def scrape(**extra) -> dict[tuple[str, frozenset], float]:
 
 
 def test_it_is_off_unless_a_token_is_set(db, settings):
+    """Off, /metrics is a 404 and no request is counted: the middleware leaves the chain
+    (nothing to pay on any request)."""
     settings.CONTEXTOPS_METRICS_TOKEN = ""
+    counted = requests_counted("GET", "/healthz", 200)
+    assert Client().get("/healthz").status_code == 200
+    assert requests_counted("GET", "/healthz", 200) == counted
     assert Client().get("/metrics", **AUTH).status_code == 404
 
 
@@ -193,6 +198,7 @@ def _process_env(directory, **more) -> dict[str, str]:
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "contextops.settings_test",
         "PROMETHEUS_MULTIPROC_DIR": str(directory),
+        "CONTEXTOPS_METRICS_TOKEN": TOKEN,  # metrics on: unset, the middleware is not used
         **more,
     }
 
