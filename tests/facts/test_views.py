@@ -174,6 +174,8 @@ def test_fact_values_read_as_json_never_as_python(member_client, org):
     listed = member_client.get("/facts/", {"validity": "all"}).content.decode()
     lineage = member_client.get("/facts/light_v2/lineage/").content.decode()
     for html in (listed, lineage):
-        assert "{&quot;n&quot;: null, &quot;ok&quot;: true, &quot;v&quot;: &quot;green&quot;}" in html
+        assert (
+            "{&quot;n&quot;: null, &quot;ok&quot;: true, &quot;v&quot;: &quot;green&quot;}" in html
+        )
         assert "[&quot;red&quot;, 2]" in html
         assert "&#x27;v&#x27;" not in html and "True" not in html and "None" not in html
