@@ -7,6 +7,7 @@ budget card, calls and events (an htmx request for ``frame_detail``).
 
 import hashlib
 import json
+import uuid
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -21,6 +22,7 @@ from django.views.decorators.vary import vary_on_headers
 from contextops.dashboard import organization_required, render_page
 from contextops.errors import NotFound
 from contextops.http import MemberRequest
+from contextops.models import AuditEntry
 
 from . import charts, projections, selectors
 from .models import Event, Frame, Session
@@ -102,9 +104,11 @@ def session_list(request: MemberRequest) -> HttpResponse:
     rows = [(s, costs[s.pk], threads.get(s.pk)) for s in page.object_list]
     kept = query.copy()
     kept.pop("page", None)
+    kept.pop("deleted", None)
     context = {
         "page": page,
         "rows": rows,
+        "deleted": _deleted_title(request, query.get("deleted", "")),
         "q": search,
         "filters": {**filters, "since": query.get("since", ""), "until": query.get("until", "")},
         "filter_errors": _date_errors(query),
@@ -116,6 +120,26 @@ def session_list(request: MemberRequest) -> HttpResponse:
         "poll_seconds": LIST_POLL_SECONDS,
     }
     return render_page(request, "frames/session_list.html", context, partial="results")
+
+
+def _deleted_title(request: MemberRequest, session_id: str) -> str:
+    """The title of the session ``?deleted=`` names, as the audit entry of its deletion in
+    this organization recorded it; "" when there is no such entry (the parameter alone
+    says nothing)."""
+    try:
+        pk = uuid.UUID(session_id)
+    except ValueError:
+        return ""
+    entry = (
+        AuditEntry.objects.filter(
+            organization=request.organization,
+            action=AuditEntry.Action.SESSION_DELETED,
+            target=f"session {pk}",
+        )
+        .only("detail")
+        .first()
+    )
+    return (entry.detail.get("title") or str(pk)) if entry else ""
 
 
 SESSION_ORDER_LABELS = [

@@ -130,12 +130,17 @@ def test_the_dashboard_exports_for_members_and_deletes_for_admins(world, make_us
     admin.force_login(make_user(username="root", admin=True))
     assert "Delete session" in admin.get(f"/sessions/{sid}/").content.decode()
     gone = admin.post(f"/sessions/{sid}/delete/", {"confirm": "on"})
-    assert gone.status_code == 302 and gone["Location"] == "/"
+    assert gone.status_code == 302 and gone["Location"] == f"/?deleted={sid}"
     assert not Session.objects.filter(pk=sid).exists()
-    # The list it lands on says what went, once.
-    listed = admin.get("/").content.decode()
+    # The list it lands on says what went, read from the deletion's audit entry.
+    listed = admin.get(gone["Location"]).content.decode()
     assert "Deleted the session “Refund for order 7” and everything" in listed
     assert "Deleted the session" not in admin.get("/").content.decode()
+    # The address alone proves nothing: a session of no deletion, or another
+    # organization's, says nothing.
+    other = world["theirs"]["id"]
+    for made_up in (other, "00000000-0000-0000-0000-000000000000", "nonsense"):
+        assert "Deleted the session" not in admin.get(f"/?deleted={made_up}").content.decode()
     entries = AuditEntry.objects.filter(action__startswith="session.").order_by("created_at")
     assert [(e.action, e.actor) for e in entries] == [
         ("session.exported", "ada"),
