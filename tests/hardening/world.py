@@ -279,7 +279,7 @@ ACTIONS = {
         {"confirm": "on"},
         "admin",
         lambda acme, jobs: not Session.objects.filter(pk=acme["ids"]["session_id"]).exists(),
-        "/",
+        "/?deleted={session_id}",  # the list, saying what went
     ),
     "compaction start": Action(
         "/sessions/{session_id}/turns/compactions/start/",
