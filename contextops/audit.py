@@ -6,6 +6,7 @@ method and path) is known to ``AuditRequestMiddleware``, which keeps it for the 
 in a context variable; outside a request (a management command) it is empty.
 """
 
+import uuid
 from contextvars import ContextVar
 from typing import Any
 
@@ -100,3 +101,23 @@ class AuditRequestMiddleware:
             return self.get_response(request)
         finally:
             _where.reset(token)
+
+
+def session_deleted_title(*, organization: Organization, session_id: str) -> str:
+    """The title a session of ``organization`` had when it was deleted, as the audit entry
+    of its deletion recorded it (its id when it had none); "" when no such entry exists,
+    so an address naming a session proves nothing by itself."""
+    try:
+        pk = uuid.UUID(session_id)
+    except ValueError:
+        return ""
+    entry = (
+        AuditEntry.objects.filter(
+            organization=organization,
+            action=AuditEntry.Action.SESSION_DELETED,
+            target=f"session {pk}",
+        )
+        .only("detail")
+        .first()
+    )
+    return (entry.detail.get("title") or str(pk)) if entry else ""

@@ -7,7 +7,6 @@ budget card, calls and events (an htmx request for ``frame_detail``).
 
 import hashlib
 import json
-import uuid
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -19,10 +18,10 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
+from contextops.audit import session_deleted_title
 from contextops.dashboard import organization_required, render_page
 from contextops.errors import NotFound
 from contextops.http import MemberRequest
-from contextops.models import AuditEntry
 
 from . import charts, projections, selectors
 from .models import Event, Frame, Session
@@ -108,7 +107,9 @@ def session_list(request: MemberRequest) -> HttpResponse:
     context = {
         "page": page,
         "rows": rows,
-        "deleted": _deleted_title(request, query.get("deleted", "")),
+        "deleted": session_deleted_title(
+            organization=request.organization, session_id=query.get("deleted", "")
+        ),
         "q": search,
         "filters": {**filters, "since": query.get("since", ""), "until": query.get("until", "")},
         "filter_errors": _date_errors(query),
@@ -120,26 +121,6 @@ def session_list(request: MemberRequest) -> HttpResponse:
         "poll_seconds": LIST_POLL_SECONDS,
     }
     return render_page(request, "frames/session_list.html", context, partial="results")
-
-
-def _deleted_title(request: MemberRequest, session_id: str) -> str:
-    """The title of the session ``?deleted=`` names, as the audit entry of its deletion in
-    this organization recorded it; "" when there is no such entry (the parameter alone
-    says nothing)."""
-    try:
-        pk = uuid.UUID(session_id)
-    except ValueError:
-        return ""
-    entry = (
-        AuditEntry.objects.filter(
-            organization=request.organization,
-            action=AuditEntry.Action.SESSION_DELETED,
-            target=f"session {pk}",
-        )
-        .only("detail")
-        .first()
-    )
-    return (entry.detail.get("title") or str(pk)) if entry else ""
 
 
 SESSION_ORDER_LABELS = [

@@ -36,7 +36,7 @@ from frames.archive import session_events
 from frames.locks import session_lock
 from frames.models import Event, Session, Suspension, token_hash
 from frames.rlm.models import RlmCheckpoint, RlmMutation, RlmState, RlmVariable
-from frames.rlm.values import load_file
+from frames.rlm.values import stored_value
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def _with_values(rows: list[dict], pairs: tuple[tuple[str, str], ...]) -> list[d
     for row in rows:
         for value, file in pairs:
             if row.get(file):
-                row[value] = _plain(load_file(row[file]))
+                row[value] = _plain(stored_value(row[value], row[file]))
     return rows
 
 
