@@ -50,6 +50,7 @@ HANDLE_FIELDS = (
     "estimated_tokens",
     "summary",
     "summary_tokens",
+    "attention_weight",
 )
 
 
@@ -120,6 +121,8 @@ def _facts(
             tokens=fact.tokens or 0,
             is_constraint=fact.is_constraint,
             stored=fact,
+            subject=fact.subject,
+            governs=fact.memory_type == "organizational",
         )
         for fact in rows
     ]
@@ -171,7 +174,9 @@ def _segments(
         ]
     segments, skipped, cold = [], [], []
     for order, row in enumerate(rows):
-        hid, kind, priority, state, content, ref, _, tokens, summary, summary_tokens = row
+        hid, kind, priority, state, content, ref, _, tokens, summary, summary_tokens, attention = (
+            row
+        )
         if as_of is not None:
             state = as_of.handle_states.get(hid, state)
             if hid in as_of.summaries_after:
@@ -203,6 +208,7 @@ def _segments(
                 summary_tokens=summary_tokens,
                 order=order,
                 forced=forced,
+                attention=attention,
             )
         )
     return segments, skipped, cold
@@ -263,6 +269,36 @@ def _resources(cold: list[dict[str, Any]], pack_format: str) -> list[packing.Res
             name = f"○ {name}"
         resources.append(packing.ResourceName(handle["id"], name, packing.estimate_tokens(name)))
     return resources
+
+
+def _included_entry(item: packing.PackedItem[Any]) -> dict[str, Any]:
+    """An included item as the pack's record keeps it: enough to explain it later."""
+    entry: dict[str, Any] = {
+        "section": item.section,
+        "id": item.id,
+        "tokens": item.tokens,
+        "form": item.form,
+        "rank": item.rank,
+        "reason": item.reason,
+        "score": item.score.as_dict() if item.score is not None else None,
+        "older_than": item.older_than,
+    }
+    return entry
+
+
+def _dropped_entry(drop: packing.Dropped) -> dict[str, Any]:
+    """A dropped item as the pack's record keeps it (and its answer shows it)."""
+    entry: dict[str, Any] = {
+        "section": drop.section,
+        "id": drop.id,
+        "reason": drop.reason,
+        "level": drop.level,
+        "tokens": drop.tokens,
+        "rank": drop.rank,
+        "score": drop.score.as_dict() if drop.score is not None else None,
+        "older_than": drop.older_than,
+    }
+    return entry
 
 
 def context_pack_assemble(
@@ -331,7 +367,8 @@ def context_pack_assemble(
     )
     if notes:
         segments = [_with_notes(s, notes[s.id]) if s.id in notes else s for s in segments]
-    limit = max(20, min(FACTS_FIRST_READ, budget_tokens // 20))
+    # With a query the ranking here re-reads relevance: it gets a deeper pool to choose from.
+    limit = max(20, min(FACTS_FIRST_READ, budget_tokens // (10 if query else 20)))
     data = packing.PackInput(
         budget=budget_tokens,
         brief_context=brief_context_text(session, as_of.moment if as_of else None),
@@ -347,6 +384,7 @@ def context_pack_assemble(
         min_compaction=packing.format_min_level(pack_format, min_compaction),
         skipped=skipped,
         resources=_resources(cold, pack_format),
+        query=query,
     )
     result = packing.pack(data)
     while _more_facts_may_fit(result, data.facts, limit):
@@ -361,17 +399,11 @@ def context_pack_assemble(
         level=result.level,
         min_compaction=min_compaction,
         breakdown=result.breakdown,
-        included=[
-            {"section": i.section, "id": i.id, "tokens": i.tokens, "form": i.form}
-            for i in result.included
-        ],
+        included=[_included_entry(i) for i in result.included],
         query=query[:2000],
         as_of_seq=as_of_seq,
     )
-    record.dropped = [
-        {"section": d.section, "id": d.id, "reason": d.reason, "level": d.level, "tokens": d.tokens}
-        for d in result.dropped
-    ]
+    record.dropped = [_dropped_entry(d) for d in result.dropped]
     if store and session.lifecycle_state == Session.Lifecycle.LOADING:
         with transaction.atomic():
             record.save(force_insert=True)

@@ -5,30 +5,31 @@ Merges seed 000 (§2 priorities and compaction levels, §5.2 assembly) with seed
 item) or, for text made on this path (brief, breadcrumbs, trimmed text), from
 ``estimate_tokens``; nothing here tokenizes.
 
-Sections, in the order they take the budget:
+1. **Required, whole**: ``brief_context`` (identity + environment), ``breadcrumbs`` (the
+   frame's ancestry, root first), critical and forced (``include_handles``) segments and
+   constraint facts. They go in first, at the shallowest level from ``min_compaction``
+   on at which they fit; at the critical level only the root and current breadcrumbs
+   stay, and if even that is too large, forced items, constraints, breadcrumbs and the
+   brief are cut (never a critical segment: a budget smaller than critical content alone
+   is refused).
+2. **Ranked, greedy**: everything else (the frame's other loaded handles, the facts, the
+   working set) in one ranking (``frames.context.ranking``: priority, attention, recency
+   and, with a query, lexical, semantic and neighbour relevance). Each in turn takes its
+   fullest form that still fits: ``full``, else ``light`` (whitespace collapsed, long
+   text abbreviated head … tail), else its stored ``summary``; one that fits in no form
+   is dropped (``over_budget``) and the next is tried. Facts take at most ``FACTS_SHARE``
+   of the room left after the required items while others wait for it (seed 001); the
+   facts held back are offered what is left at the end, so no room is kept for nothing.
+3. ``resources`` (cold handles: discovered, not loaded, seed 003) take what is left last,
+   by name only.
 
-1. ``brief_context`` (identity + environment) and ``breadcrumbs`` (the frame's
-   ancestry, root first) and ``segments`` (the frame's handles) are *required* at a
-   level: the level is the first one, from ``min_compaction`` on, at which they fit.
-2. ``facts`` (already ranked: constraints and policy first) then ``working_set``
-   fill what is left, in rank order; facts take at most 70 % of it (seed 001) unless
-   the working set leaves room. Constraint facts are required: they go in before any
-   handle is dropped.
-3. ``resources`` (cold handles: discovered, not loaded, seed 003) take what is left
-   last, by name only; none at the critical level.
-
-Levels (seed 000 §2), each including the ones before it:
-
-- ``none``: full content.
-- ``light``: whitespace collapsed, long strings abbreviated (head … tail).
-- ``moderate``: segments older than the ``RECENT_SEGMENTS`` newest use their stored
-  summary when they have one.
-- ``aggressive``: every non-critical segment with a stored summary uses it; low and
-  background segments are dropped (unless forced in).
-- ``critical``: only critical and forced segments, the root and current breadcrumbs,
-  constraint facts; everything else is dropped. If that still does not fit, forced
-  then critical segments are cut down, lowest priority and largest first, until it
-  does: ``used`` never exceeds ``budget``.
+Levels (seed 000 §2) describe the forms: ``none`` (full), ``light`` (trimmed),
+``moderate`` (a stored summary), ``aggressive``, ``critical`` (cut). ``min_compaction``
+(or the pressure format's floor) sets the fullest form allowed: at ``light`` nothing is
+full; at ``moderate`` segments older than the ``RECENT_SEGMENTS`` newest use their
+summary; at ``aggressive`` every segment with a summary uses it and low and background
+segments are left out (unless forced); at ``critical`` only required items stay. The
+pack's ``level`` is the deepest form used (and never shallower than the floor).
 """
 
 import functools
@@ -38,11 +39,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
+import numpy as np
+
 from contextops.errors import Conflict
+
+from .ranking import PRIORITY_SCORE, Candidate, Score, rank
 
 MIN_BUDGET = 500
 LEVELS = ("none", "light", "moderate", "aggressive", "critical")
-PRIORITY_SCORE = {"critical": 100, "high": 75, "medium": 50, "low": 25, "background": 10}
 SECTIONS = ("brief_context", "breadcrumbs", "facts", "working_set", "segments", "resources")
 RECENT_SEGMENTS = 10
 FACTS_SHARE = 0.7
@@ -149,6 +153,8 @@ class Segment:
     summary_tokens: int = 0
     order: int = 0
     forced: bool = False  # in include_handles
+    attention: float = 1.0
+    vector: np.ndarray | None = None  # its embedding, when it has one
 
     @property
     def required_at_critical(self) -> bool:
@@ -170,6 +176,10 @@ class FactItem:
     is_constraint: bool = False
     extra: dict = field(default_factory=dict)
     stored: Any = None
+    subject: str = ""
+    governs: bool = False  # organizational policy: ranks as high priority
+    newness: int | None = None  # grows with recency (default: the order given, first newest)
+    vector: np.ndarray | None = None
 
     def text(self) -> str:
         """``value``, made from ``stored`` (with ``extra``) the first time."""
@@ -184,6 +194,7 @@ class WorkingItem:
     key: str
     value: str
     tokens: int
+    vector: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -220,6 +231,8 @@ class PackInput:
     # Segments left out before packing (excluded, offline, cold): (id, reason).
     skipped: list[tuple[str, str]] = field(default_factory=list)
     resources: list[ResourceName] = field(default_factory=list)
+    query: str = ""
+    query_vector: np.ndarray | None = None
 
 
 Source = TypeVar("Source", Breadcrumb, Segment, FactItem, WorkingItem, ResourceName)
@@ -230,9 +243,13 @@ class PackedItem(Generic[Source]):
     section: str
     id: str
     tokens: int
-    form: str  # full | trimmed | summary | truncated
+    form: str  # full | light | summary | truncated (cut to fit) | name (a resource)
     text: str
     source: Source  # the input dataclass
+    rank: int | None = None  # its place in the pack's one ranking (1 = first)
+    score: Score | None = None
+    reason: str = ""  # why it is in: critical, forced, constraint, essential, ranked, cold
+    older_than: str | None = None  # the newer near-duplicate it is older than
 
 
 @dataclass(slots=True)  # a large pack makes thousands: no frozen checks
@@ -242,6 +259,9 @@ class Dropped:
     reason: str
     level: str
     tokens: int = 0
+    rank: int | None = None
+    score: Score | None = None
+    older_than: str | None = None
 
 
 @dataclass
@@ -333,7 +353,7 @@ def _render_text(
         trimmed = cached
     if trimmed == text:
         return text, tokens, "full"
-    return trimmed, scaled_tokens(tokens, text, trimmed), "trimmed"
+    return trimmed, scaled_tokens(tokens, text, trimmed), "light"
 
 
 def _segment_form(segment: Segment, index: int, newest_order: int) -> str | None:
@@ -434,139 +454,282 @@ def _breadcrumbs_at(
     return items, dropped
 
 
-def _segment_sort_key(item: PackedItem[Segment]) -> tuple[int, int, int]:
-    seg = item.source
-    return (0 if seg.required_at_critical else 1, -PRIORITY_SCORE.get(seg.priority, 0), -seg.order)
+FORM_LEVEL = {"full": "none", "light": "light", "summary": "moderate", "truncated": "critical"}
+
+
+def _candidate_forms(segment: Segment, floor: int, newest_order: int) -> tuple[str, ...] | str:
+    """The forms a ranked (neither critical nor forced) segment may take at the ``floor``
+    level, fullest first, or the reason it is left out there."""
+    has_summary = bool(segment.summary) and segment.summary_tokens < segment.tokens
+    if floor >= CRITICAL:
+        return "not_critical"
+    if floor >= AGGRESSIVE and segment.priority in ("low", "background"):
+        return "low_priority"
+    if segment.state == "indexed":
+        return ("summary",) if segment.summary else "indexed_without_summary"
+    old = segment.order <= newest_order - RECENT_SEGMENTS
+    if floor >= AGGRESSIVE or (floor >= MODERATE and old):
+        return ("summary",) if has_summary else ("light",)
+    shorter = ("light", "summary") if has_summary else ("light",)
+    return ("full", *shorter) if floor == 0 else shorter
+
+
+def _required_segment(
+    segment: Segment, index: int, newest_order: int, cache: dict[int, str]
+) -> PackedItem[Segment]:
+    """A critical or forced segment as the level at ``index`` shows it (never dropped:
+    a forced segment's level form, or its fullest trimmed form where a level drops it)."""
+    form = _segment_forms(segment, newest_order)[index] or "shown"
+    return _segment_item(segment, form, cache)
+
+
+def _fill(
+    budget: int, data: PackInput, floor: int, cache: dict[int, str]
+) -> tuple[list[PackedItem[Any]], list[Dropped], int]:
+    """The required items at the shallowest level from ``floor`` on at which they fit
+    (cut at the critical level when none does): (items, drops, level index)."""
+    newest = max((s.order for s in data.segments), default=0)
+    required_segments = [s for s in data.segments if s.required_at_critical]
+    constraints = [f for f in data.facts if f.is_constraint]
+    last = len(LEVELS) - 1
+    for index in range(floor, len(LEVELS)):
+        level = LEVELS[index]
+        brief_text = data.brief_context if level == "none" else light_trim(data.brief_context)
+        brief = PackedItem(
+            "brief_context", "", estimate_tokens(brief_text), "full", brief_text, None
+        )
+        crumbs, crumbs_dropped = _breadcrumbs_at(data.breadcrumbs, level)
+        segments = [_required_segment(s, index, newest, cache) for s in required_segments]
+        facts = [_render_fact(f, level, cache) for f in constraints]
+        items: list[PackedItem[Any]] = [brief, *crumbs, *segments, *facts]
+        if sum(i.tokens for i in items) <= budget or index == last:
+            break
+    drops = [Dropped("breadcrumbs", c.frame_id, "not_essential", level) for c in crumbs_dropped]
+    if sum(i.tokens for i in items) > budget:
+        brief_text, brief_tokens, crumbs, segments, facts, cut_drops = _cut_to_fit(
+            budget, level, brief_text, brief.tokens, crumbs, segments, facts
+        )
+        brief = PackedItem("brief_context", "", brief_tokens, "full", brief_text, None)
+        items = [brief, *crumbs, *segments, *facts]
+        drops += cut_drops
+    return items, drops, index
+
+
+def _candidates(
+    data: PackInput, floor: int
+) -> tuple[list[Candidate], list[Any], list[tuple[str, ...] | str]]:
+    """What the ranking reads of every non-required item, the items, and their forms."""
+    newest = max((s.order for s in data.segments), default=0)
+    candidates: list[Candidate] = []
+    sources: list[Any] = []
+    forms: list[tuple[str, ...] | str] = []
+    fact_forms: tuple[str, ...] = ("full", "light") if floor == 0 else ("light",)
+    for segment in data.segments:
+        if segment.required_at_critical:
+            continue
+        candidates.append(
+            Candidate(
+                "segments",
+                segment.id,
+                segment.priority,
+                segment.content or segment.summary,
+                segment.order,
+                segment.attention,
+                segment.vector,
+                segment.order,
+                "frame",
+            )
+        )
+        sources.append(segment)
+        forms.append(_candidate_forms(segment, floor, newest))
+    facts = [f for f in data.facts if not f.is_constraint]
+    for position, fact in enumerate(facts):
+        candidates.append(
+            Candidate(
+                "facts",
+                fact.id,
+                "high" if fact.governs else "medium",
+                fact.text() if data.query else "",
+                fact.newness if fact.newness is not None else len(facts) - position,
+                vector=fact.vector,
+                group=f"subject:{fact.subject}" if fact.subject else "",
+            )
+        )
+        sources.append(fact)
+        forms.append("not_critical" if floor >= CRITICAL else fact_forms)
+    for position, entry in enumerate(data.working_set):
+        candidates.append(
+            Candidate(
+                "working_set",
+                entry.key,
+                "medium",
+                entry.value if data.query else "",
+                len(data.working_set) - position,
+                vector=entry.vector,
+            )
+        )
+        sources.append(entry)
+        forms.append("not_critical" if floor >= CRITICAL else fact_forms)
+    return candidates, sources, forms
+
+
+def _render(section: str, source: Any, form: str, cache: dict[int, str]) -> PackedItem[Any]:
+    """``source`` of ``section`` in ``form`` (full, light or summary)."""
+    if section == "segments":
+        if form == "summary":
+            return _segment_item(source, "summary", cache)
+        return _segment_item(source, "whole" if form == "full" else "shown", cache)
+    level = "none" if form == "full" else "light"
+    if section == "facts":
+        return _render_fact(source, level, cache)
+    return _render_working(source, level, cache)
+
+
+def _form_tokens(section: str, source: Any, form: str, cache: dict[int, str]) -> int:
+    """What ``_render(section, source, form).tokens`` is, building as little as it can."""
+    if section == "segments":
+        if form == "summary":
+            return int(source.summary_tokens)
+        if form == "full":
+            return int(source.tokens)
+        return _segment_tokens(source, "shown", cache)
+    if form == "full":
+        return int(source.tokens)
+    return _render(section, source, form, cache).tokens
 
 
 def pack(data: PackInput) -> PackResult:
-    """The pack for ``data``: the first level that fits, and what was dropped at which level.
+    """The pack for ``data``: required items whole, then the ranking filled greedily.
 
-    Every critical segment is included whole at every level. Raises BudgetTooSmall when
-    the budget is under MIN_BUDGET, and CriticalExceedsBudget when critical content alone
-    is larger than the budget.
+    Every critical segment is included whole. Raises BudgetTooSmall when the budget is
+    under MIN_BUDGET, and CriticalExceedsBudget when critical content alone is larger
+    than the budget.
     """
     if data.budget < MIN_BUDGET:
         raise BudgetTooSmall(f"A context pack needs a budget of at least {MIN_BUDGET} tokens.")
     critical_tokens = sum(s.tokens for s in data.segments if s.priority == "critical")
     if critical_tokens > data.budget:
         raise CriticalExceedsBudget(critical_tokens=critical_tokens, budget_tokens=data.budget)
-    newest = max((s.order for s in data.segments), default=0)
-    constraints = [f for f in data.facts if f.is_constraint]
-    others = [f for f in data.facts if not f.is_constraint]
-    start = level_index(data.min_compaction)
-    dropped: list[Dropped] = [
-        Dropped("segments", sid, reason, LEVELS[start]) for sid, reason in data.skipped
-    ]
-    trim_cache: dict[
-        int, str
-    ] = {}  # id(text) -> light-trimmed text; the texts live as long as ``data``
-    forms = [_segment_forms(seg, newest) for seg in data.segments]
-    # A segment's tokens in the form ``shown``, counted once whatever the levels tried
-    # (``whole`` and ``summary`` are stored counts); only the level that fits renders.
-    shown_tokens: list[int | None] = [None] * len(forms)
-    constraint_items: dict[bool, list[PackedItem[FactItem]]] = {}  # trimmed? -> rendered
+    floor = level_index(data.min_compaction)
+    cache: dict[int, str] = {}  # id(text) -> light-trimmed text; texts live as long as data
+    required, drops, required_level = _fill(data.budget, data, floor, cache)
+    dropped = [Dropped("segments", sid, reason, LEVELS[floor]) for sid, reason in data.skipped]
+    dropped += drops
+    for rank_number, item in enumerate(required[1:], start=1):
+        item.rank = rank_number
+        item.reason = _required_reason(item)
+        priority = item.source.priority if item.section == "segments" else "critical"
+        item.score = Score(priority=PRIORITY_SCORE.get(priority, 50) / 100)
+    remaining = data.budget - sum(i.tokens for i in required)
+    candidates, sources, forms = _candidates(data, max(floor, required_level))
+    ranking = rank(candidates, data.query, data.query_vector)
+    order = ranking.order()
+    first_rank = len(required)
+    chosen: list[PackedItem[Any]] = []
+    facts_room = math.floor(max(0, remaining) * FACTS_SHARE)
+    held: list[int] = []
+    deepest = max(floor, required_level)
 
-    for index in range(start, len(LEVELS)):
-        level = LEVELS[index]
-        brief_text = data.brief_context if level == "none" else light_trim(data.brief_context)
-        brief_tokens = estimate_tokens(brief_text)
-        crumbs, crumbs_dropped = _breadcrumbs_at(data.breadcrumbs, level)
-        trimmed = level != "none"
-        if trimmed not in constraint_items:
-            constraint_items[trimmed] = [_render_fact(f, level, trim_cache) for f in constraints]
-        fact_items = list(constraint_items[trimmed])
-        required = brief_tokens + sum(i.tokens for i in crumbs) + sum(i.tokens for i in fact_items)
-        last = index == len(LEVELS) - 1
-        # What the level's segments take, until it is more than the budget: a level that
-        # does not fit is left as soon as that is known (on a frame of a thousand handles,
-        # after a few dozen), and only the last level needs the whole sum (to cut to fit).
-        for position, seg in enumerate(data.segments):
-            form = forms[position][index]
-            if form == "whole":
-                required += seg.tokens
-            elif form == "summary":
-                required += seg.summary_tokens
-            elif form is not None:
-                tokens = shown_tokens[position]
-                if tokens is None:
-                    tokens = shown_tokens[position] = _segment_tokens(seg, form, trim_cache)
-                required += tokens
-            if required > data.budget and not last:
-                break
-        if required > data.budget and not last:
-            continue
-        at_level = [(seg, f[index]) for seg, f in zip(data.segments, forms, strict=True)]
-        shown = [(seg, form) for seg, form in at_level if form is not None]
-        left_out = [seg for seg, form in at_level if form is None]  # dropped at this level
-        segments = [_segment_item(seg, form, trim_cache) for seg, form in shown]
-        reason = "low_priority" if level == "aggressive" else "not_critical"
-        level_drops = [Dropped("segments", s.id, reason, level, s.tokens) for s in left_out]
-        level_drops += [
-            Dropped("breadcrumbs", c.frame_id, "not_essential", level) for c in crumbs_dropped
-        ]
-        if required > data.budget:
-            brief_text, brief_tokens, crumbs, segments, fact_items, cut_drops = _cut_to_fit(
-                data.budget, level, brief_text, brief_tokens, crumbs, segments, fact_items
+    def offer(position: int, index: int) -> bool:
+        """Put candidate ``index`` in, in its fullest form that fits; False if none does."""
+        nonlocal remaining, facts_room, deepest
+        allowed = forms[index]
+        if isinstance(allowed, str):
+            return False
+        section = candidates[index].section
+        for form in allowed:
+            tokens = _form_tokens(section, sources[index], form, cache)
+            if tokens > remaining:
+                continue
+            item = _render(section, sources[index], form, cache)
+            item.rank = first_rank + position
+            item.score = ranking.scores[index]
+            item.reason = "ranked"
+            item.older_than = ranking.older_than.get(index)
+            chosen.append(item)
+            remaining -= item.tokens
+            if section == "facts":
+                facts_room -= item.tokens
+            deepest = max(deepest, LEVEL_INDEX[FORM_LEVEL.get(item.form, "none")])
+            return True
+        return False
+
+    position_of = {index: position for position, index in enumerate(order, start=1)}
+    refused: list[int] = []
+    for index in order:
+        section = candidates[index].section
+        if isinstance(forms[index], str):
+            refused.append(index)
+        elif section == "facts" and _form_tokens(
+            section, sources[index], forms[index][-1], cache
+        ) > max(0, facts_room):
+            held.append(index)
+        elif not offer(position_of[index], index):
+            refused.append(index)
+    for index in held:
+        if not offer(position_of[index], index):
+            refused.append(index)
+    for index in sorted(refused, key=position_of.__getitem__):
+        allowed = forms[index]
+        reason = allowed if isinstance(allowed, str) else "over_budget"
+        if isinstance(allowed, str) and reason in ("low_priority", "not_critical"):
+            deepest = max(
+                deepest, LEVEL_INDEX["aggressive" if reason == "low_priority" else "critical"]
             )
-            level_drops += cut_drops
-        remaining = data.budget - brief_tokens - sum(i.tokens for i in crumbs)
-        remaining -= sum(i.tokens for i in segments) + sum(i.tokens for i in fact_items)
-        working: list[PackedItem[WorkingItem]] = []
-        resources: list[PackedItem[ResourceName]] = []
-        if level == "critical":
-            level_drops += [Dropped("facts", f.id, "not_critical", level, f.tokens) for f in others]
-            level_drops += [
-                Dropped("working_set", w.key, "not_critical", level, w.tokens)
-                for w in data.working_set
-            ]
-        else:
-            facts_room = math.floor(remaining * FACTS_SHARE)
-            working_need = sum(w.tokens for w in data.working_set)
-            facts_room = max(facts_room, remaining - working_need)
-            taken = 0
-            for fact in others:
-                fact_item = _render_fact(fact, level, trim_cache)
-                if taken + fact_item.tokens <= facts_room:
-                    fact_items.append(fact_item)
-                    taken += fact_item.tokens
-                else:
-                    level_drops.append(Dropped("facts", fact.id, "over_budget", level, fact.tokens))
-            remaining -= taken
-            for entry in data.working_set:
-                working_item = _render_working(entry, level, trim_cache)
-                if working_item.tokens <= remaining:
-                    working.append(working_item)
-                    remaining -= working_item.tokens
-                else:
-                    level_drops.append(
-                        Dropped("working_set", entry.key, "over_budget", level, entry.tokens)
-                    )
-        for resource in data.resources:
-            if level != "critical" and resource.tokens <= remaining:
-                resources.append(
-                    PackedItem(
-                        "resources", resource.id, resource.tokens, "name", resource.name, resource
-                    )
-                )
-                remaining -= resource.tokens
-            else:
-                reason = "not_critical" if level == "critical" else "over_budget"
-                level_drops.append(Dropped("resources", resource.id, reason, level))
-        segments.sort(key=_segment_sort_key)
-        return PackResult(
-            budget=data.budget,
-            level=level,
-            brief_context=brief_text,
-            breadcrumbs=crumbs,
-            segments=segments,
-            facts=fact_items,
-            working_set=working,
-            dropped=dropped + level_drops,
-            brief_tokens=brief_tokens,
-            resources=resources,
+        candidate = candidates[index]
+        dropped.append(
+            Dropped(
+                candidate.section,
+                candidate.id,
+                reason,
+                LEVELS[max(floor, required_level)],
+                int(getattr(sources[index], "tokens", 0)),
+                rank=first_rank + position_of[index],
+                score=ranking.scores[index],
+                older_than=ranking.older_than.get(index),
+            )
         )
-    raise AssertionError("unreachable: the critical level always returns")  # pragma: no cover
+    resources: list[PackedItem[ResourceName]] = []
+    at_critical = max(floor, required_level) >= CRITICAL
+    for resource in data.resources:
+        if not at_critical and resource.tokens <= remaining:
+            item = PackedItem(
+                "resources", resource.id, resource.tokens, "name", resource.name, resource
+            )
+            item.reason = "cold"
+            resources.append(item)
+            remaining -= resource.tokens
+        else:
+            reason = "not_critical" if at_critical else "over_budget"
+            dropped.append(
+                Dropped("resources", resource.id, reason, LEVELS[max(floor, required_level)])
+            )
+    brief = required[0]
+    included = required[1:] + sorted(chosen, key=lambda i: i.rank or 0)
+    return PackResult(
+        budget=data.budget,
+        level=LEVELS[deepest],
+        brief_context=brief.text,
+        breadcrumbs=[i for i in included if i.section == "breadcrumbs"],
+        segments=[i for i in included if i.section == "segments"],
+        # Seed 001: constraints, then organizational policy, then the rest by rank.
+        facts=sorted(
+            (i for i in included if i.section == "facts"),
+            key=lambda i: (not i.source.is_constraint, not i.source.governs, i.rank or 0),
+        ),
+        working_set=[i for i in included if i.section == "working_set"],
+        dropped=dropped,
+        brief_tokens=brief.tokens,
+        resources=resources,
+    )
+
+
+def _required_reason(item: PackedItem[Any]) -> str:
+    if item.section == "segments":
+        return "critical" if item.source.priority == "critical" else "forced"
+    if item.section == "facts":
+        return "constraint"
+    return "essential"
 
 
 def _render_fact(

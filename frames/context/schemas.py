@@ -44,6 +44,19 @@ class TokenSummaryOut(Schema):
     compaction_level: CompactionLevel
 
 
+class ScoreOut(Schema):
+    """Why an item ranks where it does: ``total`` is the sum of the parts (docs/retrieval.md)."""
+
+    total: float
+    priority: float
+    lexical: float
+    semantic: float
+    recency: float
+    attention: float
+    neighbour: float = 0.0
+    older: float = 0.0
+
+
 class BreadcrumbOut(Schema):
     frame_id: str
     goal: str
@@ -62,6 +75,10 @@ class PackFactOut(Schema):
     text: str
     tokens: int
     form: str
+    rank: int | None = None
+    score: ScoreOut | None = None
+    reason: str = ""
+    older_than: str | None = None
 
 
 class PackWorkingOut(Schema):
@@ -69,6 +86,10 @@ class PackWorkingOut(Schema):
     text: str
     tokens: int
     form: str
+    rank: int | None = None
+    score: ScoreOut | None = None
+    reason: str = ""
+    older_than: str | None = None
 
 
 class SegmentOut(Schema):
@@ -79,6 +100,10 @@ class SegmentOut(Schema):
     form: str
     content: str
     tokens: int
+    rank: int | None = None
+    score: ScoreOut | None = None
+    reason: str = ""
+    older_than: str | None = None
 
 
 class ResourceOut(Schema):
@@ -93,6 +118,9 @@ class DroppedOut(Schema):
     reason: str
     level: CompactionLevel
     tokens: int = 0
+    rank: int | None = None
+    score: ScoreOut | None = None
+    older_than: str | None = None
 
 
 class ContextPackOut(Schema):
@@ -269,7 +297,7 @@ def context_pack_out(pack: ContextPack) -> dict[str, Any]:
         ],
         "facts": [_pack_fact_out(i) for i in result.facts],
         "working_set": [
-            {"key": i.id, "text": i.text, "tokens": i.tokens, "form": i.form}
+            {"key": i.id, "text": i.text, "tokens": i.tokens, "form": i.form, **_ranked(i)}
             for i in result.working_set
         ],
         "segments": [
@@ -281,6 +309,7 @@ def context_pack_out(pack: ContextPack) -> dict[str, Any]:
                 "form": i.form,
                 "content": i.text,
                 "tokens": i.tokens,
+                **_ranked(i),
             }
             for i in result.segments
         ],
@@ -313,6 +342,17 @@ def _pack_fact_out(item: PackedItem[FactItem]) -> dict[str, Any]:
         "text": item.text,
         "tokens": item.tokens,
         "form": item.form,
+        **_ranked(item),
+    }
+
+
+def _ranked(item: PackedItem[Any]) -> dict[str, Any]:
+    """An item's place in the pack's ranking and why (``ScoreOut``)."""
+    return {
+        "rank": item.rank,
+        "score": item.score.as_dict() if item.score is not None else None,
+        "reason": item.reason,
+        "older_than": item.older_than,
     }
 
 

@@ -15,10 +15,12 @@ from .core import ContextHandle, Frame, Session
 class ContextPackRecord(models.Model):
     """One assembly of a context pack, kept so the dashboard can say why something is missing.
 
-    ``included`` holds ``{section, id, tokens, form}`` per item; ``dropped`` is
-    ``{section, id, reason, level, tokens}`` per item left out, stored as runs
-    (``dropped_runs``): consecutive items of one section, reason and level as one
-    ``{section, reason, level, ids, tokens}``. A pack on a frame of a thousand handles
+    ``included`` holds ``{section, id, tokens, form, rank, reason, score, older_than}``
+    per item; ``dropped`` is ``{section, id, reason, level, tokens, rank, score,
+    older_than}`` per item left out, stored as runs (``dropped_runs``): consecutive items
+    of one section, reason and level as one ``{section, reason, level, ids, tokens,
+    ranks, scores, older}`` (a score as its parts' list in ``SCORE_PARTS`` order,
+    ``older`` only for the items that are an older near-duplicate). A pack on a frame of a thousand handles
     drops a thousand items for the same reason: their runs are a third of the JSON to
     write, and the list reads back in its order. Records written before runs hold the
     items themselves, read back as they are.
@@ -84,21 +86,43 @@ class ContextPackRecord(models.Model):
 
 
 _RUN_KEYS = ("section", "reason", "level")
+# A score's parts in the order runs store them (frames.context.ranking.Score.as_dict).
+SCORE_PARTS = (
+    "total",
+    "priority",
+    "lexical",
+    "semantic",
+    "recency",
+    "attention",
+    "neighbour",
+    "older",
+)
 
 
 def dropped_runs(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``items`` as runs: consecutive items alike but for ``id`` and ``tokens`` as one."""
+    """``items`` as runs: consecutive items alike but for their own figures as one."""
     runs: list[dict[str, Any]] = []
     last: tuple[Any, ...] | None = None
-    ids: list[Any] = []
-    tokens: list[int] = []
+    run: dict[str, Any] = {}
     for item in items:
         key = (item["section"], item["reason"], item["level"])
         if key != last:
-            ids, tokens, last = [], [], key
-            runs.append({**dict(zip(_RUN_KEYS, key, strict=True)), "ids": ids, "tokens": tokens})
-        ids.append(item["id"])
-        tokens.append(item["tokens"])
+            last = key
+            run = {
+                **dict(zip(_RUN_KEYS, key, strict=True)),
+                "ids": [],
+                "tokens": [],
+                "ranks": [],
+                "scores": [],
+            }
+            runs.append(run)
+        run["ids"].append(item["id"])
+        run["tokens"].append(item["tokens"])
+        run["ranks"].append(item.get("rank"))
+        score = item.get("score")
+        run["scores"].append([score[p] for p in SCORE_PARTS] if score else None)
+        if item.get("older_than"):
+            run.setdefault("older", {})[str(len(run["ids"]) - 1)] = item["older_than"]
     return runs
 
 
@@ -110,7 +134,12 @@ def dropped_items(stored: list[dict[str, Any]]) -> list[dict[str, Any]]:
             items.append(run)
             continue
         section, reason, level = run["section"], run["reason"], run["level"]
-        for item_id, tokens in zip(run["ids"], run["tokens"], strict=True):
+        count = len(run["ids"])
+        ranks = run.get("ranks") or [None] * count
+        scores = run.get("scores") or [None] * count
+        older = run.get("older") or {}
+        for index, (item_id, tokens) in enumerate(zip(run["ids"], run["tokens"], strict=True)):
+            score = scores[index]
             items.append(
                 {
                     "section": section,
@@ -118,6 +147,9 @@ def dropped_items(stored: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "reason": reason,
                     "level": level,
                     "tokens": tokens,
+                    "rank": ranks[index],
+                    "score": dict(zip(SCORE_PARTS, score, strict=True)) if score else None,
+                    "older_than": older.get(str(index)),
                 }
             )
     return items

@@ -123,8 +123,12 @@ def test_it_forces_includes_leaves_out_excludes_and_always_keeps_critical(
     assert reasons[str(excluded.id)][0] == "excluded"
     assert reasons[str(cold.id)][0] == "cold"
     assert reasons[str(offline.id)][0] == "offline"
-    assert reasons[str(filler[0].id)] == ("low_priority", "aggressive")
-    assert body["token_summary"]["compaction_level"] == "aggressive"
+    # The room left after the required items holds one filler whole (the newest); the
+    # others fit in no form and are dropped, each tried in turn.
+    filler_ids = {str(h.id) for h in filler}
+    assert [i for i in segment_ids if i in filler_ids] == [str(filler[-1].id)]
+    assert all(reasons[str(h.id)] == ("over_budget", "none") for h in filler[:-1])
+    assert body["token_summary"]["compaction_level"] == "none"
     assert body["token_summary"]["used"] <= 900
 
 
@@ -144,6 +148,19 @@ def test_it_starts_at_min_compaction_and_uses_stored_summaries(api, session, fra
             "form": "summary",
             "content": "Short.",
             "tokens": 2,
+            "rank": 3,  # after the root breadcrumb and the frame's own
+            "score": {
+                "total": 0.6,
+                "priority": 0.5,
+                "lexical": 0.0,
+                "semantic": 0.0,
+                "recency": 0.1,
+                "attention": 0.0,
+                "neighbour": 0.0,
+                "older": 0.0,
+            },
+            "reason": "ranked",
+            "older_than": None,
         }
     ]
 
@@ -192,8 +209,9 @@ def test_it_lists_recent_packs_with_what_was_dropped(api, session, frame, make_h
     assert response.status_code == 200
     packs = response.json()
     assert [p["budget"] for p in packs] == [5000, 600]
-    assert packs[1]["dropped"][0]["reason"] == "low_priority"
-    assert packs[1]["level"] == "aggressive"
+    assert packs[1]["dropped"][0]["reason"] == "over_budget"  # in no form does it fit
+    assert packs[1]["dropped"][0]["score"]["priority"] == 0.25
+    assert packs[1]["level"] == "none"
 
 
 def test_it_hides_another_organizations_session(other_api, session, frame):
@@ -260,7 +278,7 @@ def test_a_stored_pack_lists_what_it_dropped_as_the_assembly_did(api, session, f
         {"budget_tokens": 600, "exclude_handles": excluded},
     ).json()
     reasons = [d["reason"] for d in created["dropped"]]
-    assert {"cold", "offline", "excluded", "low_priority"} <= set(reasons)
+    assert {"cold", "offline", "excluded", "over_budget"} <= set(reasons)
     assert len(created["dropped"]) >= 60
     listed = api.get(f"/sessions/{session.id}/context-packs").json()
     assert listed[0]["dropped"] == created["dropped"]
@@ -278,4 +296,6 @@ def test_a_pack_stored_before_runs_reads_back_as_it_was(api, session, frame):
     ContextPackRecord.objects.create(
         session=session, frame=frame, budget=1000, used=10, level="none", dropped_runs=items
     )
-    assert api.get(f"/sessions/{session.id}/context-packs").json()[0]["dropped"] == items
+    unranked = {"rank": None, "score": None, "older_than": None}
+    listed = api.get(f"/sessions/{session.id}/context-packs").json()[0]["dropped"]
+    assert listed == [{**item, **unranked} for item in items]

@@ -69,32 +69,59 @@ def test_it_trims_whitespace_at_the_light_level():
     result = pack(data([spaced]))
     assert result.level == "light"
     assert result.segments[0].text == "a b"
-    assert result.segments[0].form == "trimmed"
+    assert result.segments[0].form == "light"
     assert result.used <= 2000
 
 
 def test_it_uses_stored_summaries_of_older_segments_at_moderate():
     old = [seg(i, tokens=150, summary=f"summary {i}", summary_tokens=5) for i in range(14)]
-    result = pack(data(old, budget=2000))
+    result = pack(data(old, budget=2000, min_compaction="moderate"))
     assert result.level == "moderate"
     forms = {i.id: i.form for i in result.segments}
     assert forms["h0"] == "summary" and forms["h3"] == "summary"
     assert forms["h13"] != "summary" and forms["h4"] != "summary"
 
 
+def test_it_gives_an_item_that_does_not_fit_whole_its_summary_and_keeps_the_newest_whole():
+    old = [seg(i, tokens=150, summary=f"summary {i}", summary_tokens=5) for i in range(14)]
+    result = pack(data(old, budget=2000))
+    forms = {i.id: i.form for i in result.segments}
+    assert len(forms) == 14 and result.dropped == []
+    assert all(forms[f"h{i}"] == "full" for i in range(2, 14))  # newest first, whole
+    assert forms["h0"] == "summary"
+    assert result.level == "moderate"  # the deepest form used
+    assert result.used <= 2000
+
+
 def test_it_drops_low_and_background_at_aggressive_unless_forced():
     segments = [
         seg(0, 700, "high"),
-        seg(1, 700, "low"),
-        seg(2, 700, "background"),
+        seg(1, 70, "low"),
+        seg(2, 70, "background"),
         seg(3, 300, "low", forced=True),
     ]
-    result = pack(data(segments, budget=1500))
+    result = pack(data(segments, budget=1500, min_compaction="aggressive"))
     assert result.level == "aggressive"
     assert ids(result.segments) == ["h3", "h0"]  # forced first, then by priority
     dropped = {(d.id, d.reason, d.level) for d in result.dropped}
     assert ("h1", "low_priority", "aggressive") in dropped
     assert ("h2", "low_priority", "aggressive") in dropped
+
+
+def test_it_fills_by_priority_and_skips_what_does_not_fit_for_the_next():
+    segments = [
+        seg(0, 700, "high"),
+        seg(1, 700, "low"),
+        seg(2, 700, "background"),
+        seg(3, 300, "low", forced=True),
+        seg(4, 200, "background"),
+    ]
+    result = pack(data(segments, budget=1500))
+    assert ids(result.segments) == ["h3", "h0", "h4"]  # forced, then by priority
+    assert result.level == "none"
+    reasons = {d.id: d.reason for d in result.dropped}
+    assert reasons == {"h1": "over_budget", "h2": "over_budget"}
+    assert [i.rank for i in result.segments] == sorted(i.rank for i in result.segments)
 
 
 def test_it_keeps_only_critical_and_forced_at_critical():
@@ -109,7 +136,13 @@ def test_it_keeps_only_critical_and_forced_at_critical():
         FactItem("f2", "note", "x", 10),
     ]
     result = pack(
-        data(segments, budget=1000, facts=facts, working_set=[WorkingItem("w", "w: 1", 5)])
+        data(
+            segments,
+            budget=1000,
+            facts=facts,
+            working_set=[WorkingItem("w", "w: 1", 5)],
+            min_compaction="critical",
+        )
     )
     assert result.level == "critical"
     assert set(ids(result.segments)) == {"h0", "h3"}

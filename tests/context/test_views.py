@@ -52,7 +52,7 @@ def test_it_previews_a_pack_at_the_budget_of_the_slider(member_client, session, 
     html = response.content.decode()
     assert response.status_code == 200
     assert 'type="range"' in html and 'hx-trigger="change, submit"' in html
-    assert "aggressive" in html and "low_priority" in html
+    assert "over_budget" in html
     assert "Segments (handles)" in html
     assert not ContextPackRecord.objects.filter(session=session).exists()  # looking stores nothing
 
@@ -82,7 +82,7 @@ def test_it_lists_the_packs_agents_asked_for_and_not_the_previews(
     ).content.decode()
     assert html.index(f'id="pack-{second["id"]}"') < html.index(f'id="pack-{first["id"]}"')
     assert f"{second['token_summary']['used']}</strong> / 800 tokens" in html
-    assert "aggressive" in html and "low_priority" in html and "Query</dt><dd>risks" in html
+    assert "over_budget" in html and "Query</dt><dd>risks" in html
     assert f'href="/frames/{frame.id}/"' in html and "hx-preserve" in html
     assert "/ 900 tokens" not in html  # the preview was not stored
     assert f'?newest={second["id"]}" hx-trigger="every 10s"' in html

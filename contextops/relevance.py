@@ -1,0 +1,115 @@
+"""Relevance of texts to a query: the words compared, BM25 over a candidate set, ranks.
+
+Pure functions over texts and numpy arrays, no database and no model: the context pack
+ranks with them (``frames.context.ranking``), the recall benchmark measures them.
+
+- ``analyze``: a text as the terms BM25 compares: lower-case words, English stop words
+  out, each reduced to its Snowball stem ("painted", "painting" and "paints" are one
+  term). A frame's texts are ranked again and again as an agent works, so the terms of
+  each text up to ``ANALYZE_CACHE_CHARS`` are kept (``ANALYZE_CACHE_SIZE`` of them).
+- ``bm25``: Okapi BM25 of one query over candidate documents, with inverse document
+  frequency computed over the candidates themselves (the pack's candidate set is the
+  collection it chooses from).
+- ``rank_share``: a score turned into its share of reciprocal rank fusion, scaled so the
+  best candidate gets 1.0 (``(k + 1) / (k + rank)``): scores of different kinds become
+  comparable, and the fused total is their weighted sum.
+"""
+
+import functools
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+import Stemmer
+
+WORD = re.compile(r"[^\W_]+")  # letters and digits: "travel_policy" is two words
+# English function words: the ones a question is made of ("when did she go to the...").
+STOP_WORDS = frozenset(
+    """a an the and or but if of at by for with about against between into through during
+    before after above below to from up down in out on off over under again further then
+    once here there when where why how all any both each few more most other some such no
+    nor not only own same so than too very s t can will just don should now i me my myself
+    we our ours ourselves you your yours yourself yourselves he him his himself she her
+    hers herself it its itself they them their theirs themselves what which who whom this
+    that these those am is are was were be been being have has had having do does did
+    doing would could shall might must also""".split()
+)
+ANALYZE_CACHE_CHARS, ANALYZE_CACHE_SIZE = 4_000, 16_384
+BM25_K1, BM25_B = 1.2, 0.75
+
+
+@functools.cache
+def _stemmer() -> Stemmer.Stemmer:
+    return Stemmer.Stemmer("english")
+
+
+def _analyze(text: str) -> tuple[str, ...]:
+    words = [w for w in WORD.findall(text.lower()) if w not in STOP_WORDS]
+    return tuple(_stemmer().stemWords(words))
+
+
+_analyze_kept = functools.lru_cache(maxsize=ANALYZE_CACHE_SIZE)(_analyze)
+
+
+def analyze(text: str) -> tuple[str, ...]:
+    """The terms of ``text`` in order (repeats kept): stems of its words, stop words out."""
+    if not text:
+        return ()
+    if len(text) <= ANALYZE_CACHE_CHARS:
+        return _analyze_kept(text)
+    return _analyze(text)
+
+
+def query_terms(query: str) -> list[str]:
+    """The distinct terms of ``query``, in order."""
+    return list(dict.fromkeys(analyze(query)))
+
+
+@functools.lru_cache(maxsize=ANALYZE_CACHE_SIZE)
+def _counts(terms: tuple[str, ...]) -> Counter[str]:
+    return Counter(terms)
+
+
+def bm25(query: Sequence[str], documents: Sequence[tuple[str, ...]]) -> np.ndarray:
+    """BM25 of ``query`` (distinct terms) for each of ``documents`` (their terms).
+
+    Inverse document frequency is Lucene's (never negative):
+    ``log(1 + (N - n + 0.5) / (n + 0.5))`` over these ``documents``. A document sharing
+    no term with the query scores 0; so does every document when the query has no terms.
+    """
+    count = len(documents)
+    scores = np.zeros(count, dtype=np.float64)
+    if not count or not query:
+        return scores
+    lengths = np.fromiter((len(d) for d in documents), dtype=np.float64, count=count)
+    average = float(lengths.mean()) or 1.0
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * lengths / average)
+    counts = [_counts(d) for d in documents]
+    for term in query:
+        tf = np.fromiter((c.get(term, 0) for c in counts), dtype=np.float64, count=count)
+        found = int(np.count_nonzero(tf))
+        if not found:
+            continue
+        idf = math.log(1 + (count - found + 0.5) / (found + 0.5))
+        scores += idf * tf * (BM25_K1 + 1) / (tf + norm)
+    return scores
+
+
+def ranks(scores: np.ndarray) -> np.ndarray:
+    """1-based rank of each score, highest first; ties keep their order."""
+    order = np.argsort(-scores, kind="stable")
+    positions = np.empty(len(scores), dtype=np.float64)
+    positions[order] = np.arange(1, len(scores) + 1)
+    return positions
+
+
+def rank_share(scores: np.ndarray, k: float, *, zero_counts: bool = False) -> np.ndarray:
+    """``(k + 1) / (k + rank)`` per score: 1.0 for the best, falling with rank.
+
+    Unless ``zero_counts``, a score of 0 or less (no evidence at all) shares nothing."""
+    shares = (k + 1) / (k + ranks(scores))
+    if not zero_counts:
+        shares[scores <= 0] = 0.0
+    return shares

@@ -1,0 +1,226 @@
+"""One ranking over everything a context pack may hold: pure rules, no database.
+
+Every candidate (a frame's handle, a current fact, a working-set item) gets a score made
+of parts, each kept so the pack can say why it chose what it chose:
+
+- ``priority``: the seed 000 tier (critical 100, high 75, medium 50, low 25, background
+  10) as a weight, divided by 100.
+- ``attention``: seed 003's attention weight as a boost, ``ATTENTION_WEIGHT`` times its
+  distance from the neutral 1.0 (clipped to ±1): a hot handle rises, a cooled one sinks.
+- ``recency``: the newest of its section first, as a share of its rank.
+- With a query, relevance: ``lexical`` (BM25 over the candidates, stemmed, with inverse
+  document frequency) and ``semantic`` (cosine of embeddings computed when the item was
+  written), each as its share of reciprocal rank fusion (``(k + 1) / (k + rank)``: 1.0
+  for the best), weighted; ``neighbour``: a handle next to a relevant handle in its
+  frame shares part of that relevance (a conversation's answer sits beside its
+  question).
+- ``older``: the penalty that puts an older near-duplicate right behind the newer item
+  that says nearly the same thing (seed 001 rules 2 and 4, at read time: nothing is
+  invalidated), marked ``older_than``.
+
+``total`` is the sum of the parts. The weights were tuned on development conversations
+(docs/retrieval.md gives the figures) and are written here once.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from contextops.relevance import analyze, bm25, query_terms, rank_share
+
+# Seed 000 §2: what each priority level is worth.
+PRIORITY_SCORE = {"critical": 100, "high": 75, "medium": 50, "low": 25, "background": 10}
+
+RRF_K = 10
+LEXICAL_WEIGHT = 1.0
+SEMANTIC_WEIGHT = 1.0
+NEIGHBOUR_WEIGHT = 0.4
+# Recency orders candidates of equal priority without a query; with one, it only breaks
+# ties. Both stay under the smallest gap between two priority tiers (0.15).
+RECENCY_WEIGHT = 0.1
+RECENCY_WEIGHT_WITH_QUERY = 0.05
+ATTENTION_WEIGHT = 0.1
+# Two candidates of one group whose embeddings are this close say nearly the same thing.
+DUPLICATE_SIMILARITY = 0.97
+# Near-duplicates are looked for among this many best candidates (pairs grow as its square).
+DUPLICATE_WINDOW = 200
+PARTS = ("priority", "lexical", "semantic", "recency", "attention", "neighbour", "older")
+
+
+@dataclass(slots=True)
+class Score:
+    """A candidate's score by part; ``total`` is their sum."""
+
+    priority: float = 0.0
+    lexical: float = 0.0
+    semantic: float = 0.0
+    recency: float = 0.0
+    attention: float = 0.0
+    neighbour: float = 0.0
+    older: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return (
+            self.priority
+            + self.lexical
+            + self.semantic
+            + self.recency
+            + self.attention
+            + self.neighbour
+            + self.older
+        )
+
+    def as_dict(self) -> dict[str, float]:
+        """``total`` and every part, rounded to four decimals (as answers and records show it)."""
+        parts = {part: round(getattr(self, part), 4) for part in PARTS}
+        return {"total": round(self.total, 4), **parts}
+
+
+def priority_weight(priority: str) -> float:
+    return PRIORITY_SCORE.get(priority, PRIORITY_SCORE["medium"]) / 100
+
+
+def attention_boost(attention: float) -> float:
+    return ATTENTION_WEIGHT * max(-1.0, min(1.0, attention - 1.0))
+
+
+@dataclass(slots=True)
+class Candidate:
+    """What the ranking reads of an item. ``newness`` grows with how recent the item is
+    within its section; ``position`` is a handle's place in its frame's order (None for
+    facts and working-set items); near-duplicates are compared within one ``group``."""
+
+    section: str
+    id: str
+    priority: str
+    text: str
+    newness: int
+    attention: float = 1.0
+    vector: np.ndarray | None = None
+    position: int | None = None
+    group: str = ""
+
+
+@dataclass
+class Ranking:
+    """Scores aligned with the candidates, and the near-duplicates found: index of the
+    older item -> id of the newer one it is older than."""
+
+    scores: list[Score]
+    older_than: dict[int, str] = field(default_factory=dict)
+
+    def order(self) -> list[int]:
+        """Candidate indexes, best first (ties keep the candidates' order)."""
+        totals = [score.total for score in self.scores]
+        return sorted(range(len(totals)), key=lambda i: -totals[i])
+
+
+def _recency(candidates: list[Candidate], weight: float) -> np.ndarray:
+    """Each candidate's recency share within its own section."""
+    shares = np.zeros(len(candidates))
+    by_section: dict[str, list[int]] = {}
+    for index, candidate in enumerate(candidates):
+        by_section.setdefault(candidate.section, []).append(index)
+    for indexes in by_section.values():
+        newness = np.array([candidates[i].newness for i in indexes], dtype=np.float64)
+        shares[indexes] = weight * rank_share(newness, RRF_K, zero_counts=True)
+    return shares
+
+
+def _semantic(candidates: list[Candidate], query_vector: np.ndarray | None) -> np.ndarray:
+    """Cosine similarity to the query (0 for a candidate without a vector of its size)."""
+    similarity = np.zeros(len(candidates))
+    if query_vector is None:
+        return similarity
+    dim = query_vector.shape[0]
+    rows = [
+        i for i, c in enumerate(candidates) if c.vector is not None and c.vector.shape == (dim,)
+    ]
+    if rows:
+        matrix = np.stack([candidates[i].vector for i in rows]).astype(np.float32, copy=False)  # type: ignore[misc]
+        similarity[rows] = matrix @ query_vector.astype(np.float32, copy=False)
+    return similarity
+
+
+def _neighbours(candidates: list[Candidate], relevance: np.ndarray) -> np.ndarray:
+    """For each handle, the larger relevance of the handles just before and after it in
+    its frame (among the candidates), times NEIGHBOUR_WEIGHT."""
+    spread = np.zeros(len(candidates))
+    placed = sorted((c.position, i) for i, c in enumerate(candidates) if c.position is not None)
+    for at, (_, index) in enumerate(placed):
+        near = [placed[j][1] for j in (at - 1, at + 1) if 0 <= j < len(placed)]
+        if near:
+            spread[index] = NEIGHBOUR_WEIGHT * max(relevance[j] for j in near)
+    return spread
+
+
+def rank(
+    candidates: list[Candidate], query: str = "", query_vector: np.ndarray | None = None
+) -> Ranking:
+    """Every candidate's score (see the module's docstring) for ``query``."""
+    terms = query_terms(query) if query else []
+    with_query = bool(terms) or query_vector is not None
+    recency = _recency(candidates, RECENCY_WEIGHT_WITH_QUERY if with_query else RECENCY_WEIGHT)
+    count = len(candidates)
+    lexical = np.zeros(count)
+    semantic = np.zeros(count)
+    neighbour = np.zeros(count)
+    if with_query and count:
+        if terms:
+            documents = [analyze(c.text) for c in candidates]
+            lexical = LEXICAL_WEIGHT * rank_share(bm25(terms, documents), RRF_K)
+        if query_vector is not None:
+            semantic = SEMANTIC_WEIGHT * rank_share(_semantic(candidates, query_vector), RRF_K)
+        neighbour = _neighbours(candidates, lexical + semantic)
+    scores = [
+        Score(
+            priority=priority_weight(c.priority),
+            lexical=float(lexical[i]),
+            semantic=float(semantic[i]),
+            recency=float(recency[i]),
+            attention=attention_boost(c.attention),
+            neighbour=float(neighbour[i]),
+        )
+        for i, c in enumerate(candidates)
+    ]
+    ranking = Ranking(scores)
+    _mark_near_duplicates(candidates, ranking)
+    return ranking
+
+
+def _mark_near_duplicates(candidates: list[Candidate], ranking: Ranking) -> None:
+    """Among the DUPLICATE_WINDOW best candidates with vectors, two of one group whose
+    embeddings are at least DUPLICATE_SIMILARITY alike and whose texts differ: the older
+    one gets an ``older`` penalty that puts it right behind the newer, and is marked."""
+    best = [i for i in ranking.order() if candidates[i].vector is not None and candidates[i].group][
+        :DUPLICATE_WINDOW
+    ]
+    if len(best) < 2:
+        return
+    dims = {candidates[i].vector.shape for i in best}  # type: ignore[union-attr]
+    if len(dims) != 1:
+        return
+    matrix = np.stack([candidates[i].vector for i in best]).astype(np.float32)  # type: ignore[misc]
+    norms = np.linalg.norm(matrix, axis=1)
+    norms[norms == 0] = 1.0
+    matrix /= norms[:, None]
+    similar = matrix @ matrix.T
+    for a in range(len(best)):
+        for b in np.nonzero(similar[a, a + 1 :] >= DUPLICATE_SIMILARITY)[0] + a + 1:
+            first, second = candidates[best[a]], candidates[best[int(b)]]
+            if first.group != second.group or first.section != second.section:
+                continue
+            if first.text == second.text:
+                continue
+            newer, older = (
+                (best[a], best[int(b)])
+                if first.newness >= second.newness
+                else (best[int(b)], best[a])
+            )
+            if older in ranking.older_than:
+                continue
+            ranking.older_than[older] = candidates[newer].id
+            gap = ranking.scores[older].total - ranking.scores[newer].total
+            if gap >= 0:
+                ranking.scores[older].older = -(gap + 1e-4)

@@ -1,0 +1,107 @@
+"""A pack fills its budget with what the question needs, through the API as an agent asks.
+
+The handles are written through ``POST /frames/{id}/handles``: the server counts their
+tokens (and computes what ranking needs) as it would for any agent.
+"""
+
+import random
+
+import pytest
+
+WORDS = (
+    "invoice shipment ledger quarter vendor region forecast payroll audit margin "
+    "customer renewal pipeline backlog roadmap staffing contract warehouse freight "
+    "pricing discount churn onboarding support escalation incident release sprint"
+).split()
+
+
+def _chatter(rng: random.Random, words: int = 28) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(words)).capitalize() + "."
+
+
+@pytest.fixture
+def conversation(api, session, frame):
+    """300 message handles of about 40 tokens each (12,000 tokens in all)."""
+    rng = random.Random(7)
+    ids = []
+    for index in range(300):
+        response = api.post(
+            f"/frames/{frame.id}/handles",
+            {"kind": "message", "content": f"Turn {index}: {_chatter(rng)}"},
+        )
+        assert response.status_code == 201, response.content
+        ids.append(response.json()["id"])
+    return ids
+
+
+def _pack(api, session, frame, budget, query=None):
+    body = {"frame_id": str(frame.id), "budget_tokens": budget}
+    if query is not None:
+        body["query"] = query
+    response = api.post(f"/sessions/{session.id}/context-pack", body)
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+@pytest.mark.parametrize("query", [None, "freight pricing for the warehouse"])
+def test_a_frame_larger_than_the_budget_fills_it_instead_of_falling_to_the_brief(
+    api, session, frame, conversation, query
+):
+    body = _pack(api, session, frame, 4000, query)
+    summary = body["token_summary"]
+    assert summary["used"] <= 4000
+    assert summary["used"] >= 0.9 * 4000, summary
+    assert len(body["segments"]) >= 80
+    assert summary["compaction_level"] != "critical"
+    # Every handle left out says so, with its rank and score: none vanishes unexplained.
+    shown = {s["handle_id"] for s in body["segments"]}
+    dropped = {d["id"]: d for d in body["dropped"] if d["section"] == "segments"}
+    assert shown | set(dropped) == set(conversation)
+    assert all(d["reason"] == "over_budget" and d["rank"] for d in dropped.values())
+
+
+def test_without_a_query_the_newest_handles_come_first(api, session, frame, conversation):
+    body = _pack(api, session, frame, 1000)
+    shown = [s["handle_id"] for s in body["segments"]]
+    assert shown == conversation[::-1][: len(shown)]
+    ranks = [s["rank"] for s in body["segments"]]
+    assert ranks == sorted(ranks)
+    assert all(s["score"]["lexical"] == 0 for s in body["segments"])
+
+
+def test_a_handle_only_the_query_names_enters_a_small_pack_when_asked_about(
+    api, session, frame, conversation
+):
+    rng = random.Random(11)
+    planted = api.post(
+        f"/frames/{frame.id}/handles",
+        {
+            "kind": "message",
+            "content": "The Zanzibar office renews its lease with Okonkwo Properties in March.",
+        },
+    ).json()["id"]
+    # Newer chatter buries it: by recency alone it is far outside 1,000 tokens.
+    for index in range(60):
+        api.post(
+            f"/frames/{frame.id}/handles",
+            {"kind": "message", "content": f"Later {index}: {_chatter(rng)}"},
+        )
+    asked = _pack(api, session, frame, 1000, "When does the Zanzibar lease renew?")
+    not_asked = _pack(api, session, frame, 1000)
+    other_question = _pack(api, session, frame, 1000, "What is the freight backlog?")
+    asked_ids = [s["handle_id"] for s in asked["segments"]]
+    assert planted in asked_ids
+    assert planted not in [s["handle_id"] for s in not_asked["segments"]]
+    assert planted not in [s["handle_id"] for s in other_question["segments"]]
+    found = next(s for s in asked["segments"] if s["handle_id"] == planted)
+    assert found["score"]["lexical"] == 1.0  # the best lexical match of the frame
+    assert found["rank"] == min(s["rank"] for s in asked["segments"])
+    assert asked["token_summary"]["used"] >= 0.9 * 1000
+
+
+def test_the_score_parts_add_up_to_the_total(api, session, frame, conversation):
+    body = _pack(api, session, frame, 2000, "renewal contract audit")
+    for item in body["segments"] + [d for d in body["dropped"] if d["score"]]:
+        score = item["score"]
+        parts = sum(v for k, v in score.items() if k != "total")
+        assert score["total"] == pytest.approx(parts, abs=1e-3)
