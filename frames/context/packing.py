@@ -624,7 +624,7 @@ def pack(data: PackInput) -> PackResult:
     candidates, sources, forms = _candidates(data, max(floor, required_level))
     ranking = rank(candidates, data.query, data.query_vector)
     order = ranking.order()
-    first_rank = len(required)
+    first_rank = len(required) - 1  # the brief is not ranked
     chosen: list[PackedItem[Any]] = []
     facts_room = math.floor(max(0, remaining) * FACTS_SHARE)
     held: list[int] = []

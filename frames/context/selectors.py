@@ -5,7 +5,7 @@ from typing import Any
 
 from contextops.errors import Invalid, NotFound
 from facts.models import Fact
-from frames.models import ContextHandle, ContextPackRecord, Session
+from frames.models import ContextHandle, ContextPackRecord, Frame, Session
 
 from . import diff
 
@@ -78,3 +78,106 @@ def context_pack_diff(
         ).values_list("pk", "priority", "state", "frame_id")
     }
     return diff.diff(_side(a), _side(b), facts=facts, handles=handles)
+
+
+# Why an item is in or out, in words (the reason codes are the packer's).
+_WHY_IN = {
+    "critical": "critical: always in, never cut",
+    "forced": "asked for by the agent (include_handles)",
+    "constraint": "a constraint: always in",
+    "essential": "the frame's ancestry",
+    "cold": "discovered, not loaded: listed by name",
+    "ranked": "ranked",
+}
+_WHY_OUT = {
+    "over_budget": "fitted in no form in the room left",
+    "excluded": "left out by the agent (exclude_handles)",
+    "offline": "paged out (offline)",
+    "cold": "discovered, not loaded: offered by name only",
+    "indexed_without_summary": "indexed, with no summary to show",
+    "low_priority": "low priority, left out at the aggressive level",
+    "not_critical": "not critical, left out at the critical level",
+    "not_essential": "not the root or current frame, left out at the critical level",
+}
+_FORM_WHY = {
+    "full": "whole",
+    "light": "trimmed (light)",
+    "summary": "its stored summary",
+    "truncated": "cut to fit",
+    "name": "by name",
+}
+
+
+def _labels(record: ContextPackRecord, items: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    """What each item is, in a few words: a handle's content, a fact's key, a frame's goal
+    (one read per section that has items)."""
+    wanted: dict[str, set[str]] = {}
+    for item in items:
+        wanted.setdefault(str(item.get("section")), set()).add(str(item.get("id")))
+    labels: dict[tuple[str, str], str] = {}
+    handle_ids = []
+    for value in wanted.get("segments", set()) | wanted.get("resources", set()):
+        try:
+            handle_ids.append(uuid.UUID(value))
+        except ValueError:
+            continue
+    if handle_ids:
+        for pk, content, ref, kind in ContextHandle.objects.filter(
+            pk__in=handle_ids, frame__session_id=record.session_id
+        ).values_list("pk", "content", "ref", "kind"):
+            text = " ".join((content or ref or "").split())
+            for section in ("segments", "resources"):
+                labels[(section, str(pk))] = f"{kind}: {text[:120]}"
+    fact_ids = [int(v) for v in wanted.get("facts", set()) if v.isdigit()]
+    if fact_ids:
+        for pk, key in Fact.objects.filter(
+            pk__in=fact_ids, organization_id=record.session.organization_id
+        ).values_list("pk", "key"):
+            labels[("facts", str(pk))] = key
+    crumbs = []
+    for value in wanted.get("breadcrumbs", set()):
+        try:
+            crumbs.append(uuid.UUID(value))
+        except ValueError:
+            continue
+    if crumbs:
+        for pk, goal in Frame.objects.filter(
+            pk__in=crumbs, session_id=record.session_id
+        ).values_list("pk", "goal"):
+            labels[("breadcrumbs", str(pk))] = goal
+    for value in wanted.get("working_set", set()):
+        labels[("working_set", value)] = value
+    return labels
+
+
+def context_pack_rows(record: ContextPackRecord, limit: int = 500) -> list[dict[str, Any]]:
+    """Every item of ``record``, in or out, by rank (unranked ones last): what it is, its
+    form or reason, its tokens, its score parts and why, as the pack pages show them.
+    At most ``limit`` rows."""
+    entries = [{**i, "included": True} for i in record.included]
+    entries += [{**d, "included": False} for d in record.dropped]
+    entries.sort(key=lambda e: (e.get("rank") is None, e.get("rank") or 0))
+    entries = entries[:limit]
+    labels = _labels(record, entries)
+    rows = []
+    for entry in entries:
+        section, item_id = str(entry.get("section")), str(entry.get("id"))
+        reason = str(entry.get("reason") or "")
+        if entry["included"]:
+            form = str(entry.get("form") or "full")
+            why = _WHY_IN.get(reason, reason or "in")
+            if form != "full" or reason == "ranked":
+                why = f"{why}; {_FORM_WHY.get(form, form)}"
+        else:
+            why = _WHY_OUT.get(reason, reason)
+        if entry.get("older_than"):
+            why += f"; an older near-duplicate of {labels.get((section, str(entry['older_than'])), entry['older_than'])}"
+        rows.append(
+            {
+                **entry,
+                "label": labels.get((section, item_id), item_id),
+                "why": why,
+                "score": entry.get("score"),
+            }
+        )
+    return rows

@@ -16,6 +16,11 @@ urlpatterns = [
         name="packs_diff",
     ),
     path(
+        "sessions/<uuid:session_id>/context-packs/<uuid:pack_id>/",
+        context_views.context_pack_page,
+        name="pack_detail",
+    ),
+    path(
         "sessions/<uuid:session_id>/context-preview/",
         context_views.context_preview_fragment,
         name="preview",

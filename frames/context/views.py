@@ -9,7 +9,7 @@ from collections import Counter
 from typing import Any
 from uuid import UUID
 
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
@@ -26,7 +26,7 @@ from .handles import HandlesAnswer, frame_handles, handle_page_in_answered, hand
 from .pack import context_pack_assemble
 from .pressure_report import pressure_report
 from .resources import ACTIVE_STATES, COLD, INDEXED
-from .selectors import context_pack_diff
+from .selectors import context_pack_diff, context_pack_get, context_pack_rows
 
 DEFAULT_PREVIEW_BUDGET = 4000
 HANDLES_SHOWN = 200
@@ -106,7 +106,39 @@ def context_preview_fragment(request: MemberRequest, session_id: UUID) -> HttpRe
         context["breakdown"] = result.breakdown
         context["dropped_by_level"] = pack.record.dropped_by_level
         context["used_percent"] = round(100 * result.used / budget, 1) if budget else 0
+        context.update(_ranking(pack.record, RANKING_ROWS_PREVIEW))
+    context["query"] = request.GET.get("query", "")[:2000]
     return render(request, "context/_preview.html", context)
+
+
+RANKING_ROWS_PAGE = 500
+RANKING_ROWS_PREVIEW = 60
+
+
+def _ranking(record: ContextPackRecord, limit: int) -> dict[str, Any]:
+    rows = context_pack_rows(record, limit=limit)
+    total = len(record.included) + len(record.dropped)
+    return {"rows": rows, "more": max(0, total - len(rows))}
+
+
+@require_GET
+@organization_required
+def context_pack_page(request: MemberRequest, session_id: UUID, pack_id: UUID) -> HttpResponse:
+    """One stored pack: its figures and every item, in or out, with its score parts and why."""
+    session = _session(request, session_id)
+    try:
+        record = context_pack_get(organization=request.organization, pack_id=pack_id)
+    except DomainError:
+        raise Http404("No such context pack.") from None
+    if record.session_id != session.pk:
+        raise Http404("No such context pack in this session.")
+    context = {
+        "session": session,
+        "record": record,
+        "used_percent": round(100 * record.used / record.budget, 1) if record.budget else 0,
+        **_ranking(record, RANKING_ROWS_PAGE),
+    }
+    return render(request, "context/pack_detail.html", context)
 
 
 def _pack_summary(record: ContextPackRecord) -> dict[str, Any]:

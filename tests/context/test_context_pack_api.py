@@ -148,7 +148,7 @@ def test_it_starts_at_min_compaction_and_uses_stored_summaries(api, session, fra
             "form": "summary",
             "content": "Short.",
             "tokens": 2,
-            "rank": 3,  # after the root breadcrumb and the frame's own
+            "rank": 2,  # after the frame's breadcrumb
             "score": {
                 "total": 0.6,
                 "priority": 0.5,
