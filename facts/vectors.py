@@ -32,21 +32,32 @@ MAX_INDEXED_DIM = 2000
 # How many index entries a search visits at least (pgvector's ef_search).
 MIN_EF_SEARCH = 40
 
-# float16 little-endian bytes to a vector, in SQL: sign, exponent and mantissa of each
-# half. NULL for a NULL, one of another dimension, or a zero vector (cosine undefined).
+# float16 little-endian bytes to a vector: sign, exponent and mantissa of each half. NULL
+# for a NULL, for bytes of another dimension, or for a zero vector (cosine undefined).
+# PL/pgSQL's loop is about three times faster than the same in one SQL query.
 DECODE_FUNCTION = f"""
 CREATE OR REPLACE FUNCTION {DECODE}(b bytea, dim integer) RETURNS vector
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-  SELECT CASE WHEN b IS NULL OR octet_length(b) <> 2 * dim THEN NULL ELSE (
-    SELECT CASE WHEN bool_and(h & 32767 = 0) THEN NULL ELSE array_agg(
-      (CASE WHEN h >= 32768 THEN -1.0::float8 ELSE 1.0::float8 END) *
-      CASE WHEN (h >> 10) & 31 = 0 THEN (h & 1023) * 2.0::float8 ^ (-24)
-           ELSE ((h & 1023) + 1024) * 2.0::float8 ^ (((h >> 10) & 31) - 25) END
-      ORDER BY i)::real[]::vector END
-    FROM (SELECT i, get_byte(b, 2 * i) | (get_byte(b, 2 * i + 1) << 8) AS h
-          FROM generate_series(0, dim - 1) AS i) AS halves
-  ) END
-$$
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+  out real[] := array_fill(0::real, ARRAY[dim]);
+  h integer;
+  e integer;
+  nonzero boolean := false;
+BEGIN
+  IF b IS NULL OR octet_length(b) <> 2 * dim THEN
+    RETURN NULL;
+  END IF;
+  FOR i IN 0 .. dim - 1 LOOP
+    h := get_byte(b, 2 * i) | (get_byte(b, 2 * i + 1) << 8);
+    CONTINUE WHEN h & 32767 = 0;
+    nonzero := true;
+    e := (h >> 10) & 31;
+    out[i + 1] := (CASE WHEN h >= 32768 THEN -1 ELSE 1 END) * CASE WHEN e = 0
+      THEN (h & 1023) * 2.0::float8 ^ (-24)
+      ELSE ((h & 1023) + 1024) * 2.0::float8 ^ (e - 25) END;
+  END LOOP;
+  RETURN CASE WHEN nonzero THEN out::vector END;
+END $$
 """
 
 _available: dict[str, bool] = {}
