@@ -5,19 +5,10 @@ provider stores the handle without one."""
 import logging
 
 import numpy as np
-import pytest
 
-from contextops.embeddings import embedder_override, vector_from_bytes
+from contextops.embeddings import vector_from_bytes
 from frames import services
 from frames.models import ContextHandle
-from tests.fakes.embeddings import WordsEmbedder
-
-
-@pytest.fixture
-def fake():
-    fake = WordsEmbedder(dim=16)
-    with embedder_override(fake):
-        yield fake
 
 
 def unit(vector):
@@ -28,24 +19,26 @@ def stored(handle) -> np.ndarray | None:
     return vector_from_bytes(ContextHandle.objects.get(pk=handle.pk).embedding)
 
 
-def test_a_handle_added_through_the_api_is_stored_with_its_vector(api, session, frame, fake):
+def test_a_handle_added_through_the_api_is_stored_with_its_vector(
+    api, session, frame, fake_embedder
+):
     response = api.post(
         f"/frames/{frame.id}/handles",
         {"kind": "message", "content": "The build is green again", "priority": "high"},
     )
     assert response.status_code == 201, response.content
     handle = ContextHandle.objects.get(pk=response.json()["id"])
-    expected = unit(sum(fake.word(w) for w in ("The", "build", "is", "green", "again")))
+    expected = unit(sum(fake_embedder.word(w) for w in ("The", "build", "is", "green", "again")))
     assert np.allclose(vector_from_bytes(handle.embedding), expected, atol=2e-3)
-    assert fake.calls == [["The build is green again"]]
+    assert fake_embedder.calls == [["The build is green again"]]
 
 
-def test_a_reference_without_content_is_embedded_from_its_ref(frame, fake):
+def test_a_reference_without_content_is_embedded_from_its_ref(frame, fake_embedder):
     handle = services.handle_add(
         frame=frame, kind="document", ref="s3://reports/q3-revenue.pdf", estimated_tokens=900
     )
     assert handle.embedding_text == "s3://reports/q3-revenue.pdf"
-    assert np.allclose(stored(handle), unit(fake.embed([handle.ref])[0]), atol=2e-3)
+    assert np.allclose(stored(handle), unit(fake_embedder.embed([handle.ref])[0]), atol=2e-3)
 
 
 def test_the_default_model_embeds_a_handle_on_add(frame, settings):
@@ -57,34 +50,34 @@ def test_the_default_model_embeds_a_handle_on_add(frame, settings):
 
 
 def test_a_page_in_that_loads_a_cold_resource_embeds_its_content(
-    api, settings, tmp_path, frame, fake
+    api, settings, tmp_path, frame, fake_embedder
 ):
     settings.CONTEXTOPS_RESOURCE_ROOTS = [str(tmp_path)]
     (tmp_path / "runbook.md").write_text("Restart the queue workers first")
     handle = services.handle_add(frame=frame, kind="document", ref="file:runbook.md", state="cold")
-    assert np.allclose(stored(handle), unit(fake.embed(["file:runbook.md"])[0]), atol=2e-3)
+    assert np.allclose(stored(handle), unit(fake_embedder.embed(["file:runbook.md"])[0]), atol=2e-3)
     response = api.post(f"/handles/{handle.id}/page-in?mode=full")
     assert response.status_code == 200, response.content
     assert np.allclose(
-        stored(handle), unit(fake.embed(["Restart the queue workers first"])[0]), atol=2e-3
+        stored(handle), unit(fake_embedder.embed(["Restart the queue workers first"])[0]), atol=2e-3
     )
 
 
 def test_a_page_in_whose_embedding_fails_leaves_the_vector_for_the_backfill(
-    api, settings, tmp_path, frame, fake
+    api, settings, tmp_path, frame, fake_embedder
 ):
     settings.CONTEXTOPS_RESOURCE_ROOTS = [str(tmp_path)]
     (tmp_path / "notes.md").write_text("Loaded text")
     handle = services.handle_add(frame=frame, kind="document", ref="file:notes.md", state="cold")
-    fake.failing = True
+    fake_embedder.failing = True
     assert api.post(f"/handles/{handle.id}/page-in?mode=full").status_code == 200
     handle.refresh_from_db()
     # The vector of the ref no longer says what the handle holds: NULL until the backfill.
     assert handle.content == "Loaded text" and handle.embedding is None
 
 
-def test_a_failing_provider_never_loses_the_handle(api, frame, fake, caplog):
-    fake.failing = True
+def test_a_failing_provider_never_loses_the_handle(api, frame, fake_embedder, caplog):
+    fake_embedder.failing = True
     with caplog.at_level(logging.WARNING, logger="contextops.embeddings"):
         response = api.post(
             f"/frames/{frame.id}/handles", {"kind": "message", "content": "Kept without a vector"}

@@ -5,23 +5,14 @@ superseded one keeps its own. A failing provider stores the write without one.""
 import logging
 
 import numpy as np
-import pytest
 
-from contextops.embeddings import embedder_override, vector_from_bytes
+from contextops.embeddings import vector_from_bytes
 from facts.models import Fact, WorkingSetItem
 from facts.services import fact_write, working_set_put
-from tests.fakes.embeddings import WordsEmbedder
 
 
-@pytest.fixture
-def fake():
-    fake = WordsEmbedder(dim=16)
-    with embedder_override(fake):
-        yield fake
-
-
-def vector_of(fake, text):
-    vector = fake.embed([text])[0]
+def vector_of(fake_embedder, text):
+    vector = fake_embedder.embed([text])[0]
     return vector / np.linalg.norm(vector)
 
 
@@ -29,15 +20,17 @@ def stored(model, **lookup):
     return vector_from_bytes(model.objects.get(**lookup).embedding)
 
 
-def test_a_fact_written_through_the_api_stores_the_vector_of_its_context_text(api, write, fake):
+def test_a_fact_written_through_the_api_stores_the_vector_of_its_context_text(
+    api, write, fake_embedder
+):
     write(api, key="office_city", value="Lyon")
     write(api, key="office_size", value={"desks": 40, "floors": 2})
     assert np.allclose(
-        stored(Fact, key="office_city"), vector_of(fake, "office_city: Lyon"), atol=2e-3
+        stored(Fact, key="office_city"), vector_of(fake_embedder, "office_city: Lyon"), atol=2e-3
     )
     assert np.allclose(
         stored(Fact, key="office_size"),
-        vector_of(fake, 'office_size: {"desks": 40, "floors": 2}'),
+        vector_of(fake_embedder, 'office_size: {"desks": 40, "floors": 2}'),
         atol=2e-3,
     )
     assert (
@@ -46,20 +39,20 @@ def test_a_fact_written_through_the_api_stores_the_vector_of_its_context_text(ap
     )
 
 
-def test_a_superseding_version_is_a_new_row_with_its_own_vector(api, write, fake):
+def test_a_superseding_version_is_a_new_row_with_its_own_vector(api, write, fake_embedder):
     write(api, key="deadline_v1", value="Friday")
     write(api, key="deadline_v2", value="Monday", supersedes="deadline_v1")
     old, new = Fact.objects.get(key="deadline_v1"), Fact.objects.get(key="deadline_v2")
     assert old.status == "superseded" and new.is_valid
     assert np.allclose(
-        vector_from_bytes(old.embedding), vector_of(fake, "deadline_v1: Friday"), atol=2e-3
+        vector_from_bytes(old.embedding), vector_of(fake_embedder, "deadline_v1: Friday"), atol=2e-3
     )
     assert np.allclose(
-        vector_from_bytes(new.embedding), vector_of(fake, "deadline_v2: Monday"), atol=2e-3
+        vector_from_bytes(new.embedding), vector_of(fake_embedder, "deadline_v2: Monday"), atol=2e-3
     )
 
 
-def test_an_implicit_supersession_and_a_proposal_are_embedded_too(make_api, fake):
+def test_an_implicit_supersession_and_a_proposal_are_embedded_too(make_api, fake_embedder):
     org = make_api(authority="admin").organization
     fact_write(organization=org, key="budget", value=100, subject="budget", authority="admin")
     fact_write(organization=org, key="budget_new", value=120, subject="budget", authority="admin")
@@ -67,7 +60,9 @@ def test_an_implicit_supersession_and_a_proposal_are_embedded_too(make_api, fake
     statuses = dict(Fact.objects.values_list("key", "status"))
     assert statuses == {"budget": "superseded", "budget_new": "active", "budget_guess": "proposal"}
     for key, value in (("budget", 100), ("budget_new", 120), ("budget_guess", 90)):
-        assert np.allclose(stored(Fact, key=key), vector_of(fake, f"{key}: {value}"), atol=2e-3)
+        assert np.allclose(
+            stored(Fact, key=key), vector_of(fake_embedder, f"{key}: {value}"), atol=2e-3
+        )
 
 
 def test_the_default_model_embeds_a_fact(api, write, settings):
@@ -77,8 +72,8 @@ def test_the_default_model_embeds_a_fact(api, write, settings):
     assert vector is not None and vector.shape == (256,)
 
 
-def test_a_failing_provider_never_loses_a_fact(api, write, fake, caplog):
-    fake.failing = True
+def test_a_failing_provider_never_loses_a_fact(api, write, fake_embedder, caplog):
+    fake_embedder.failing = True
     with caplog.at_level(logging.WARNING, logger="contextops.embeddings"):
         body = write(api, key="kept", value="even so")
     assert body["key"] == "kept"
@@ -86,27 +81,27 @@ def test_a_failing_provider_never_loses_a_fact(api, write, fake, caplog):
     assert "embeddings_backfill" in caplog.text
 
 
-def test_each_working_set_put_stores_the_vector_of_its_value(api, make_session, fake):
+def test_each_working_set_put_stores_the_vector_of_its_value(api, make_session, fake_embedder):
     session = make_session(api)
     path = f"/sessions/{session.id}/working-set/draft"
     assert api.put(path, {"value": "first outline"}).status_code == 200
     assert np.allclose(
         stored(WorkingSetItem, session=session, key="draft"),
-        vector_of(fake, "draft: first outline"),
+        vector_of(fake_embedder, "draft: first outline"),
         atol=2e-3,
     )
     api.put(path, {"value": {"sections": ["intro", "costs"]}})
     item = WorkingSetItem.objects.get(session=session, key="draft")
     assert item.embedding_text == 'draft: {"sections": ["intro", "costs"]}'
     assert np.allclose(
-        vector_from_bytes(item.embedding), vector_of(fake, item.embedding_text), atol=2e-3
+        vector_from_bytes(item.embedding), vector_of(fake_embedder, item.embedding_text), atol=2e-3
     )
 
 
-def test_a_failing_provider_never_loses_a_working_set_put(api, make_session, fake):
+def test_a_failing_provider_never_loses_a_working_set_put(api, make_session, fake_embedder):
     session = make_session(api)
     working_set_put(session=session, key="scratch", value="one")
-    fake.failing = True
+    fake_embedder.failing = True
     item = working_set_put(session=session, key="scratch", value="two")
     item.refresh_from_db()
     # The vector of "one" would no longer say what the item holds: NULL until the backfill.

@@ -4,16 +4,18 @@
 text the sum of its words' directions: texts sharing words are close, others nearly
 orthogonal, and every vector is known in advance. It counts its calls, raises
 EmbeddingError while ``failing`` is set, and runs ``during`` (when set) inside each call,
-as if something else happened while the provider answered.
+as if something else happened while the provider answered. The ``fake_embedder`` fixture
+swaps one in for a test.
 """
 
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
+import pytest
 
-from contextops.embeddings import EmbeddingError
+from contextops.embeddings import EmbeddingError, embedder_override
 
 WORD = re.compile(r"\w+")
 
@@ -42,3 +44,11 @@ class WordsEmbedder:
             for word in WORD.findall(text):
                 out[i] += self.word(word)
         return out
+
+
+@pytest.fixture
+def fake_embedder() -> Iterator[WordsEmbedder]:
+    """Every vector in the test comes from a ``WordsEmbedder`` of 16 dimensions."""
+    fake = WordsEmbedder(dim=16)
+    with embedder_override(fake):
+        yield fake

@@ -51,50 +51,47 @@ def world(make_api, settings):
     return rows
 
 
-@pytest.fixture
-def fake():
-    fake = WordsEmbedder(dim=16)
-    with embedder_override(fake):
-        yield fake
-
-
 def unit(vector):
     return vector / np.linalg.norm(vector)
 
 
-def test_it_fills_every_missing_vector_and_does_nothing_the_second_time(world, fake):
+def test_it_fills_every_missing_vector_and_does_nothing_the_second_time(world, fake_embedder):
     out = backfill()
     assert "handles: 8 embedded, 0 failed, 0 changed meanwhile (of 8 without a vector)" in out
     assert "facts: 4 embedded" in out and "working-set items: 2 embedded" in out
     for handle in ContextHandle.objects.all():
         assert np.allclose(
             vector_from_bytes(handle.embedding),
-            unit(fake.embed([handle.embedding_text])[0]),
+            unit(fake_embedder.embed([handle.embedding_text])[0]),
             atol=2e-3,
         )
     fact = Fact.objects.get(key="Acme_size")
     assert np.allclose(
         vector_from_bytes(fact.embedding),
-        unit(fake.embed(['Acme_size: {"desks": 4}'])[0]),
+        unit(fake_embedder.embed(['Acme_size: {"desks": 4}'])[0]),
         atol=2e-3,
     )
     item = WorkingSetItem.objects.get(session=world["Acme"][1])
     assert np.allclose(
-        vector_from_bytes(item.embedding), unit(fake.embed(["draft: Acme draft"])[0]), atol=2e-3
+        vector_from_bytes(item.embedding),
+        unit(fake_embedder.embed(["draft: Acme draft"])[0]),
+        atol=2e-3,
     )
-    fake.calls.clear()
+    fake_embedder.calls.clear()
     again = backfill()
     assert "handles: 0 embedded, 0 failed, 0 changed meanwhile (of 0 without a vector)" in again
-    assert fake.calls == []
+    assert fake_embedder.calls == []
 
 
-def test_it_embeds_one_batch_per_provider_call(world, fake):
+def test_it_embeds_one_batch_per_provider_call(world, fake_embedder):
     backfill("--batch-size", "3")
-    handle_calls = [c for c in fake.calls if any("message" in t or "s3://" in t for t in c)]
+    handle_calls = [
+        c for c in fake_embedder.calls if any("message" in t or "s3://" in t for t in c)
+    ]
     assert [len(c) for c in handle_calls] == [3, 3, 2]
 
 
-def test_it_keeps_to_one_organization_when_asked(world, fake):
+def test_it_keeps_to_one_organization_when_asked(world, fake_embedder):
     out = backfill("--org", "Globex")
     assert "handles: 4 embedded" in out and "facts: 2 embedded" in out
     assert set(Fact.objects.filter(embedding__isnull=False).values_list("key", flat=True)) == {
@@ -108,7 +105,7 @@ def test_it_keeps_to_one_organization_when_asked(world, fake):
         backfill("--org", "Initech")
 
 
-def test_all_embeds_every_row_again_after_a_provider_change(world, fake):
+def test_all_embeds_every_row_again_after_a_provider_change(world, fake_embedder):
     backfill()
     other = WordsEmbedder(dim=8)
     with embedder_override(other):
@@ -118,27 +115,27 @@ def test_all_embeds_every_row_again_after_a_provider_change(world, fake):
     assert {len(h.embedding) for h in ContextHandle.objects.all()} == {16}  # 8 x float16
 
 
-def test_a_failing_provider_leaves_the_rows_for_the_next_run(world, fake):
-    fake.failing = True
+def test_a_failing_provider_leaves_the_rows_for_the_next_run(world, fake_embedder):
+    fake_embedder.failing = True
     with pytest.raises(CommandError, match="14 row\\(s\\) could not be embedded"):
         backfill()
     assert not ContextHandle.objects.filter(embedding__isnull=False).exists()
-    fake.failing = False
+    fake_embedder.failing = False
     assert "handles: 8 embedded" in backfill()
 
 
-def test_a_row_whose_text_changed_meanwhile_keeps_the_writes_vector(world, fake):
+def test_a_row_whose_text_changed_meanwhile_keeps_the_writes_vector(world, fake_embedder):
     _, session, _ = world["Acme"]
     fresh = vector_to_bytes(np.ones(16, dtype=np.float32) / 4)
 
     def put_meanwhile():
         """A put of another value lands while the provider embeds the working set."""
-        if fake.calls[-1] == ["draft: Acme draft"]:
+        if fake_embedder.calls[-1] == ["draft: Acme draft"]:
             WorkingSetItem.objects.filter(session=session).update(
                 value="rewritten", embedding=fresh, updated_at=timezone.now() + timedelta(days=1)
             )
 
-    fake.during = put_meanwhile
+    fake_embedder.during = put_meanwhile
     out = backfill("--org", "Acme")
     assert "working-set items: 0 embedded, 0 failed, 1 changed meanwhile" in out
     assert bytes(WorkingSetItem.objects.get(session=session).embedding) == fresh
