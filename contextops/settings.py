@@ -224,6 +224,26 @@ if AWS_STORAGE_BUCKET_NAME:
     }
 # --- end scale: shared storage ---------------------------------------------------------
 
+# --- Embeddings (issue 32) -----------------------------------------------------------------
+# Every handle, fact and working-set item gets a vector when it is written (see
+# contextops/embeddings.py and docs/operating.md, "Embeddings"). ``wordllama`` (the default)
+# runs inside this process with no network; ``openai`` and ``voyage`` call a hosted API at
+# CONTEXTOPS_EMBEDDINGS_URL; ``none`` stores no vectors.
+CONTEXTOPS_EMBEDDINGS = os.environ.get("CONTEXTOPS_EMBEDDINGS", "wordllama").strip().lower()
+if CONTEXTOPS_EMBEDDINGS not in ("wordllama", "openai", "voyage", "none"):
+    raise ImproperlyConfigured(
+        "CONTEXTOPS_EMBEDDINGS must be wordllama, openai, voyage or none, "
+        f"got {CONTEXTOPS_EMBEDDINGS!r}"
+    )
+CONTEXTOPS_EMBEDDINGS_URL = os.environ.get("CONTEXTOPS_EMBEDDINGS_URL", "")
+CONTEXTOPS_EMBEDDINGS_MODEL = os.environ.get("CONTEXTOPS_EMBEDDINGS_MODEL", "")
+CONTEXTOPS_EMBEDDINGS_API_KEY = os.environ.get("CONTEXTOPS_EMBEDDINGS_API_KEY", "")
+# The vectors' dimension, for a hosted model this server does not know.
+CONTEXTOPS_EMBEDDINGS_DIM = env_int("CONTEXTOPS_EMBEDDINGS_DIM", 0)
+# Seconds a hosted provider may take to answer before the write goes on without a vector.
+CONTEXTOPS_EMBEDDINGS_TIMEOUT = env_int("CONTEXTOPS_EMBEDDINGS_TIMEOUT", 10)
+# --- end embeddings ------------------------------------------------------------------------
+
 # Requests: bodies above this are refused with 413 before they are read.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("CONTEXTOPS_MAX_BODY_BYTES", 2 * 1024 * 1024)
 

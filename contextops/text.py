@@ -9,3 +9,9 @@ def value_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def keyed_text(key: str, value: Any) -> str:
+    """A fact or working-set item as a context shows it, counts its tokens and embeds it:
+    ``"{key}: {value}"``."""
+    return f"{key}: {value_text(value)}"

