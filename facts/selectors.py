@@ -34,6 +34,7 @@ from frames.models import Session
 
 from . import supersession as rules
 from .models import Fact, FactDependency, WorkingSetItem
+from .vectors import facts_semantic_candidates
 
 # What a context pack uses of a fact (the ranking orders by more, in SQL).
 CONTEXT_FIELDS = (
@@ -46,6 +47,7 @@ CONTEXT_FIELDS = (
     "memory_type",
     "source",
     "scope",
+    "embedding",
 )
 
 
@@ -67,6 +69,7 @@ class ContextFact:
     memory_type: str
     source: str
     scope: str
+    embedding: Any = None  # its stored vector (contextops.embeddings), or None
     parsed: bool = True
 
     @classmethod
@@ -715,9 +718,14 @@ def facts_for_context(
     limit: int = 50,
     reader_authority: str | None = None,
     as_of: datetime | None = None,
+    query_vector: Any = None,
 ) -> list[ContextFact]:
     """Valid facts a context for ``session`` may hold, best first: two queries, the ranked
     facts whole, then the facts governing their subjects that the ranking left out.
+
+    ``query_vector``: where the database has a vector index (pgvector), the facts nearest
+    to it join the candidates too (a third query), so a fact that shares no word with the
+    query can still be ranked.
 
     ``as_of``: the facts valid at that time instead: written by then, and current then
     (superseded or withdrawn only later).
@@ -770,6 +778,15 @@ def facts_for_context(
         for row in _top(base, _relevance(terms), max(1, limit)):
             relevance = row.pop("relevance")
             rows.append((ContextFact.from_row(row), relevance))
+    if query_vector is not None and as_of is None:
+        nearest = facts_semantic_candidates(organization.pk, query_vector, max(1, limit))
+        known = {fact.pk for fact, _ in rows}
+        missing = [pk for pk in nearest if pk not in known]
+        if missing:
+            rows += [
+                (ContextFact.from_row(row), 0)
+                for row in base.filter(_id_in(missing)).values(*CONTEXT_FIELDS)
+            ]
     scores = {fact.pk: relevance for fact, relevance in rows}
     ranked = [fact for fact, _ in rows]
     subjects = {f.subject for f in ranked if f.subject}

@@ -19,6 +19,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from contextops.embeddings import embed_query, vector_from_bytes
 from contextops.errors import Invalid, NotFound
 from contextops.rows import converter, param
 from contextops.text import value_text
@@ -51,6 +52,7 @@ HANDLE_FIELDS = (
     "summary",
     "summary_tokens",
     "attention_weight",
+    "embedding",
 )
 
 
@@ -102,6 +104,7 @@ def _facts(
     limit: int,
     reader_authority: str | None,
     as_of: AsOf | None = None,
+    query_vector: Any = None,
 ) -> list[packing.FactItem]:
     scope_ids = [str(session.pk), *(str(f.pk) for f in frames)]
     rows = facts_for_context(
@@ -112,6 +115,7 @@ def _facts(
         limit=limit,
         reader_authority=reader_authority,
         as_of=as_of.moment if as_of is not None else None,
+        query_vector=query_vector,
     )
     return [
         packing.FactItem(
@@ -123,6 +127,7 @@ def _facts(
             stored=fact,
             subject=fact.subject,
             governs=fact.memory_type == "organizational",
+            vector=vector_from_bytes(fact.embedding),
         )
         for fact in rows
     ]
@@ -151,7 +156,12 @@ def _working_set(
         value = value_text(entry.value)
         tokens = int(getattr(entry, "tokens", 0) or 0) or packing.estimate_tokens(value)
         items.append(
-            packing.WorkingItem(key=entry.key, value=f"{entry.key}: {value}", tokens=tokens)
+            packing.WorkingItem(
+                key=entry.key,
+                value=f"{entry.key}: {value}",
+                tokens=tokens,
+                vector=vector_from_bytes(getattr(entry, "embedding", None)),
+            )
         )
     return items
 
@@ -174,9 +184,8 @@ def _segments(
         ]
     segments, skipped, cold = [], [], []
     for order, row in enumerate(rows):
-        hid, kind, priority, state, content, ref, _, tokens, summary, summary_tokens, attention = (
-            row
-        )
+        hid, kind, priority, state, content, ref, _, tokens, summary, summary_tokens = row[:10]
+        attention, embedding = row[10:12]
         if as_of is not None:
             state = as_of.handle_states.get(hid, state)
             if hid in as_of.summaries_after:
@@ -209,6 +218,7 @@ def _segments(
                 order=order,
                 forced=forced,
                 attention=attention,
+                vector=vector_from_bytes(embedding),
             )
         )
     return segments, skipped, cold
@@ -367,6 +377,8 @@ def context_pack_assemble(
     )
     if notes:
         segments = [_with_notes(s, notes[s.id]) if s.id in notes else s for s in segments]
+    # The question's vector, once (a pack never embeds a stored item: they carry theirs).
+    query_vector = embed_query(query) if query.strip() else None
     # With a query the ranking here re-reads relevance: it gets a deeper pool to choose from.
     limit = max(20, min(FACTS_FIRST_READ, budget_tokens // (10 if query else 20)))
     data = packing.PackInput(
@@ -379,17 +391,21 @@ def context_pack_assemble(
             for f in ancestry
         ],
         segments=segments,
-        facts=_facts(session, ancestry, query, limit, reader_authority, as_of),
+        facts=_facts(session, ancestry, query, limit, reader_authority, as_of, query_vector),
         working_set=_working_set(session, query, as_of),
         min_compaction=packing.format_min_level(pack_format, min_compaction),
         skipped=skipped,
         resources=_resources(cold, pack_format),
         query=query,
+        query_vector=query_vector,
     )
     result = packing.pack(data)
     while _more_facts_may_fit(result, data.facts, limit):
         limit = min(FACTS_LIMIT_MAX, limit * 4)
-        data = replace(data, facts=_facts(session, ancestry, query, limit, reader_authority, as_of))
+        data = replace(
+            data,
+            facts=_facts(session, ancestry, query, limit, reader_authority, as_of, query_vector),
+        )
         result = packing.pack(data)
     record = ContextPackRecord(
         session=session,
