@@ -62,6 +62,7 @@ SAMPLE = {
         {"question": "Adversarial: skipped.", "evidence": ["D1:1"], "category": 5},
         {"question": "No evidence at all.", "evidence": [], "category": 3},
         {"question": "Only an unknown turn.", "evidence": ["D7:7"], "category": 2},
+        {"question": "How did Ana find pottery?", "evidence": ["D1:2"], "category": 4},
     ],
 }
 
@@ -102,6 +103,7 @@ def test_it_reads_a_sample_in_conversation_order():
     assert [(q.index, q.category, q.evidence) for q in conversation.questions] == [
         (0, 4, ("D2:1",)),
         (1, 1, ("D1:1", "D2:1")),
+        (5, 4, ("D1:2",)),
     ]
     assert conversation.without_evidence == 2
 
@@ -206,10 +208,18 @@ def test_a_conversation_loaded_through_the_api_is_found_whole_when_it_fits():
 
     conversation = locomo.parse_sample(SAMPLE)
     outcomes = run([conversation], budgets=[1000, 2000], embed=keyword_embedder, say=lambda _: None)
-    assert len(outcomes) == 2 * 2 * len(MODES)
+    assert len(outcomes) == 3 * 2 * len(MODES)
     for outcome in outcomes:
-        # Four short turns and two observations fit any of these budgets whole.
-        assert outcome.recall == {"pack": 1.0, "newest": 1.0, "bm25": 1.0, "hybrid": 1.0}
+        # Four short turns and two observations fit any of these budgets whole; no
+        # observation stands for turn D1:2, so with facts alone question 5 finds nothing.
+        found = 0.0 if (outcome.mode, outcome.question) == ("facts", 5) else 1.0
+        assert outcome.recall == {
+            "pack": found,
+            "newest": found,
+            "bm25": found,
+            "hybrid": found,
+            "everything": found,
+        }
         assert 0 < outcome.used <= outcome.budget
         assert 0 < outcome.room <= outcome.budget
     handles = ContextHandle.objects.filter(session__title="LoCoMo tiny-1 (handles)")
@@ -218,7 +228,8 @@ def test_a_conversation_loaded_through_the_api_is_found_whole_when_it_fits():
     ]
     assert not ContextHandle.objects.filter(session__title="LoCoMo tiny-1 (facts)").exists()
     table = summarize(outcomes, budgets=[1000, 2000])
-    assert table["facts"]["1000"]["questions"] == 2
+    assert table["facts"]["1000"]["questions"] == 3
+    assert table["facts"]["1000"]["everything"] == pytest.approx(2 / 3)
     assert table["both"]["2000"]["categories"]["1"]["pack"] == 1.0
     assert table["handles"]["1000"]["categories"]["2"]["questions"] == 0
 
@@ -296,7 +307,7 @@ def test_the_figures_join_the_json_without_touching_the_others(
     written = json.loads((tmp_path / figures_file).read_text())
     assert written["figures"]["push"] == {"p50_ms": 1.5}
     assert written["figures"]["recall"]["modes"]["handles"]["1000"]["pack_minus_hybrid"] == 0.25
-    assert written["figures"]["recall"]["questions"] == 2
+    assert written["figures"]["recall"]["questions"] == 3
     assert written["figures"]["recall"]["questions_without_evidence"] == 2
     assert [v["met"] for v in written["figures"]["recall"]["targets"][:3]] == [True, True, True]
     assert written["commits"]["push"] == "0123456789ab"

@@ -31,7 +31,7 @@ from contextops.tenancy import api_key_create
 
 from .baselines import Baselines, Embedder, Item, recall
 from .locomo import Conversation, Observation, Turn
-from .summary import MODES, Outcome
+from .summary import CEILING, MODES, Outcome
 
 FRAME_BUDGET = 10_000_000
 
@@ -162,6 +162,7 @@ def measure(
 ) -> list[Outcome]:
     """A pack per question and budget, and the baselines in the rooms those packs leave."""
     outcomes = []
+    loaded_turns = {dia_id for item in loaded.items for dia_id in item.dia_ids}
     for question in conversation.questions:
         packs = [
             loaded.api.post(
@@ -188,7 +189,11 @@ def measure(
                     budget=budget,
                     used=int(summary["used"]),
                     room=room,
-                    recall={"pack": recall(question.evidence, loaded.found(pack)), **other},
+                    recall={
+                        "pack": recall(question.evidence, loaded.found(pack)),
+                        **other,
+                        CEILING: recall(question.evidence, loaded_turns),
+                    },
                 )
             )
     return outcomes
