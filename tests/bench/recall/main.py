@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import locomo
-from .summary import MODES, Outcome, markdown, summarize, targets, verdict_line
+from .summary import MODES, Outcome, markdown, summarize, targets
 
 DEFAULT_BUDGETS = (1000, 2000, 4000)
 MINIMUM_BUDGET = 500  # the API answers 422 budget_too_small under it
@@ -171,10 +171,7 @@ def main(environ: Mapping[str, str] | None = None) -> int:
         wall_seconds=time.perf_counter() - started,
         commit=commit(),
     )
-    print(markdown(figures))
-    print()
-    for verdict in figures["targets"]:
-        print(verdict_line(verdict))
+    print(markdown(figures))  # its last lines: each target, met or not
     if opts.details:
         write_details(opts.details, outcomes)
     if opts.write:
