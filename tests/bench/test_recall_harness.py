@@ -16,8 +16,8 @@ from tests.bench.recall.baselines import (
     reciprocal_rank_fusion,
     wordllama_embedder,
 )
-from tests.bench.recall.main import Options, document, main, options, write_docs
-from tests.bench.recall.run import baseline_room, run
+from tests.bench.recall.main import Options, document, main, options, write_details, write_docs
+from tests.bench.recall.run import _write_order, baseline_room, run
 from tests.bench.recall.summary import MODES, Outcome, markdown, summarize, targets
 
 # A conversation in LoCoMo's shape, made up for these tests. Sessions are listed out of
@@ -106,6 +106,38 @@ def test_it_reads_a_sample_in_conversation_order():
         (5, 4, ("D1:2",)),
     ]
     assert conversation.without_evidence == 2
+
+
+def test_both_writes_each_session_turns_then_what_was_observed_in_it():
+    conversation = locomo.parse_sample(SAMPLE)
+    order = [
+        getattr(piece, "dia_id", None) or piece.dia_ids
+        for piece in _write_order(conversation, "both")
+    ]
+    assert order == ["D1:1", "D1:2", ("D1:1",), "D2:1", "D2:2", ("D2:1", "D2:2")]
+    assert [p.dia_id for p in _write_order(conversation, "handles")] == [
+        "D1:1",
+        "D1:2",
+        "D2:1",
+        "D2:2",
+    ]
+    assert [p.dia_ids for p in _write_order(conversation, "facts")] == [("D1:1",), ("D2:1", "D2:2")]
+
+
+def test_the_details_name_ids_and_figures_never_the_data_text(tmp_path):
+    path = tmp_path / "details.jsonl"
+    write_details(path, [_outcome("facts", 1000, 0.5, 0.25, 900)])
+    [line] = path.read_text().splitlines()
+    assert json.loads(line) == {
+        "sample_id": "tiny-1",
+        "question": 0,
+        "category": 4,
+        "mode": "facts",
+        "budget": 1000,
+        "used": 900,
+        "room": 1000,
+        "recall": {"pack": 0.5, "newest": 0.0, "bm25": 0.25, "hybrid": 0.25},
+    }
 
 
 def test_a_missing_data_file_fails_naming_locomo_path(tmp_path, capsys):
