@@ -17,7 +17,7 @@ from tests.bench.recall.baselines import (
     wordllama_embedder,
 )
 from tests.bench.recall.main import Options, document, main, options, write_details, write_docs
-from tests.bench.recall.run import _write_order, baseline_room, run
+from tests.bench.recall.run import Loaded, _write_order, baseline_room, run
 from tests.bench.recall.summary import MODES, Outcome, markdown, summarize, targets
 
 # A conversation in LoCoMo's shape, made up for these tests. Sessions are listed out of
@@ -226,6 +226,22 @@ def test_the_embedding_model_loads_from_its_wheel_and_knows_dogs_from_spreadshee
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
 
 
+def test_a_pack_holds_the_turns_its_segments_and_facts_stand_for():
+    loaded = Loaded("both", None, "s", "f")
+    loaded.add(Item("h1", "Ana: hello", 4, ("D1:1",)))
+    loaded.add(Item("h2", "Bo: hi", 3, ("D1:2",)))
+    loaded.add(Item("7", "obs-1: Ana greets Bo", 6, ("D1:1", "D1:3")), "obs-1")
+    pack = {
+        "segments": [{"handle_id": "h2", "form": "truncated"}, {"handle_id": "h9", "form": "full"}],
+        "facts": [{"id": "8", "key": "obs-1", "form": "summary"}],
+    }
+    assert loaded.found(pack) == {"D1:1", "D1:2", "D1:3"}  # a fact found by its key alone
+    assert loaded.found(pack, whole=True) == set()
+    pack["segments"][0]["form"] = "light"
+    assert loaded.found(pack, whole=True) == {"D1:2"}
+    assert loaded.found({"segments": [], "facts": [{"id": "7", "key": "?"}]}) == {"D1:1", "D1:3"}
+
+
 def test_a_baseline_gets_the_room_the_issue_gives_it():
     breakdown = {"brief_context": 30, "breadcrumbs": 12, "facts": 400, "segments": 500}
     assert baseline_room("handles", 1000, breakdown) == 958
@@ -247,6 +263,7 @@ def test_a_conversation_loaded_through_the_api_is_found_whole_when_it_fits():
         found = 0.0 if (outcome.mode, outcome.question) == ("facts", 5) else 1.0
         assert outcome.recall == {
             "pack": found,
+            "pack_whole": found,
             "newest": found,
             "bm25": found,
             "hybrid": found,

@@ -32,9 +32,11 @@ from contextops.tenancy import api_key_create
 
 from .baselines import Baselines, Embedder, Item, recall
 from .locomo import Conversation, Observation, Turn
-from .summary import CEILING, MODES, Outcome
+from .summary import CEILING, MODES, WHOLE, Outcome
 
 FRAME_BUDGET = 10_000_000
+# A pack item's forms that do not show its whole text: its summary, or a cut to fit.
+SHORTENED_FORMS = frozenset({"summary", "truncated"})
 
 
 class ApiFailed(Exception):
@@ -79,12 +81,18 @@ class Loaded:
         for name in (item.id, *aliases):
             self.by_id[name] = item.dia_ids
 
-    def found(self, pack: dict[str, Any]) -> set[str]:
-        """The turns the pack's segments and facts stand for."""
-        names = [segment["handle_id"] for segment in pack.get("segments") or []]
-        for fact in pack.get("facts") or []:
-            names += [str(fact.get("id")), str(fact.get("key"))]
-        return {dia_id for name in names for dia_id in self.by_id.get(name, ())}
+    def found(self, pack: dict[str, Any], *, whole: bool = False) -> set[str]:
+        """The turns the pack's segments and facts stand for; with ``whole``, only those
+        shown with all their text (not cut to fit, not replaced by a summary)."""
+        items = [(s["handle_id"], s.get("form")) for s in pack.get("segments") or []]
+        items += [(str(f.get("id")), f.get("form")) for f in pack.get("facts") or []]
+        items += [(str(f.get("key")), f.get("form")) for f in pack.get("facts") or []]
+        return {
+            dia_id
+            for name, form in items
+            if not (whole and form in SHORTENED_FORMS)
+            for dia_id in self.by_id.get(name, ())
+        }
 
 
 def _write_order(conversation: Conversation, mode: str) -> list[Turn | Observation]:
@@ -203,6 +211,7 @@ def measure(
                     room=room,
                     recall={
                         "pack": recall(question.evidence, loaded.found(pack)),
+                        WHOLE: recall(question.evidence, loaded.found(pack, whole=True)),
                         **other,
                         CEILING: recall(question.evidence, loaded_turns),
                     },
