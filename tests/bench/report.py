@@ -126,6 +126,11 @@ DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench REDIS_URL=redis://127.0.0.
 make load                                     # 50 agents, gunicorn + a worker, PostgreSQL and Redis
 ```
 
+Retrieval recall on LoCoMo, the context pack beside BM25, newest-first and a BM25 +
+embedding hybrid computed in the same run, comes from `make bench-recall` (data read from
+`LOCOMO_PATH`; tests/bench/recall): its section is docs/benchmarks-recall.md
+(docs/benchmarks-recall-sqlite.md for a run on SQLite), its figures `figures.recall`.
+
 """
 
 
