@@ -143,7 +143,13 @@ def diff(
 
 
 def _shown(item: dict, level: str) -> dict:
-    return {"form": item.get("form", ""), "tokens": int(item.get("tokens", 0)), "level": level}
+    return {
+        "form": item.get("form", ""),
+        "tokens": int(item.get("tokens", 0)),
+        "level": level,
+        "rank": item.get("rank"),
+        "score": item.get("score"),
+    }
 
 
 def _added_reason(key: tuple[str, str], a: PackSide) -> str:
@@ -179,8 +185,13 @@ def _dropped(
         )
     if drop is not None:
         reason = DROP_REASONS.get(str(drop.get("reason", "")), OVER_BUDGET)
+        ranked = ""
+        if drop.get("rank") and drop.get("score"):
+            was = f" (ranked {item['rank']} before)" if item.get("rank") else ""
+            ranked = f" Ranked {drop['rank']}{was}, score {drop['score'].get('total')}."
         detail = {
-            OVER_BUDGET: f"Dropped to fit the budget at level {drop.get('level', b.level)}.",
+            OVER_BUDGET: f"Dropped to fit the budget at level {drop.get('level', b.level)}: "
+            f"it fitted in no form in the room its rank left.{ranked}",
             EXCLUDED_BY_HINT: "The request's exclude_handles left it out.",
             PAGED_OUT: f"Paged out ({drop.get('reason')}).",
         }.get(reason, "")
@@ -193,6 +204,8 @@ def _dropped(
                 "reason": str(drop.get("reason", "")),
                 "level": str(drop.get("level", "")),
                 "tokens": int(drop.get("tokens", 0)),
+                "rank": drop.get("rank"),
+                "score": drop.get("score"),
             },
             detail=detail,
             priority=handle.get("priority"),

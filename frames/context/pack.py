@@ -127,6 +127,7 @@ def _facts(
             stored=fact,
             subject=fact.subject,
             governs=fact.memory_type == "organizational",
+            newness=int(fact.pk),  # ids grow with writes: the newest fact has the largest
             vector=vector_from_bytes(fact.embedding),
         )
         for fact in rows

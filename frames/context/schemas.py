@@ -400,6 +400,8 @@ class PackItemShownOut(Schema):
     form: str = ""
     tokens: int
     level: str
+    rank: int | None = None
+    score: ScoreOut | None = None
 
 
 class PackItemChangeOut(Schema):
@@ -411,7 +413,7 @@ class PackItemChangeOut(Schema):
     )
     before: PackItemShownOut | None
     after: dict[str, Any] | None = Field(
-        description="How the later pack shows it, or its drop {reason, level, tokens}."
+        description="How the later pack shows it, or its drop {reason, level, tokens, rank, score}."
     )
     detail: str
     superseded_by: str | None
