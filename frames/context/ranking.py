@@ -40,8 +40,10 @@ NEIGHBOUR_WEIGHT = 0.4
 RECENCY_WEIGHT = 0.1
 RECENCY_WEIGHT_WITH_QUERY = 0.05
 ATTENTION_WEIGHT = 0.1
-# Two candidates of one group whose embeddings are this close say nearly the same thing.
-DUPLICATE_SIMILARITY = 0.97
+# Two candidates of one group whose embeddings are this close say nearly the same thing:
+# two current facts of one subject (a value said twice, differently) at a lower bar than
+# two handles of one frame (a conversation repeats itself in other words).
+DUPLICATE_SIMILARITY = {"facts": 0.85, "segments": 0.95}
 # Near-duplicates are looked for among this many best candidates (pairs grow as its square).
 DUPLICATE_WINDOW = 200
 PARTS = ("priority", "lexical", "semantic", "recency", "attention", "neighbour", "older")
@@ -191,7 +193,7 @@ def rank(
 
 def _mark_near_duplicates(candidates: list[Candidate], ranking: Ranking) -> None:
     """Among the DUPLICATE_WINDOW best candidates with vectors, two of one group whose
-    embeddings are at least DUPLICATE_SIMILARITY alike and whose texts differ: the older
+    embeddings are at least DUPLICATE_SIMILARITY alike (for their section) and whose texts differ: the older
     one gets an ``older`` penalty that puts it right behind the newer, and is marked."""
     best = [i for i in ranking.order() if candidates[i].vector is not None and candidates[i].group][
         :DUPLICATE_WINDOW
@@ -206,10 +208,13 @@ def _mark_near_duplicates(candidates: list[Candidate], ranking: Ranking) -> None
     norms[norms == 0] = 1.0
     matrix /= norms[:, None]
     similar = matrix @ matrix.T
+    lowest = min(DUPLICATE_SIMILARITY.values())
     for a in range(len(best)):
-        for b in np.nonzero(similar[a, a + 1 :] >= DUPLICATE_SIMILARITY)[0] + a + 1:
+        for b in np.nonzero(similar[a, a + 1 :] >= lowest)[0] + a + 1:
             first, second = candidates[best[a]], candidates[best[int(b)]]
             if first.group != second.group or first.section != second.section:
+                continue
+            if similar[a, int(b)] < DUPLICATE_SIMILARITY.get(first.section, 1.0):
                 continue
             if first.text == second.text:
                 continue

@@ -35,7 +35,9 @@ def conversation(api, session, frame):
 
 
 def _pack(api, session, frame, budget, query=None):
-    body = {"frame_id": str(frame.id), "budget_tokens": budget}
+    body = {"budget_tokens": budget}
+    if frame is not None:
+        body["frame_id"] = str(frame.id)
     if query is not None:
         body["query"] = query
     response = api.post(f"/sessions/{session.id}/context-pack", body)
@@ -105,3 +107,23 @@ def test_the_score_parts_add_up_to_the_total(api, session, frame, conversation):
         score = item["score"]
         parts = sum(v for k, v in score.items() if k != "total")
         assert score["total"] == pytest.approx(parts, abs=1e-3)
+
+
+def test_of_two_current_facts_saying_nearly_the_same_the_newer_ranks_first(api, session):
+    def fact(**body):
+        response = api.post("/facts", {"source": "user", "subject": "refund limit", **body})
+        assert response.status_code == 201, response.content
+        return response.json()["id"]
+
+    older = fact(key="refund_limit", value="Refunds are capped at 15% of the order")
+    newer = fact(
+        key="refund_limit_here",
+        value="Refunds are capped at 10% of the order",
+        scope="session",
+        scope_id=str(session.id),
+    )
+    body = _pack(api, session, None, 2000, "What is the refund cap?")
+    ranked = {f["id"]: f for f in body["facts"]}
+    assert ranked[str(newer)]["rank"] < ranked[str(older)]["rank"]
+    assert ranked[str(older)]["older_than"] == str(newer)
+    assert ranked[str(older)]["score"]["older"] <= 0 and ranked[str(newer)]["older_than"] is None
