@@ -396,10 +396,43 @@ def suspension_resume(*, suspension: Suspension, actor: str = "") -> Frame:
             payload=payload,
         )
         Suspension.objects.filter(pk=locked.pk).update(
-            status=Suspension.Status.RESUMED, resumed_at=timezone.now()
+            status=Suspension.Status.RESUMED, resumed_at=timezone.now(), resumed_by=actor[:200]
         )
         frame.refresh_from_db()
     return frame
+
+
+def suspension_passed(*, suspension: Suspension, actor: str, result: dict) -> bool:
+    """The work the frame waited for went on without its token (a LangGraph thread resumed
+    past its interrupt, however it was resumed): an open suspension ends ``resumed`` by
+    ``actor`` and its frame, resumed, closes as completed with ``result``. Inside the
+    caller's transaction, the session locked. False (nothing changed) when the suspension
+    was no longer open (resumed, rejected or expired before) or its frame not suspended.
+    """
+    locked = Suspension.objects.select_for_update(no_key=True).get(pk=suspension.pk)
+    if locked.status not in Suspension.OPEN_STATUSES:
+        return False
+    frame = frame_lock(locked.frame_id)
+    if frame.status != Frame.Status.SUSPENDED:
+        return False
+    payload = {"token_hash": token_hash(locked.pk), "resumed_by": actor}
+    if locked.decided_by is not None:
+        payload["approved_by"] = user_actor(locked.decided_by)
+    Suspension.objects.filter(pk=locked.pk).update(
+        status=Suspension.Status.RESUMED, resumed_at=timezone.now(), resumed_by=actor[:200]
+    )
+    _cancel_open_descendants(
+        frame,
+        actor=actor,
+        note="The work went on past its ancestor's suspension.",
+        result={"cancelled": "the work went on past an ancestor's suspension"},
+    )
+    frame = frame_status_set(
+        frame=frame, status=Frame.Status.ACTIVE, event_type="frame.resumed", actor=actor,
+        payload=payload,
+    )
+    frame_pop(frame=frame, status=Frame.Status.COMPLETED, result_refs=[result], actor=actor)
+    return True
 
 
 def suspensions_expire(
