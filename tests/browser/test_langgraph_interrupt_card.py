@@ -12,9 +12,7 @@ from tests.client.test_langgraph_differential import review_graph
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_the_card_asks_its_question_in_words_and_goes_when_the_graph_resumes(
-    logged_in, agent
-):
+def test_the_card_asks_its_question_in_words_and_goes_when_the_graph_resumes(logged_in, agent):
     page = logged_in
     saver = ContextopsSaver(client=agent)
     graph = review_graph().compile(checkpointer=saver)
@@ -34,7 +32,9 @@ def test_the_card_asks_its_question_in_words_and_goes_when_the_graph_resumes(
     out = graph.invoke(Command(resume="ship it"), config)
     assert out["published"] == "draft about the spring launch (ship it)"
     page.reload()
-    expect(page.locator("#pending-suspensions .suspension", has_text="press-release")).to_have_count(0)
+    expect(
+        page.locator("#pending-suspensions .suspension", has_text="press-release")
+    ).to_have_count(0)
     decided = page.locator(".suspension-decided", has_text="press-release")
     expect(decided.locator(".badge")).to_have_text("resumed")
     expect(decided).to_contain_text("resumed by agent:browser-agent")

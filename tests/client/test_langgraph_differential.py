@@ -33,9 +33,7 @@ REFEREES = ["memory", "postgres"] if POSTGRES else ["memory"]
 
 # -- normalising what a user sees ---------------------------------------------------------
 
-IDS = re.compile(
-    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\b[0-9a-f]{32}\b"
-)
+IDS = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\b[0-9a-f]{32}\b")
 TIMES = {"created_at", "updated_at", "ts"}
 
 
@@ -89,7 +87,6 @@ class Runner:
 
     def __init__(self, saver, mode: str):
         self.saver, self.mode, self.seen = saver, mode, []
-        self.thread = 0
 
     def config(self, thread: str, **more: Any) -> dict:
         return {"configurable": {"thread_id": thread, **more}}
