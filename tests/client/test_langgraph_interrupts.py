@@ -151,3 +151,16 @@ def test_an_approval_then_the_saver_resuming_still_ends_once(agent, make_user, c
     assert Event.objects.filter(frame_id=found.frame_id, type="frame.resumed").count() == 1
     assert Event.objects.filter(frame_id=found.frame_id, type="frame.popped").count() == 1
     saver.close()
+
+
+def test_every_durability_mode_ends_the_interrupt_on_resume(agent):
+    saver = _saver(agent)
+    graph = review_graph().compile(checkpointer=saver)
+    for durability in ("sync", "async", "exit"):
+        config = {"configurable": {"thread_id": f"review-{durability}"}}
+        graph.invoke({"topic": durability}, config, durability=durability)
+        assert _pending(agent) == [f"Publish this draft? (Draft: draft about {durability})"]
+        graph.invoke(Command(resume="ok"), config, durability=durability)
+        assert _pending(agent) == [], durability
+    assert not Frame.objects.filter(status="suspended").exists()
+    saver.close()
