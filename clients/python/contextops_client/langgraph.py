@@ -185,13 +185,12 @@ class ContextopsSaver(BaseCheckpointSaver[str]):
         checkpoint counts up from that checkpoint's versions, so a plain number would
         name again a version the thread already stored (and a value it held then);
         the random part keeps every version of a thread distinct, and the numbers keep
-        them ordered."""
-        if current is None:
-            number = 0
-        elif isinstance(current, int):
-            number = current
-        else:
-            number = int(str(current).split(".")[0])
+        them ordered. A thread saved before with whole-number versions keeps counting so:
+        LangGraph compares a checkpoint's versions with each other, and a number and a
+        text cannot be compared."""
+        if isinstance(current, int):
+            return current + 1  # type: ignore[return-value]
+        number = 0 if current is None else int(str(current).split(".")[0])
         return f"{number + 1:032}.{random.random():016}"
 
     # -- the wire format ---------------------------------------------------------------
