@@ -19,7 +19,7 @@ from contextops.models import Agent, Organization
 from contextops.text import asked_in_words
 from frames.events import event_append
 from frames.locks import session_lock, session_require_not_ended
-from frames.models import Session
+from frames.models import Session, Suspension
 from frames.services import frame_push, session_activated, session_create
 from frames.suspensions.services import suspension_create, suspension_passed
 
@@ -387,6 +387,13 @@ def _interrupt_suspend(
     known = GraphInterrupt.objects.filter(**at).select_related("suspension").first()
     if known is not None and known.value == value:
         return None  # the same question again (a retried write): its card stands
+    waiting = GraphInterrupt.objects.filter(
+        thread=thread, suspension__status__in=Suspension.OPEN_STATUSES
+    ).exclude(pk=known.pk if known else None)
+    if any(other.value == value for other in waiting.only("value")):
+        # The same interrupts (ids and values) already wait on a card: a subgraph's
+        # interrupt reaches its parent's task too, and is asked once.
+        return None
     if known is not None:
         # The task was resumed and asks again (a node with several interrupt() calls):
         # the first question was answered, the new one gets its own card.

@@ -164,3 +164,17 @@ def test_every_durability_mode_ends_the_interrupt_on_resume(agent):
         assert _pending(agent) == [], durability
     assert not Frame.objects.filter(status="suspended").exists()
     saver.close()
+
+
+def test_an_interrupt_inside_a_subgraph_is_one_card(agent):
+    from tests.client.test_langgraph_differential import _with_subgraph
+
+    saver = _saver(agent)
+    graph = _with_subgraph().compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "nested-card"}}
+    graph.invoke({"log": []}, config)
+    assert _pending(agent) == ["check the plan?"]
+    assert graph.invoke(Command(resume="checked"), config)["answers"] == ["checked"]
+    assert _pending(agent) == []
+    assert not Frame.objects.filter(status="suspended").exists()
+    saver.close()
