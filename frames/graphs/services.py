@@ -389,8 +389,8 @@ def _interrupt_suspend(
         return None  # the same question again (a retried write): its card stands
     waiting = GraphInterrupt.objects.filter(
         thread=thread, suspension__status__in=Suspension.OPEN_STATUSES
-    ).exclude(pk=known.pk if known else None)
-    if any(other.value == value for other in waiting.only("value")):
+    ).only("value")
+    if any(other.value == value for other in waiting if other != known):
         # The same interrupts (ids and values) already wait on a card: a subgraph's
         # interrupt reaches its parent's task too, and is asked once.
         return None
