@@ -27,8 +27,7 @@ from .models import GraphBlob, GraphCheckpoint, GraphInterrupt, GraphThread, Gra
 
 PRUNE_STRATEGIES = ("keep_latest", "delete")
 INTERRUPT = "__interrupt__"  # LangGraph's channel for a task's interrupt() values
-RESUME = "__resume__"  # and for the answers a resumed task took (or a Command's resume)
-ERROR = "__error__"
+ERROR = "__error__"  # and for the error a task failed with
 NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"  # writes of no task (a Command's)
 INTERRUPT_FRAME_BUDGET = 1_000
 REASON_CHARS = 500
