@@ -99,7 +99,12 @@ class Runner:
             out = await graph.ainvoke(value, config, **kw)
         else:
             out = graph.invoke(value, config, **kw)
-        self.seen.append(("output", out))
+        shown = out
+        if isinstance(out, dict) and "__interrupt__" in out:
+            # Parallel tasks' interrupts come in the order the tasks stopped (the scheduler's).
+            asked = sorted(out["__interrupt__"], key=lambda i: repr(i.value))
+            shown = {**out, "__interrupt__": asked}
+        self.seen.append(("output", shown))
         return out
 
     async def stream(self, graph, value, config, **kw) -> list:
