@@ -15,3 +15,43 @@ def keyed_text(key: str, value: Any) -> str:
     """A fact or working-set item as a context shows it, counts its tokens and embeds it:
     ``"{key}: {value}"``."""
     return f"{key}: {value_text(value)}"
+
+
+QUESTION_KEYS = ("question", "prompt", "message", "title", "text", "action")
+FIELD_TEXT = 300
+
+
+def _label(key: Any) -> str:
+    words = str(key).replace("_", " ").replace("-", " ").strip()
+    return words[:1].upper() + words[1:] if words else str(key)
+
+
+def _field_text(value: Any) -> str:
+    if isinstance(value, list | tuple) and all(not isinstance(v, dict | list) for v in value):
+        text = ", ".join(value_text(v) for v in value)
+    elif isinstance(value, dict):
+        text = "; ".join(f"{_label(k)}: {_field_text(v)}" for k, v in value.items())
+    elif isinstance(value, bool):
+        text = "yes" if value else "no"
+    else:
+        text = value_text(value)
+    return text if len(text) <= FIELD_TEXT else text[: FIELD_TEXT - 1] + "…"
+
+
+def asked_in_words(value: Any) -> list[dict[str, Any]]:
+    """What an interrupt asks, as a person reads it: for each value (a LangGraph
+    ``Interrupt`` as ``{"value": ..., "id": ...}``, or the value itself) its question and
+    its other fields as ``(label, text)`` pairs, labels from the keys in words
+    (``refund_amount`` is "Refund amount")."""
+    asks = []
+    for item in value if isinstance(value, list) else [value]:
+        asked = item.get("value", item) if isinstance(item, dict) and "id" in item else item
+        if isinstance(asked, dict):
+            rest = dict(asked)
+            key = next((k for k in QUESTION_KEYS if isinstance(rest.get(k), str)), None)
+            question = rest.pop(key) if key else ""
+            fields = [(_label(k), _field_text(v)) for k, v in rest.items()]
+        else:
+            question, fields = _field_text(asked) if asked is not None else "", []
+        asks.append({"question": question, "fields": fields})
+    return asks

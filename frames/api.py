@@ -226,6 +226,8 @@ def frame_list(request, session_id: str, filters: Query[FrameFilters]):
 )
 def frame_get(request, frame_id: str):
     frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
+    if services.frame_suspension_expire_if_overdue(frame):  # a read applies an expiry at once
+        frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
     cost = selectors.frame_cost(frame)
     return {
         **frame_out(frame),

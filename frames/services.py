@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.db.models import F, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from contextops.embeddings import vector_for_storage
+from contextops.actors import system_actor
 from contextops.errors import AuthorityTooLow, Conflict, Invalid, NotFound
 from contextops.rows import columns, from_row
 from contextops.tokens import count_tokens
@@ -1147,6 +1149,120 @@ def suspension_expire_locked(
             payload=payload,
         )
     return bool(changed)
+
+
+# Expiry fails the frame (seed 000 §3): shared by the periodic job, every read of a
+# suspension or of its frame, a decision and a resume (frames.suspensions.services).
+EXPIRY_ACTOR = system_actor("suspension-expiry")
+EXPIRED_REASON = "suspension_expired"
+
+
+def suspension_locked(suspension: Suspension) -> tuple[Session, Suspension]:
+    """Lock the suspension's session (ended or not: a decision on an ended session's
+    suspension is refused by its frame's status), then the suspension; return both fresh."""
+    session = session_lock(suspension.session_id, open_only=False)
+    return session, Suspension.objects.select_for_update(no_key=True).get(pk=suspension.pk)
+
+
+def expire_locked(*, session: Session, suspension: Suspension, now: datetime) -> bool:
+    """Mark an overdue open suspension expired and fail its frame; inside the caller's
+    transaction, the session locked. True if this call was the one that expired it."""
+    if not suspension_expire_locked(
+        session=session,
+        suspension=suspension,
+        frame_id=suspension.frame_id,
+        actor=EXPIRY_ACTOR,
+        now=now,
+    ):
+        return False
+    frame = frame_lock(suspension.frame_id)
+    if frame.status == Frame.Status.SUSPENDED:
+        cancel_open_descendants(
+            frame,
+            actor=EXPIRY_ACTOR,
+            note="An ancestor's suspension expired.",
+            result={"cancelled": "an ancestor's suspension expired"},
+        )
+        frame_close(
+            session=session,
+            frame=frame,
+            status=Frame.Status.FAILED,
+            result_refs=[{"failed": "the suspension expired before anyone resumed it"}],
+            actor=EXPIRY_ACTOR,
+            failure_reason=EXPIRED_REASON,
+        )
+    return True
+
+
+def suspension_expire_if_overdue(suspension: Suspension) -> bool:
+    """In its own transaction: expire ``suspension`` (failing its frame) if it is overdue;
+    True if it is (now) expired. Runs before a decision so the mark survives the 410 that
+    follows, and on every read of a suspension so nobody sees an overdue one pending."""
+    if suspension.status != Suspension.Status.EXPIRED and not suspension.is_expired():
+        return False  # nothing to lock for: a suspension only becomes overdue with time
+    with transaction.atomic():
+        session, locked = suspension_locked(suspension)
+        if locked.status == Suspension.Status.EXPIRED:
+            return True
+        if locked.is_expired():
+            expire_locked(session=session, suspension=locked, now=timezone.now())
+            return True
+    return False
+
+
+def _open_descendants(frame: Frame) -> list[Frame]:
+    """The frame's open descendants, deepest first (locked)."""
+    open_frames = list(
+        Frame.objects.select_for_update(no_key=True)
+        .filter(session_id=frame.session_id, status__in=Frame.OPEN_STATUSES, depth__gt=frame.depth)
+        .order_by("-depth", "created_at")
+    )
+    if not open_frames:
+        return []
+    parents = dict(Frame.objects.filter(session_id=frame.session_id).values_list("pk", "parent_id"))
+    found = []
+    for candidate in open_frames:
+        ancestor = candidate.parent_id
+        while ancestor is not None and ancestor != frame.pk:
+            ancestor = parents.get(ancestor)
+        if ancestor == frame.pk:
+            found.append(candidate)
+    return found
+
+
+def frame_suspension_expire_if_overdue(frame: Frame) -> bool:
+    """A read of a suspended frame applies its suspension's expiry at once, by the rule a
+    read of the suspension applies (``suspension_expire_if_overdue``): True if the frame's
+    open suspension is (now) expired and the frame failed, so the reader reads it again."""
+    if frame.status != Frame.Status.SUSPENDED:
+        return False
+    open_one = Suspension.objects.filter(
+        frame_id=frame.pk, status__in=Suspension.OPEN_STATUSES
+    ).first()
+    return open_one is not None and suspension_expire_if_overdue(open_one)
+
+
+def cancel_open_descendants(
+    frame: Frame, *, actor: str, note: str, result: dict, user: User | None = None
+) -> None:
+    """Cancel the frame's open descendants, deepest first, rejecting their own open
+    suspensions with ``note``; inside the caller's transaction."""
+    for child in _open_descendants(frame):
+        if child.status == Frame.Status.SUSPENDED:
+            Suspension.objects.filter(frame=child, status__in=Suspension.OPEN_STATUSES).update(
+                status=Suspension.Status.REJECTED,
+                decided_by=user,
+                decided_at=timezone.now(),
+                decision_note=note,
+            )
+            frame_status_set(
+                frame=child,
+                status=Frame.Status.ACTIVE,
+                event_type="frame.updated",
+                actor=actor,
+                payload={"reason": "ancestor rejected" if user else "ancestor expired"},
+            )
+        frame_pop(frame=child, status=Frame.Status.CANCELLED, result_refs=[result], actor=actor)
 
 
 def suspensions_close(*, session: Session, actor: str) -> int:

@@ -6,7 +6,6 @@ then changes the thread's rows, and appends its event to that session's log.
 
 import base64
 import binascii
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,16 +16,19 @@ from django.utils import timezone
 
 from contextops.errors import Conflict, Invalid, NotFound
 from contextops.models import Agent, Organization
+from contextops.text import asked_in_words
 from frames.events import event_append
 from frames.locks import session_lock, session_require_not_ended
-from frames.models import Session
+from frames.models import Session, Suspension
 from frames.services import frame_push, session_activated, session_create
-from frames.suspensions.services import suspension_create
+from frames.suspensions.services import suspension_create, suspension_passed
 
 from .models import GraphBlob, GraphCheckpoint, GraphInterrupt, GraphThread, GraphWrite
 
 PRUNE_STRATEGIES = ("keep_latest", "delete")
 INTERRUPT = "__interrupt__"  # LangGraph's channel for a task's interrupt() values
+ERROR = "__error__"  # and for the error a task failed with
+NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"  # writes of no task (a Command's)
 INTERRUPT_FRAME_BUDGET = 1_000
 REASON_CHARS = 500
 
@@ -37,13 +39,14 @@ def task_node(task_path: str) -> str:
 
 
 def interrupt_text(preview: Any) -> str:
-    """What an interrupt asks, as one line: the value of each ``Interrupt`` it carries."""
-    items = preview if isinstance(preview, list) else [preview]
+    """What an interrupt asks, as one line of words: each value's question, then its
+    fields (``Publish this draft? (Draft: ...)``)."""
     parts = []
-    for item in items:
-        value = item.get("value", item) if isinstance(item, dict) else item
-        parts.append(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
-    text = "; ".join(parts) or "(no value)"
+    for ask in asked_in_words(preview):
+        fields = "; ".join(f"{label}: {text}" for label, text in ask["fields"])
+        words = " ".join(p for p in (ask["question"], f"({fields})" if fields else "") if p)
+        parts.append(words)
+    text = "; ".join(p for p in parts if p) or "(no value)"
     return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
 
 
@@ -231,6 +234,15 @@ def checkpoint_put(
             )
             thread.updated_at = timezone.now()
             thread.save(update_fields=["updated_at"])
+            if parent_checkpoint_id:
+                # A checkpoint after an interrupted one: the thread went past it.
+                _interrupts_passed(
+                    thread=thread,
+                    checkpoint_ns=checkpoint_ns,
+                    checkpoint_id=parent_checkpoint_id,
+                    actor=actor,
+                    past=checkpoint_id,
+                )
             event_append(
                 session=thread.session,
                 type="graph.checkpoint_saved",
@@ -314,6 +326,16 @@ def writes_put(
                 )
                 stored.add(w.idx)
                 changed.append(w.channel)
+            channels = {w.channel for w in writes}
+            if channels and not channels & {INTERRUPT, ERROR} and task_id != NULL_TASK_ID:
+                # The task wrote its outcome: it got past the interrupt it stopped at.
+                _interrupts_passed(
+                    thread=thread,
+                    checkpoint_ns=checkpoint_ns,
+                    checkpoint_id=checkpoint_id,
+                    task_id=task_id,
+                    actor=actor,
+                )
             for w in writes:
                 if w.channel == INTERRUPT:
                     _interrupt_suspend(
@@ -361,22 +383,73 @@ def _interrupt_suspend(
         "checkpoint_id": checkpoint_id,
         "task_id": task_id,
     }
-    if GraphInterrupt.objects.filter(**at).exists():
+    known = GraphInterrupt.objects.filter(**at).select_related("suspension").first()
+    if known is not None and known.value == value:
+        return None  # the same question again (a retried write): its card stands
+    waiting = GraphInterrupt.objects.filter(
+        thread=thread, suspension__status__in=Suspension.OPEN_STATUSES
+    ).only("value")
+    if any(other.value == value for other in waiting if other != known):
+        # The same interrupts (ids and values) already wait on a card: a subgraph's
+        # interrupt reaches its parent's task too, and is asked once.
         return None
+    if known is not None:
+        # The task was resumed and asks again (a node with several interrupt() calls):
+        # the first question was answered, the new one gets its own card.
+        suspension_passed(
+            suspension=known.suspension,
+            actor=actor,
+            result={"langgraph": "answered; the task asks again", "node": known.node},
+        )
     node = task_node(task_path)
     frame = frame_push(
         session=thread.session,
         goal=f"LangGraph {node or 'task'} in thread {thread.thread_id}"[:500],
-        inputs={"thread_id": thread.thread_id, "checkpoint_id": checkpoint_id, "node": node},
+        inputs={
+            "thread_id": thread.thread_id,
+            "checkpoint_id": checkpoint_id,
+            "node": node,
+            "interrupt": value,
+        },
         budget_total=INTERRUPT_FRAME_BUDGET,
         actor=actor,
     )
     suspension = suspension_create(
         frame=frame, reason=interrupt_text(value), requires_approval=True, actor=actor
     )
+    if known is not None:
+        known.value, known.frame, known.suspension = value, frame, suspension
+        known.save(update_fields=["value", "frame", "suspension"])
+        return known
     return GraphInterrupt.objects.create(
         **at, node=node[:255], value=value, frame=frame, suspension=suspension
     )
+
+
+def _interrupts_passed(
+    *,
+    thread: GraphThread,
+    checkpoint_ns: str,
+    checkpoint_id: str,
+    actor: str,
+    task_id: str | None = None,
+    past: str = "",
+) -> int:
+    """The thread went past the interrupts of ``checkpoint_id`` (of ``task_id`` alone,
+    given one): each still waiting ends ``resumed`` by ``actor``, its frame completed, so
+    its card leaves the inbox however the graph was resumed. Returns how many ended."""
+    interrupts = GraphInterrupt.objects.filter(
+        thread=thread, checkpoint_ns=checkpoint_ns, checkpoint_id=checkpoint_id
+    ).select_related("suspension")
+    if task_id is not None:
+        interrupts = interrupts.filter(task_id=task_id)
+    ended = 0
+    for found in interrupts:
+        result: dict[str, Any] = {"langgraph": "resumed past the interrupt", "node": found.node}
+        if past:
+            result["checkpoint_id"] = past
+        ended += suspension_passed(suspension=found.suspension, actor=actor, result=result)
+    return ended
 
 
 def thread_delete(*, organization: Organization, thread_id: str, actor: str = "") -> None:

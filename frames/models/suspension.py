@@ -42,6 +42,10 @@ class Suspension(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     decision_note = models.TextField(blank=True)
     resumed_at = models.DateTimeField(null=True, blank=True)
+    # Who resumed the frame (an actor: ``agent:<name>/key:<prefix>``, ``user:<name>``),
+    # when the work went on without the token's resume (a LangGraph thread resumed past
+    # its interrupt); empty otherwise.
+    resumed_by = models.CharField(max_length=200, blank=True)
 
     class Meta:
         ordering = ["suspended_at"]

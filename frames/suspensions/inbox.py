@@ -18,6 +18,7 @@ from django.db import transaction
 
 from contextops.errors import DomainError, Invalid
 from contextops.models import Organization
+from contextops.text import asked_in_words
 from frames.context.pack import context_pack_assemble
 from frames.models import Suspension, token_hash
 from frames.selectors import frame_ancestry
@@ -73,9 +74,12 @@ def pending_item(
 ) -> dict[str, Any]:
     """One pending row: the suspension, its frame's ancestry and budget, the preview."""
     frame = suspension.frame
+    inputs = frame.inputs if isinstance(frame.inputs, dict) else {}
     return {
         "suspension": suspension,
         "frame": frame,
+        # What a LangGraph interrupt asks, in words (its frame keeps the value).
+        "asks": asked_in_words(inputs["interrupt"]) if "interrupt" in inputs else [],
         "hashed": token_hash(suspension.token),
         "ancestry": frame_ancestry(frame)[:-1],
         "segments": frame.budget.segments(),

@@ -44,6 +44,8 @@ class SuspensionOut(Schema):
     decided_at: datetime | None
     decision_note: str
     resumed_at: datetime | None
+    # Who resumed the frame: the actor that used the token, or whose work went past it.
+    resumed_by: str = ""
     approve_url: str
 
 
@@ -63,5 +65,6 @@ def suspension_out(suspension: Suspension, *, approve_url: str) -> dict[str, Any
         "decided_at": suspension.decided_at,
         "decision_note": suspension.decision_note,
         "resumed_at": suspension.resumed_at,
+        "resumed_by": suspension.resumed_by,
         "approve_url": approve_url,
     }

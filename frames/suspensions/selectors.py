@@ -100,13 +100,18 @@ def suspensions_pending(*, organization: Organization, limit: int = 50) -> list[
 
 
 def suspensions_decided(*, organization: Organization, limit: int = 20) -> list[Suspension]:
-    """The organization's most recently decided suspensions, and those that expired before
-    anyone decided (at their expiry), newest first."""
+    """The organization's most recently decided suspensions, those that expired before
+    anyone decided (at their expiry) and approvals the work went past without a decision
+    (a LangGraph thread resumed past its interrupt, at the resume), newest first."""
     rows = (
         Suspension.objects.select_related("frame", "session", "decided_by")
         .filter(session__organization=organization)
-        .filter(Q(decided_at__isnull=False) | Q(status=Suspension.Status.EXPIRED))
-        .annotate(ended_at=Coalesce("decided_at", "expires_at"))
+        .filter(
+            Q(decided_at__isnull=False)
+            | Q(status=Suspension.Status.EXPIRED)
+            | Q(status=Suspension.Status.RESUMED, requires_approval=True, resumed_at__isnull=False)
+        )
+        .annotate(ended_at=Coalesce("decided_at", "resumed_at", "expires_at"))
         .order_by("-ended_at", "-suspended_at")
     )
     return list(rows[:limit])

@@ -17,7 +17,9 @@ not happen. The suspension is marked expired (``suspension.expired``), the frame
 descendants are cancelled, and the frame closes as ``failed`` with ``failure_reason:
 "suspension_expired"`` through the same close as any pop (``frame.popped``, its budget
 settled with its parent). It happens on the first of: the periodic job, a read of the
-suspension (``GET /suspensions/{token}``, the inbox), a decision or a resume.
+suspension (``GET /suspensions/{token}``, the inbox) or of its frame (``GET /frames/{id}``,
+the frame's page), a decision or a resume. The expiry itself lives in ``frames.services``
+(``suspension_expire_if_overdue``), where the frame's read reaches it.
 """
 
 import secrets
@@ -28,7 +30,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from contextops.actors import system_actor, user_actor
+from contextops.actors import user_actor
 from contextops.audit import audit_record
 from contextops.errors import Conflict, Gone, Invalid
 from contextops.models import Organization
@@ -36,53 +38,18 @@ from frames.events import event_append
 from frames.locks import frame_lock, session_lock
 from frames.models import FAILURE_REASON_MAX, Frame, Session, Suspension, token_hash
 from frames.services import (
-    frame_close,
+    EXPIRY_ACTOR,
+    cancel_open_descendants,
+    expire_locked,
     frame_pop,
     frame_status_set,
+    suspension_expire_if_overdue,
     suspension_expire_locked,
+    suspension_locked,
 )
 
 DEFAULT_EXPIRES_IN_SECONDS = 24 * 3600
 MAX_EXPIRES_IN_SECONDS = 30 * 24 * 3600
-EXPIRY_ACTOR = system_actor("suspension-expiry")
-EXPIRED_REASON = "suspension_expired"
-
-
-def _expire_locked(*, session: Session, suspension: Suspension, now: datetime) -> bool:
-    """Mark an overdue open suspension expired and fail its frame; inside the caller's
-    transaction, the session locked. True if this call was the one that expired it."""
-    if not suspension_expire_locked(
-        session=session,
-        suspension=suspension,
-        frame_id=suspension.frame_id,
-        actor=EXPIRY_ACTOR,
-        now=now,
-    ):
-        return False
-    frame = frame_lock(suspension.frame_id)
-    if frame.status == Frame.Status.SUSPENDED:
-        _cancel_open_descendants(
-            frame,
-            actor=EXPIRY_ACTOR,
-            note="An ancestor's suspension expired.",
-            result={"cancelled": "an ancestor's suspension expired"},
-        )
-        frame_close(
-            session=session,
-            frame=frame,
-            status=Frame.Status.FAILED,
-            result_refs=[{"failed": "the suspension expired before anyone resumed it"}],
-            actor=EXPIRY_ACTOR,
-            failure_reason=EXPIRED_REASON,
-        )
-    return True
-
-
-def _locked(suspension: Suspension) -> tuple[Session, Suspension]:
-    """Lock the suspension's session (ended or not: a decision on an ended session's
-    suspension is refused by its frame's status), then the suspension; return both fresh."""
-    session = session_lock(suspension.session_id, open_only=False)
-    return session, Suspension.objects.select_for_update(no_key=True).get(pk=suspension.pk)
 
 
 def _gone() -> Gone:
@@ -140,7 +107,7 @@ def suspension_create(
             and open_one is not None
             and open_one.is_expired()
         ):
-            _expire_locked(session=session, suspension=open_one, now=timezone.now())
+            expire_locked(session=session, suspension=open_one, now=timezone.now())
             frame.refresh_from_db()
             open_one = None
         resuspend = frame.status == Frame.Status.SUSPENDED and open_one is None
@@ -186,7 +153,7 @@ def _decide(
     is inside a transaction. Raises Gone for an expired suspension (after marking it,
     see the callers), Conflict ``already_decided`` when someone decided first.
     """
-    session, locked = _locked(suspension)
+    session, locked = suspension_locked(suspension)
     frame = frame_lock(locked.frame_id)
     if locked.status == Suspension.Status.EXPIRED or locked.is_expired():
         raise _gone()  # overdue since suspension_expire_if_overdue looked: the job will mark it
@@ -226,22 +193,6 @@ def _decide(
     return session, locked, frame
 
 
-def suspension_expire_if_overdue(suspension: Suspension) -> bool:
-    """In its own transaction: expire ``suspension`` (failing its frame) if it is overdue;
-    True if it is (now) expired. Runs before a decision so the mark survives the 410 that
-    follows, and on every read of a suspension so nobody sees an overdue one pending."""
-    if suspension.status != Suspension.Status.EXPIRED and not suspension.is_expired():
-        return False  # nothing to lock for: a suspension only becomes overdue with time
-    with transaction.atomic():
-        session, locked = _locked(suspension)
-        if locked.status == Suspension.Status.EXPIRED:
-            return True
-        if locked.is_expired():
-            _expire_locked(session=session, suspension=locked, now=timezone.now())
-            return True
-    return False
-
-
 def suspension_approve(*, suspension: Suspension, user: User, note: str = "") -> Suspension:
     """A person approves: the agent may resume with its token from now on.
 
@@ -256,49 +207,6 @@ def suspension_approve(*, suspension: Suspension, user: User, note: str = "") ->
             suspension=suspension, user=user, status=Suspension.Status.APPROVED, note=note
         )
     return decided
-
-
-def _open_descendants(frame: Frame) -> list[Frame]:
-    """The frame's open descendants, deepest first (locked)."""
-    open_frames = list(
-        Frame.objects.select_for_update(no_key=True)
-        .filter(session_id=frame.session_id, status__in=Frame.OPEN_STATUSES, depth__gt=frame.depth)
-        .order_by("-depth", "created_at")
-    )
-    if not open_frames:
-        return []
-    parents = dict(Frame.objects.filter(session_id=frame.session_id).values_list("pk", "parent_id"))
-    found = []
-    for candidate in open_frames:
-        ancestor = candidate.parent_id
-        while ancestor is not None and ancestor != frame.pk:
-            ancestor = parents.get(ancestor)
-        if ancestor == frame.pk:
-            found.append(candidate)
-    return found
-
-
-def _cancel_open_descendants(
-    frame: Frame, *, actor: str, note: str, result: dict, user: User | None = None
-) -> None:
-    """Cancel the frame's open descendants, deepest first, rejecting their own open
-    suspensions with ``note``; inside the caller's transaction."""
-    for child in _open_descendants(frame):
-        if child.status == Frame.Status.SUSPENDED:
-            Suspension.objects.filter(frame=child, status__in=Suspension.OPEN_STATUSES).update(
-                status=Suspension.Status.REJECTED,
-                decided_by=user,
-                decided_at=timezone.now(),
-                decision_note=note,
-            )
-            frame_status_set(
-                frame=child,
-                status=Frame.Status.ACTIVE,
-                event_type="frame.updated",
-                actor=actor,
-                payload={"reason": "ancestor rejected" if user else "ancestor expired"},
-            )
-        frame_pop(frame=child, status=Frame.Status.CANCELLED, result_refs=[result], actor=actor)
 
 
 def rejected_reason(user: User, note: str) -> str:
@@ -327,7 +235,7 @@ def suspension_reject(*, suspension: Suspension, user: User, note: str) -> Suspe
         _, decided, frame = _decide(
             suspension=suspension, user=user, status=Suspension.Status.REJECTED, note=note
         )
-        _cancel_open_descendants(
+        cancel_open_descendants(
             frame,
             actor=actor,
             note=f"An ancestor's suspension was rejected: {note}",
@@ -362,7 +270,7 @@ def suspension_resume(*, suspension: Suspension, actor: str = "") -> Frame:
     if suspension_expire_if_overdue(suspension):
         raise _gone()
     with transaction.atomic():
-        session, locked = _locked(suspension)
+        session, locked = suspension_locked(suspension)
         if locked.status == Suspension.Status.RESUMED:
             raise Conflict(
                 "token_used", "This suspension token has already been used to resume the frame."
@@ -396,10 +304,46 @@ def suspension_resume(*, suspension: Suspension, actor: str = "") -> Frame:
             payload=payload,
         )
         Suspension.objects.filter(pk=locked.pk).update(
-            status=Suspension.Status.RESUMED, resumed_at=timezone.now()
+            status=Suspension.Status.RESUMED, resumed_at=timezone.now(), resumed_by=actor[:200]
         )
         frame.refresh_from_db()
     return frame
+
+
+def suspension_passed(*, suspension: Suspension, actor: str, result: dict) -> bool:
+    """The work the frame waited for went on without its token (a LangGraph thread resumed
+    past its interrupt, however it was resumed): an open suspension ends ``resumed`` by
+    ``actor`` and its frame, resumed, closes as completed with ``result``. Inside the
+    caller's transaction, the session locked. False (nothing changed) when the suspension
+    was no longer open (resumed, rejected or expired before) or its frame not suspended.
+    """
+    locked = Suspension.objects.select_for_update(no_key=True).get(pk=suspension.pk)
+    if locked.status not in Suspension.OPEN_STATUSES:
+        return False
+    frame = frame_lock(locked.frame_id)
+    if frame.status != Frame.Status.SUSPENDED:
+        return False
+    payload = {"token_hash": token_hash(locked.pk), "resumed_by": actor}
+    if locked.decided_by is not None:
+        payload["approved_by"] = user_actor(locked.decided_by)
+    Suspension.objects.filter(pk=locked.pk).update(
+        status=Suspension.Status.RESUMED, resumed_at=timezone.now(), resumed_by=actor[:200]
+    )
+    cancel_open_descendants(
+        frame,
+        actor=actor,
+        note="The work went on past its ancestor's suspension.",
+        result={"cancelled": "the work went on past an ancestor's suspension"},
+    )
+    frame = frame_status_set(
+        frame=frame,
+        status=Frame.Status.ACTIVE,
+        event_type="frame.resumed",
+        actor=actor,
+        payload=payload,
+    )
+    frame_pop(frame=frame, status=Frame.Status.COMPLETED, result_refs=[result], actor=actor)
+    return True
 
 
 def suspensions_expire(
@@ -445,6 +389,6 @@ def suspensions_expire(
                             frame_closed=True,
                         )
                     else:
-                        done = _expire_locked(session=session, suspension=suspension, now=now)
+                        done = expire_locked(session=session, suspension=suspension, now=now)
                     expired += done
     return expired

@@ -127,3 +127,29 @@ def test_another_organizations_saver_sees_none_of_the_threads(agent, make_agent)
     assert ours.get_tuple(config) is not None
     ours.close()
     theirs.close()
+
+
+def test_a_thread_saved_with_whole_number_versions_goes_on_under_this_saver(agent):
+    """Threads written before channel versions took LangGraph's ``<number>.<random>`` form
+    keep their whole numbers (a checkpoint's versions are compared with each other)."""
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.types import Command
+
+    from tests.client.test_langgraph_differential import review_graph
+
+    class Before(ContextopsSaver):
+        get_next_version = BaseCheckpointSaver.get_next_version
+
+    config = {"configurable": {"thread_id": "from-before"}}
+    old = Before(agent.url, agent.key, retries=1, backoff=0.01)
+    review_graph().compile(checkpointer=old).invoke({"topic": "kelp"}, config)
+    assert set(map(type, old.get_tuple(config).checkpoint["channel_versions"].values())) == {int}
+    saver = ContextopsSaver(agent.url, agent.key, retries=1, backoff=0.01)
+    graph = review_graph().compile(checkpointer=saver)
+    assert graph.invoke(Command(resume="fine"), config)["published"] == "draft about kelp (fine)"
+    assert set(map(type, saver.get_tuple(config).checkpoint["channel_versions"].values())) == {int}
+    fresh = {"configurable": {"thread_id": "from-now"}}
+    graph.invoke({"topic": "reefs"}, fresh)
+    assert set(map(type, saver.get_tuple(fresh).checkpoint["channel_versions"].values())) == {str}
+    old.close()
+    saver.close()

@@ -1,9 +1,12 @@
 """An approval nobody gave in time ends: the expired suspension fails its frame."""
 
 import time
+from datetime import timedelta
 
 import pytest
+import time_machine
 from django.test import Client
+from django.utils import timezone
 
 from frames.models import Event, Frame, Suspension, token_hash
 from frames.projections import projection_diff
@@ -81,3 +84,35 @@ def test_a_decision_refreshes_recently_decided_out_of_band(approver_client, tree
     assert response.status_code == 200
     oob = html[html.index('id="decided-suspensions"') :]
     assert 'hx-swap-oob="true"' in oob[:120] and "Ask the customer" in oob
+
+
+def test_a_frame_read_applies_its_suspensions_expiry_at_once(api, tree, suspend_ok):
+    """``GET /frames/{id}`` reads the frame failed the moment its suspension is overdue, as
+    the suspension's own read does, without waiting for the periodic job (frozen clock)."""
+    child = tree["child"]["id"]
+    start = timezone.now()
+    with time_machine.travel(start, tick=False):
+        token = suspend_ok(child, requires_approval=True, expires_in_seconds=60)["token"]
+    with time_machine.travel(start + timedelta(seconds=59), tick=False):
+        assert api.get(f"/frames/{child}").json()["status"] == "suspended"
+    assert Suspension.objects.get(pk=token).status == "pending"
+    with time_machine.travel(start + timedelta(seconds=60), tick=False):
+        frame = api.get(f"/frames/{child}").json()
+    assert (frame["status"], frame["failure_reason"]) == ("failed", "suspension_expired")
+    assert Suspension.objects.get(pk=token).status == "expired"
+    assert Event.objects.filter(type="suspension.expired", frame_id=child).count() == 1
+    # Read again: nothing more happens.
+    assert api.get(f"/frames/{child}").json()["status"] == "failed"
+    assert Event.objects.filter(type="frame.popped", frame_id=child).count() == 1
+
+
+def test_the_frame_page_applies_the_expiry_too(approver_client, tree, suspend_ok):
+    child = tree["child"]["id"]
+    start = timezone.now()
+    with time_machine.travel(start, tick=False):
+        suspend_ok(child, requires_approval=True, expires_in_seconds=60)
+    with time_machine.travel(start + timedelta(seconds=61), tick=False):
+        page = approver_client.get(f"/frames/{child}/")
+    assert page.status_code == 200
+    assert Frame.objects.get(pk=child).status == "failed"
+    assert "the suspension expired before anyone answered" in page.content.decode()

@@ -20,6 +20,7 @@ import base64
 import dataclasses
 import json
 import math
+import random
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from datetime import datetime
@@ -129,7 +130,7 @@ def _decision_command(suspension: dict[str, Any]) -> Command:
     )
 
 
-class ContextopsSaver(BaseCheckpointSaver[int]):
+class ContextopsSaver(BaseCheckpointSaver[str]):
     """A LangGraph checkpointer over the contextops API, synchronous and asynchronous.
 
     ``url`` and ``api_key`` default to ``$CONTEXTOPS_URL`` and ``$CONTEXTOPS_API_KEY``;
@@ -175,6 +176,22 @@ class ContextopsSaver(BaseCheckpointSaver[int]):
     async def aclose(self) -> None:
         if self._async_client is not None:
             await self._async_client.aclose()
+
+    # -- channel versions --------------------------------------------------------------
+
+    def get_next_version(self, current: str | int | None, channel: None = None) -> str:
+        """The version after ``current``: its number plus one, then a random part, as
+        LangGraph's in-memory and PostgreSQL savers write it. A fork from a past
+        checkpoint counts up from that checkpoint's versions, so a plain number would
+        name again a version the thread already stored (and a value it held then);
+        the random part keeps every version of a thread distinct, and the numbers keep
+        them ordered. A thread saved before with whole-number versions keeps counting so:
+        LangGraph compares a checkpoint's versions with each other, and a number and a
+        text cannot be compared."""
+        if isinstance(current, int):
+            return current + 1  # type: ignore[return-value]
+        number = 0 if current is None else int(str(current).split(".")[0])
+        return f"{number + 1:032}.{random.random():016}"
 
     # -- the wire format ---------------------------------------------------------------
 
