@@ -75,34 +75,34 @@ def _sse_text(lines):
 
 
 OPENAI_SYNC = {
-    "chat.completions.create": lambda gpt, big: gpt.chat.completions.create(**_chat(big))
-    .choices[0]
-    .message.content,
+    "chat.completions.create": lambda gpt, big: (
+        gpt.chat.completions.create(**_chat(big)).choices[0].message.content
+    ),
     "chat.completions.create(stream=True)": lambda gpt, big: _chunks_text(
         list(gpt.chat.completions.create(**_chat(big), stream=True))
     ),
-    "chat.completions.parse": lambda gpt, big: gpt.chat.completions.parse(
-        **_chat(big), response_format=Answer
-    )
-    .choices[0]
-    .message.parsed.answer,
+    "chat.completions.parse": lambda gpt, big: (
+        gpt.chat.completions.parse(**_chat(big), response_format=Answer)
+        .choices[0]
+        .message.parsed.answer
+    ),
     "chat.completions.stream": lambda gpt, big: _read_chat_helper(
         gpt.chat.completions.stream(**_chat(big), response_format=Answer)
     ),
-    "beta.chat.completions.parse": lambda gpt, big: gpt.beta.chat.completions.parse(
-        **_chat(big), response_format=Answer
-    )
-    .choices[0]
-    .message.parsed.answer,
+    "beta.chat.completions.parse": lambda gpt, big: (
+        gpt.beta.chat.completions.parse(**_chat(big), response_format=Answer)
+        .choices[0]
+        .message.parsed.answer
+    ),
     "beta.chat.completions.stream": lambda gpt, big: _read_chat_helper(
         gpt.beta.chat.completions.stream(**_chat(big))
     ),
-    "chat.completions.with_raw_response.create": lambda gpt, big: gpt.chat.completions.with_raw_response.create(
-        **_chat(big)
-    )
-    .parse()
-    .choices[0]
-    .message.content,
+    "chat.completions.with_raw_response.create": lambda gpt, big: (
+        gpt.chat.completions.with_raw_response.create(**_chat(big))
+        .parse()
+        .choices[0]
+        .message.content
+    ),
     "chat.completions.with_raw_response.create(stream=True)": lambda gpt, big: _chunks_text(
         list(gpt.chat.completions.with_raw_response.create(**_chat(big), stream=True).parse())
     ),
@@ -120,17 +120,15 @@ OPENAI_SYNC = {
         for e in gpt.responses.create(**_responses(big), stream=True)
         if e.type == "response.output_text.delta"
     ),
-    "responses.parse": lambda gpt, big: gpt.responses.parse(
-        **_responses(big), text_format=Answer
-    ).output_parsed.answer,
+    "responses.parse": lambda gpt, big: (
+        gpt.responses.parse(**_responses(big), text_format=Answer).output_parsed.answer
+    ),
     "responses.stream": lambda gpt, big: _read_response_helper(
         gpt.responses.stream(**_responses(big))
     ),
-    "responses.with_raw_response.create": lambda gpt, big: gpt.responses.with_raw_response.create(
-        **_responses(big)
-    )
-    .parse()
-    .output_text,
+    "responses.with_raw_response.create": lambda gpt, big: (
+        gpt.responses.with_raw_response.create(**_responses(big)).parse().output_text
+    ),
     "responses.with_streaming_response.create": lambda gpt, big: _read_body(
         gpt.responses.with_streaming_response.create(**_responses(big)),
         lambda r: r.parse().output_text,
@@ -354,9 +352,7 @@ def _read_message_stream(manager):
 
 
 ANTHROPIC_SYNC = {
-    "messages.create": lambda claude, big: claude.messages.create(**_messages(big))
-    .content[0]
-    .text,
+    "messages.create": lambda claude, big: claude.messages.create(**_messages(big)).content[0].text,
     "messages.create(stream=True)": lambda claude, big: "".join(
         e.delta.text
         for e in claude.messages.create(**_messages(big), stream=True)
@@ -365,15 +361,10 @@ ANTHROPIC_SYNC = {
     "messages.stream": lambda claude, big: _read_message_stream(
         claude.messages.stream(**_messages(big))
     ),
-    "messages.parse": lambda claude, big: claude.messages.parse(**_messages(big))
-    .content[0]
-    .text,
-    "messages.with_raw_response.create": lambda claude, big: claude.messages.with_raw_response.create(
-        **_messages(big)
-    )
-    .parse()
-    .content[0]
-    .text,
+    "messages.parse": lambda claude, big: claude.messages.parse(**_messages(big)).content[0].text,
+    "messages.with_raw_response.create": lambda claude, big: (
+        claude.messages.with_raw_response.create(**_messages(big)).parse().content[0].text
+    ),
     "messages.with_raw_response.create(stream=True)": lambda claude, big: "".join(
         e.delta.text
         for e in claude.messages.with_raw_response.create(**_messages(big), stream=True).parse()
@@ -409,11 +400,9 @@ ANTHROPIC_ASYNC = {
         lambda raw: raw.parse(),  # awaited
         lambda message: message.content[0].text,
     ),
-    "async messages.with_streaming_response.create(stream=True)": lambda claude, big: (
-        _aread_body(
-            claude.messages.with_streaming_response.create(**_messages(big), stream=True),
-            _alines,
-        )
+    "async messages.with_streaming_response.create(stream=True)": lambda claude, big: _aread_body(
+        claude.messages.with_streaming_response.create(**_messages(big), stream=True),
+        _alines,
     ),
 }
 
