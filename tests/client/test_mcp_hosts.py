@@ -181,7 +181,12 @@ def test_the_inspector_lists_calls_reads_and_prompts(agent, ops, hosts):
     ops.working_set_put(session["id"], "draft", "section 2 done")
 
     read = inspect(
-        hosts, agent, "--method", "resources/read", "--uri", f"contextops://sessions/{session['id']}"
+        hosts,
+        agent,
+        "--method",
+        "resources/read",
+        "--uri",
+        f"contextops://sessions/{session['id']}",
     )
     summary = json.loads(read["contents"][0]["text"])
     assert summary["id"] == session["id"] and summary["model"] == "claude-sonnet-4-6"
@@ -216,4 +221,3 @@ def test_the_inspector_lists_calls_reads_and_prompts(agent, ops, hosts):
     )
     text = resume["messages"][0]["content"]["text"]
     assert f"Resume contextops session {session['id']}" in text and "- Read the RFC" in text
-
