@@ -135,16 +135,21 @@ def test_it_prints_a_sessions_events_once(agent, ops):
     assert [json.loads(line) for line in later.stdout.splitlines()] == events[1:]
 
 
-def test_it_follows_a_session_as_it_happens_until_ctrl_c(agent, ops):
-    session = ops.session(title="followed")
+def follow(agent, session) -> subprocess.Popen:
+    """``contextops tail SESSION`` in a process of its own, polling every 0.2 s."""
     env = {**os.environ, "CONTEXTOPS_URL": agent.url, "CONTEXTOPS_API_KEY": agent.key}
-    follower = subprocess.Popen(
+    return subprocess.Popen(
         [script(), "tail", session.id, "--interval", "0.2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
     )
+
+
+def test_it_follows_a_session_as_it_happens_until_ctrl_c(agent, ops):
+    session = ops.session(title="followed")
+    follower = follow(agent, session)
     try:
         assert follower.stdout is not None
         first = follower.stdout.readline()  # what there was when it started
@@ -345,14 +350,7 @@ def test_it_says_which_file_failed_and_exits_non_zero(agent, celery_worker, tmp_
 
 def test_tail_stops_by_itself_once_the_session_has_ended(agent, ops):
     session = ops.session(title="short-lived")
-    env = {**os.environ, "CONTEXTOPS_URL": agent.url, "CONTEXTOPS_API_KEY": agent.key}
-    follower = subprocess.Popen(
-        [script(), "tail", session.id, "--interval", "0.2"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    follower = follow(agent, session)
     try:
         assert follower.stdout is not None
         follower.stdout.readline()  # it is following

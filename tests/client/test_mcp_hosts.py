@@ -78,26 +78,26 @@ def run(env, *args, cwd, timeout=120) -> subprocess.CompletedProcess:
     )
 
 
-def listed(env, project) -> str:
+def added_and_listed(env, tmp_path, command: str) -> str:
+    """``command`` (a ``claude mcp add``) run in a new project, then the line
+    ``claude mcp list`` shows for contextops."""
+    project = tmp_path / "project"
+    project.mkdir()
+    added = run(env, "bash", "-c", command, cwd=project)
+    assert added.returncode == 0, added.stdout + added.stderr
     done = run(env, "claude", "mcp", "list", cwd=project, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    return next(line for line in done.stdout.splitlines() if line.startswith("contextops:"))
 
 
 def test_claude_code_adds_the_readme_s_stdio_command_and_connects(agent, hosts, tmp_path):
-    project = tmp_path / "project"
-    project.mkdir()
     command = readme_command("claude mcp add --transport stdio")
     command = command.replace("http://127.0.0.1:8000", agent.url).replace("cops_...", agent.key)
-    added = run(hosts, "bash", "-c", command, cwd=project)
-    assert added.returncode == 0, added.stdout + added.stderr
-    assert "Added stdio MCP server contextops" in added.stdout
-    out = listed(hosts, project)
-    line = next(line for line in out.splitlines() if line.startswith("contextops:"))
-    assert "contextops mcp" in line and "Connected" in line, out
-    # nothing was written outside the temporary HOME and the project
+    line = added_and_listed(hosts, tmp_path, command)
+    assert "contextops mcp" in line and "Connected" in line, line
+    # written in the temporary HOME, for this project
     config = json.loads((Path(hosts["HOME"]) / ".claude.json").read_text())
-    server = config["projects"][str(project)]["mcpServers"]["contextops"]
+    server = config["projects"][str(tmp_path / "project")]["mcpServers"]["contextops"]
     assert server["env"] == {"CONTEXTOPS_URL": agent.url, "CONTEXTOPS_API_KEY": agent.key}
 
 
@@ -107,15 +107,10 @@ def test_claude_code_adds_the_readme_s_http_command_and_connects(
     http_server,  # noqa: F811
     tmp_path,
 ):
-    project = tmp_path / "project"
-    project.mkdir()
     command = readme_command("claude mcp add --transport http")
     command = re.sub(r"http://HOST:\d+/mcp", http_server, command).replace("cops_...", agent.key)
-    added = run(hosts, "bash", "-c", command, cwd=project)
-    assert added.returncode == 0, added.stdout + added.stderr
-    out = listed(hosts, project)
-    line = next(line for line in out.splitlines() if line.startswith("contextops:"))
-    assert http_server in line and "Connected" in line, out
+    line = added_and_listed(hosts, tmp_path, command)
+    assert http_server in line and "Connected" in line, line
 
 
 def test_claude_code_shows_a_wrong_key_over_http_as_not_connected(
@@ -124,15 +119,9 @@ def test_claude_code_shows_a_wrong_key_over_http_as_not_connected(
     http_server,  # noqa: F811
     tmp_path,
 ):
-    project = tmp_path / "project"
-    project.mkdir()
     command = readme_command("claude mcp add --transport http")
     command = re.sub(r"http://HOST:\d+/mcp", http_server, command)  # cops_... left as is
-    assert run(hosts, "bash", "-c", command, cwd=project).returncode == 0
-    line = next(
-        line for line in listed(hosts, project).splitlines() if line.startswith("contextops:")
-    )
-    assert "✔ Connected" not in line
+    assert "✔ Connected" not in added_and_listed(hosts, tmp_path, command)
 
 
 # -- the MCP Inspector's CLI ---------------------------------------------------------------

@@ -247,6 +247,43 @@ def anthropic_fake():
         yield server
 
 
+def _refused_before_sending(ops, wrapped, send, fake):
+    """``send`` in a frame of 100 tokens asking for 1000: refused, nothing sent or kept."""
+    session = ops.session()
+    with ops.frame(session, goal="Tiny", budget=100):
+        with pytest.raises(InsufficientTokens) as refused:
+            send(wrapped(session), True)
+    assert refused.value.requested > 1000 and refused.value.available == 100
+    assert fake.requests == []  # nothing reached the model
+    assert ops.turns(session) == []
+
+
+async def _async_paths(agent, fake, make_sdk, wrap, paths, reply):
+    """Each async path: refused in a 100-token frame before sending, then recorded in a
+    roomy one. Answers, by path: (refused, what was read, usage totals, turns)."""
+    async with AsyncClient(agent.url, agent.key) as ops:
+        sdk = make_sdk()
+        outcomes = {}
+        for path, send in paths.items():
+            fake.requests.clear()
+            fake.script(reply)
+            session = await ops.session(model="fake")
+            wrapped = wrap(sdk, ops, session)
+            async with ops.frame(session, goal="Tiny", budget=100):
+                try:
+                    await send(wrapped, True)
+                    refused = False
+                except InsufficientTokens:
+                    refused = fake.requests == []
+            async with ops.frame(session, goal=path, budget=10_000):
+                read = await send(wrapped, False)
+            totals = (await ops.session_get(session)).usage_totals
+            turns = [t["assistant_response"] for t in await ops.turns(session)]
+            outcomes[path] = (refused, read, totals, turns)
+        await sdk.close()
+        return outcomes
+
+
 def _usage_of(session_id):
     rows = list(Usage.objects.filter(session_id=session_id))
     assert len(rows) == 1, rows
@@ -282,44 +319,30 @@ def test_each_openai_path_is_refused_before_sending_when_the_frame_cannot_pay(
     path, ops, openai_fake
 ):
     sdk = openai.OpenAI(base_url=openai_fake.base_url, api_key="test", max_retries=0)
-    session = ops.session()
-    gpt = wrap_openai(sdk, ops, session)
-    with ops.frame(session, goal="Tiny", budget=100):
-        with pytest.raises(InsufficientTokens) as refused:
-            OPENAI_SYNC[path](gpt, True)
-    assert refused.value.requested > 1000 and refused.value.available == 100
-    assert openai_fake.requests == []  # nothing reached the model
-    assert ops.turns(session) == []
+    wrapped = lambda session: wrap_openai(sdk, ops, session)  # noqa: E731
+    _refused_before_sending(ops, wrapped, OPENAI_SYNC[path], openai_fake)
     sdk.close()
 
 
 def test_each_async_openai_path_is_recorded_and_checked(agent, openai_fake):
-    async def run():
-        async with AsyncClient(agent.url, agent.key) as ops:
-            sdk = openai.AsyncOpenAI(base_url=openai_fake.base_url, api_key="test", max_retries=0)
-            outcomes = {}
-            for path, send in OPENAI_ASYNC.items():
-                openai_fake.reset()
-                openai_fake.script(openai_server.Reply.message(ANSWER, usage=OPENAI_USAGE))
-                session = await ops.session(model="gpt-fake")
-                gpt = wrap_openai(sdk, ops, session)
-                async with ops.frame(session, goal="Tiny", budget=100):
-                    try:
-                        await send(gpt, True)
-                        refused = False
-                    except InsufficientTokens:
-                        refused = openai_fake.requests == []
-                async with ops.frame(session, goal=path, budget=10_000):
-                    read = await send(gpt, False)
-                totals = (await ops.session_get(session)).usage_totals
-                turns = [t["assistant_response"] for t in await ops.turns(session)]
-                outcomes[path] = (refused, read in (ANSWER, "forty two"), totals, turns)
-            await sdk.close()
-            return outcomes
-
-    outcomes = asyncio.run(run())
+    outcomes = asyncio.run(
+        _async_paths(
+            agent,
+            openai_fake,
+            lambda: openai.AsyncOpenAI(
+                base_url=openai_fake.base_url, api_key="test", max_retries=0
+            ),
+            wrap_openai,
+            OPENAI_ASYNC,
+            openai_server.Reply.message(ANSWER, usage=OPENAI_USAGE),
+        )
+    )
+    parsed = {
+        p: (r, read in (ANSWER, "forty two"), t, turns)
+        for p, (r, read, t, turns) in outcomes.items()
+    }
     expected = (True, True, OPENAI_RECORDED, [ANSWER])
-    assert {p: o for p, o in outcomes.items() if o != expected} == {}
+    assert {p: o for p, o in parsed.items() if o != expected} == {}
     assert len(outcomes) == len(OPENAI_ASYNC)
 
 
@@ -435,44 +458,24 @@ def test_each_anthropic_path_is_refused_before_sending_when_the_frame_cannot_pay
     path, ops, anthropic_fake
 ):
     sdk = anthropic.Anthropic(base_url=anthropic_fake.base_url, api_key="test", max_retries=0)
-    session = ops.session()
-    claude = wrap_anthropic(sdk, ops, session)
-    with ops.frame(session, goal="Tiny", budget=100):
-        with pytest.raises(InsufficientTokens) as refused:
-            ANTHROPIC_SYNC[path](claude, True)
-    assert refused.value.requested > 1000 and refused.value.available == 100
-    assert anthropic_fake.requests == []
-    assert ops.turns(session) == []
+    wrapped = lambda session: wrap_anthropic(sdk, ops, session)  # noqa: E731
+    _refused_before_sending(ops, wrapped, ANTHROPIC_SYNC[path], anthropic_fake)
     sdk.close()
 
 
 def test_each_async_anthropic_path_is_recorded_and_checked(agent, anthropic_fake):
-    async def run():
-        async with AsyncClient(agent.url, agent.key) as ops:
-            sdk = anthropic.AsyncAnthropic(
+    outcomes = asyncio.run(
+        _async_paths(
+            agent,
+            anthropic_fake,
+            lambda: anthropic.AsyncAnthropic(
                 base_url=anthropic_fake.base_url, api_key="test", max_retries=0
-            )
-            outcomes = {}
-            for path, send in ANTHROPIC_ASYNC.items():
-                anthropic_fake.requests.clear()
-                anthropic_fake.script(anthropic_server.Reply.message(ANSWER, usage=ANTHROPIC_USAGE))
-                session = await ops.session(model="claude-fake")
-                claude = wrap_anthropic(sdk, ops, session)
-                async with ops.frame(session, goal="Tiny", budget=100):
-                    try:
-                        await send(claude, True)
-                        refused = False
-                    except InsufficientTokens:
-                        refused = anthropic_fake.requests == []
-                async with ops.frame(session, goal=path, budget=10_000):
-                    read = await send(claude, False)
-                totals = (await ops.session_get(session)).usage_totals
-                turns = [t["assistant_response"] for t in await ops.turns(session)]
-                outcomes[path] = (refused, read, totals, turns)
-            await sdk.close()
-            return outcomes
-
-    outcomes = asyncio.run(run())
+            ),
+            wrap_anthropic,
+            ANTHROPIC_ASYNC,
+            anthropic_server.Reply.message(ANSWER, usage=ANTHROPIC_USAGE),
+        )
+    )
     expected = (True, ANSWER, ANTHROPIC_USAGE, [ANSWER])
     assert {p: o for p, o in outcomes.items() if o != expected} == {}
     assert len(outcomes) == len(ANTHROPIC_ASYNC)
