@@ -26,7 +26,8 @@ from tests.client.test_mcp_hosts import npm_hosts
 from tests.fakes.anthropic_server import AnthropicFakeServer
 from tests.fakes.openai_server import OpenAIFakeServer
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("live")]
+# Its own server, no live_server: beside the "live" group, on the other worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("documented-commands")]
 
 TRANSCRIPT = ROOT / "tests" / "fixtures" / "transcripts" / "claude-code" / "spotter" / "short.jsonl"
 

@@ -7,6 +7,7 @@ into tests/npm/node_modules (``.ci/run`` does it first; a developer's first run 
 here). Each host runs with ``HOME`` in a temporary folder, so nothing touches the real
 one. Without npm the tests skip, which ``CONTEXTOPS_NO_SKIPS=1`` turns into a failure."""
 
+import fcntl
 import json
 import os
 import re
@@ -27,19 +28,27 @@ NPM_BIN = NPM_DIR / "node_modules" / ".bin"
 README = ROOT / "README.md"
 
 
+def _installed() -> bool:
+    return (NPM_BIN / "claude").exists() and (NPM_BIN / "mcp-inspector").exists()
+
+
 def npm_hosts() -> Path:
-    """The folder of the hosts' executables, installed from the lock file when missing."""
-    if not ((NPM_BIN / "claude").exists() and (NPM_BIN / "mcp-inspector").exists()):
+    """The folder of the hosts' executables, installed from the lock file when missing
+    (one test process at a time: ``npm ci`` starts by removing node_modules)."""
+    if not _installed():
         npm = shutil.which("npm")
         if npm is None:
             pytest.skip("needs npm (Node.js) to install Claude Code and the MCP Inspector")
-        done = subprocess.run(
-            [npm, "ci", "--prefix", str(NPM_DIR), "--no-audit", "--no-fund"],
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
+        with open(NPM_DIR / "package.json") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not _installed():
+                done = subprocess.run(
+                    [npm, "ci", "--prefix", str(NPM_DIR), "--no-audit", "--no-fund"],
+                    capture_output=True,
+                    text=True,
+                    timeout=900,
+                )
+                assert done.returncode == 0, done.stdout + done.stderr
     return NPM_BIN
 
 
