@@ -3,7 +3,7 @@ with the README's own commands, then ``claude mcp list``) and the MCP Inspector'
 (``tools/list``, ``tools/call``, ``resources/read``, ``prompts/list``, ``prompts/get``).
 
 Both come from npm, pinned in tests/npm/package.json with its lock file and installed
-into tests/npm/node_modules (``.ci/run`` does it first; a developer's first run does it
+into tests/npm/node_modules with ``npm install`` (``.ci/run`` does it first; a developer's first run does it
 here). Each host runs with ``HOME`` in a temporary folder, so nothing touches the real
 one. Without npm the tests skip, which ``CONTEXTOPS_NO_SKIPS=1`` turns into a failure."""
 
@@ -34,7 +34,7 @@ def _installed() -> bool:
 
 def npm_hosts() -> Path:
     """The folder of the hosts' executables, installed from the lock file when missing
-    (one test process at a time: ``npm ci`` starts by removing node_modules)."""
+    (one test process at a time)."""
     if not _installed():
         npm = shutil.which("npm")
         if npm is None:
@@ -43,7 +43,8 @@ def npm_hosts() -> Path:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not _installed():
                 done = subprocess.run(
-                    [npm, "ci", "--prefix", str(NPM_DIR), "--no-audit", "--no-fund"],
+                    # as .ci/run: install keeps to the lock file (ci refuses it, see there)
+                    [npm, "install", "--prefix", str(NPM_DIR), "--no-audit", "--no-fund"],
                     capture_output=True,
                     text=True,
                     timeout=900,
