@@ -210,8 +210,28 @@ OPENAI_ASYNC = {
             _alines,
         )
     ),
+    "async beta.chat.completions.stream": lambda gpt, big: _achat_helper(
+        gpt.beta.chat.completions.stream(**_chat(big))
+    ),
+    "async chat.completions.with_streaming_response.create": lambda gpt, big: _aread_body(
+        gpt.chat.completions.with_streaming_response.create(**_chat(big)),
+        lambda r: _then(r.parse(), lambda c: c.choices[0].message.content),
+    ),
     "async responses.create": lambda gpt, big: _then(
         gpt.responses.create(**_responses(big)), lambda r: r.output_text
+    ),
+    "async responses.create(stream=True)": lambda gpt, big: _then(
+        gpt.responses.create(**_responses(big), stream=True),
+        _alist,
+        lambda events: "".join(e.delta for e in events if e.type == "response.output_text.delta"),
+    ),
+    "async responses.parse": lambda gpt, big: _then(
+        gpt.responses.parse(**_responses(big), text_format=Answer),
+        lambda r: r.output_parsed.answer,
+    ),
+    "async responses.with_raw_response.create": lambda gpt, big: _then(
+        gpt.responses.with_raw_response.create(**_responses(big)),
+        lambda raw: raw.parse().output_text,
     ),
     "async responses.stream": lambda gpt, big: _aresponse_helper(
         gpt.responses.stream(**_responses(big))
@@ -422,6 +442,10 @@ ANTHROPIC_ASYNC = {
         claude.messages.with_raw_response.create(**_messages(big)),
         lambda raw: raw.parse(),  # awaited
         lambda message: message.content[0].text,
+    ),
+    "async messages.with_streaming_response.create": lambda claude, big: _aread_body(
+        claude.messages.with_streaming_response.create(**_messages(big)),
+        lambda r: _then(r.parse(), lambda m: m.content[0].text),
     ),
     "async messages.with_streaming_response.create(stream=True)": lambda claude, big: _aread_body(
         claude.messages.with_streaming_response.create(**_messages(big), stream=True),
