@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 from contextops_client import AsyncClient, Client, ImportJob, ImportQueued, SessionData
 from contextops_client.cli import main
+from contextops_client.hook import claude_code_sources, upload
 from django.core.management import call_command
 
 from contextops.tenancy import api_key_create, organization_get_or_create, user_create
@@ -134,16 +135,21 @@ def test_it_prints_a_sessions_events_once(agent, ops):
     assert [json.loads(line) for line in later.stdout.splitlines()] == events[1:]
 
 
-def test_it_follows_a_session_as_it_happens_until_ctrl_c(agent, ops):
-    session = ops.session(title="followed")
+def follow(agent, session) -> subprocess.Popen:
+    """``contextops tail SESSION`` in a process of its own, polling every 0.2 s."""
     env = {**os.environ, "CONTEXTOPS_URL": agent.url, "CONTEXTOPS_API_KEY": agent.key}
-    follower = subprocess.Popen(
+    return subprocess.Popen(
         [script(), "tail", session.id, "--interval", "0.2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
     )
+
+
+def test_it_follows_a_session_as_it_happens_until_ctrl_c(agent, ops):
+    session = ops.session(title="followed")
+    follower = follow(agent, session)
     try:
         assert follower.stdout is not None
         first = follower.stdout.readline()  # what there was when it started
@@ -340,3 +346,101 @@ def test_it_says_which_file_failed_and_exits_non_zero(agent, celery_worker, tmp_
     assert str(broken) in result.stderr
     assert f"Imported {SHORT.name} as session" in result.stdout
     assert Session.objects.filter(organization=agent.organization).count() == 1
+
+
+def test_tail_stops_by_itself_once_the_session_has_ended(agent, ops):
+    session = ops.session(title="short-lived")
+    follower = follow(agent, session)
+    try:
+        assert follower.stdout is not None
+        follower.stdout.readline()  # it is following
+        with ops.frame(session, goal="The only step", budget=500):
+            pass
+        ops.session_end(session)
+        out, errors = follower.communicate(timeout=30)  # no Ctrl-C: it ends on its own
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+    assert follower.returncode == 0, errors
+    assert out.splitlines()[-1].split()[2] == "session.ended"
+
+
+def _claude_code_line(kind: str, index: int, text: str, parent: str | None) -> dict:
+    stamp = f"2026-02-10T21:{index // 60 % 60:02d}:{index % 60:02d}.000Z"
+    line = {
+        "parentUuid": parent,
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": "/home/ada/project",
+        "sessionId": "8a0b6f1e-0000-4000-8000-000000000042",
+        "version": "2.1.38",
+        "type": kind,
+        "uuid": f"00000000-0000-4000-8000-{index:012d}",
+        "timestamp": stamp,
+    }
+    if kind == "user":
+        line["message"] = {"role": "user", "content": text}
+    else:
+        line["message"] = {
+            "model": "claude-opus-4-6",
+            "id": f"msg_{index:08d}",
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 10, "output_tokens": 20},
+        }
+        line["requestId"] = f"req_{index:08d}"
+    return line
+
+
+def large_transcript(path: Path, *, megabytes: float) -> Path:
+    """A Claude Code transcript of about ``megabytes``: question and answer pairs."""
+    lines, parent, index = [], None, 0
+    size = 0
+    while size < megabytes * 1024 * 1024:
+        for kind in ("user", "assistant"):
+            index += 1
+            text = f"{kind} {index}: " + "context operations keep the window lean. " * 250
+            line = json.dumps(_claude_code_line(kind, index, text, parent))
+            parent = f"00000000-0000-4000-8000-{index:012d}"
+            lines.append(line)
+            size += len(line) + 1
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_the_first_import_of_a_large_transcript_says_it_was_imported(
+    agent, celery_worker, tmp_path
+):
+    big = large_transcript(tmp_path / "big-session.jsonl", megabytes=2.9)
+    assert big.stat().st_size > 2.8 * 1024 * 1024  # more than one upload part
+    pairs = sum(1 for line in big.read_text().splitlines() if '"type": "user"' in line)
+    first = cli(agent, "import", str(big))
+    assert first.exit_code == 0, first.output
+    assert f"{pairs} turns" in first.stdout and f"{pairs} model calls" in first.stdout
+    assert "nothing changed" not in first.stdout
+    summary = json.loads(cli(agent, "import", str(big), "--json").stdout)
+    assert summary["unchanged"] is True and summary["turns"] == pairs  # the second time
+
+
+def test_an_import_reports_its_bad_lines_also_when_the_session_was_there(
+    agent, celery_worker, tmp_path
+):
+    lines = SHORT.read_text().splitlines()
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n".join([*lines[:5], "{this line is not JSON", *lines[5:]]) + "\n")
+    first = json.loads(cli(agent, "import", str(broken), "--json").stdout)
+    assert first["skipped_lines"] == 1, first
+    again = json.loads(cli(agent, "import", str(broken), "--json").stdout)
+    assert again["session_id"] == first["session_id"]
+    assert again["skipped_lines"] == 1 and again["skipped"] == first["skipped"], again
+    # a session the Claude Code hook captured live, then imported whole
+    live = tmp_path / "live.jsonl"
+    live.write_text("\n".join([*lines[:5], "{half a line", *lines[5:]]) + "\n")
+    with Client(agent.url, agent.key) as ops:
+        for job in upload(ops, claude_code_sources(live), final=False).jobs:
+            assert ops.import_wait(job, timeout=120)["status"] == "completed"
+    whole = json.loads(cli(agent, "import", str(live), "--json").stdout)
+    assert whole["skipped_lines"] == 1, whole

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -392,6 +392,131 @@ class Checklist:
             raise TypeError("context_pack is a budget in tokens (an int), or None for no pack.")
         if budget is not None and budget <= 0:
             raise ValueError("context_pack must be a positive number of tokens.")
+
+
+# -- bodies read through ``with_streaming_response`` ----------------------------------------
+
+
+def sse_data(body: bytes) -> list[Any]:
+    """The JSON ``data`` of each server-sent event in ``body`` (``[DONE]`` left out)."""
+    out = []
+    for block in body.decode("utf-8", errors="replace").replace("\r\n", "\n").split("\n\n"):
+        data = "\n".join(
+            line[5:].lstrip() for line in block.split("\n") if line.startswith("data:")
+        )
+        if data and data != "[DONE]":
+            try:
+                out.append(json.loads(data))
+            except ValueError:
+                continue
+    return out
+
+
+class BodyTap:
+    """Keeps a copy of the decoded body an SDK's ``with_streaming_response`` reads, however
+    the agent reads it (``parse()``, ``read()``, ``iter_lines()``, an event stream), so the
+    call can be recorded from it. It taps ``http_response.iter_bytes`` (``aiter_bytes``),
+    the one method every way of reading goes through, of the httpx response."""
+
+    def __init__(self, http_response: Any, *, is_async: bool) -> None:
+        self.parts: list[bytes] = []
+        self.done = False
+        self._live: Any = None
+        if is_async:
+            self._inner = http_response.aiter_bytes
+            http_response.aiter_bytes = self._aiter_bytes
+        else:
+            self._inner = http_response.iter_bytes
+            http_response.iter_bytes = self._iter_bytes
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(self.parts)
+
+    def _iter_bytes(self, chunk_size: int | None = None) -> Any:
+        self._live = self._inner(chunk_size)
+        for part in self._live:
+            self.parts.append(part)
+            yield part
+        self.done = True
+
+    async def _aiter_bytes(self, chunk_size: int | None = None) -> Any:
+        self._live = self._inner(chunk_size)
+        async for part in self._live:
+            self.parts.append(part)
+            yield part
+        self.done = True
+
+    def drain(self) -> bytes:
+        """The whole body: what is left of it read now (the agent left the block early)."""
+        if not self.done:
+            if self._live is None:
+                for _ in self._iter_bytes():
+                    pass
+            else:
+                self.parts.extend(self._live)
+                self.done = True
+        return self.body
+
+    async def adrain(self) -> bytes:
+        if not self.done:
+            if self._live is None:
+                async for _ in self._aiter_bytes():
+                    pass
+            else:
+                self.parts.extend([part async for part in self._live])
+                self.done = True
+        return self.body
+
+
+class TappedResponse:
+    """The SDK's ``with_streaming_response`` manager; ``on_done(body)`` with the whole
+    decoded body when its block ends cleanly."""
+
+    def __init__(self, inner: Any, on_done: Callable[[bytes], None]) -> None:
+        self._inner = inner
+        self._on_done = on_done
+        self._tap: BodyTap | None = None
+
+    def __enter__(self) -> Any:
+        response = self._inner.__enter__()
+        self._tap = BodyTap(response.http_response, is_async=False)
+        return response
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+        try:
+            if exc_type is None and self._tap is not None:
+                self._on_done(self._tap.drain())
+        finally:
+            self._inner.__exit__(exc_type, exc, tb)
+
+
+class DeferredManager:
+    """An async SDK manager opened on ``async with`` after the checks (``opened`` answers
+    it and what to call with the stream, or with the body when ``tapped``, once the block
+    ends cleanly)."""
+
+    def __init__(self, opened: Callable[[], Awaitable[tuple[Any, Any]]], *, tapped: bool) -> None:
+        self._opened = opened
+        self._tapped = tapped
+        self._inner: Any = None
+        self._done: Any = None
+        self._entered: Any = None
+        self._tap: BodyTap | None = None
+
+    async def __aenter__(self) -> Any:
+        self._inner, self._done = await self._opened()
+        self._entered = await self._inner.__aenter__()
+        if self._tapped:
+            self._tap = BodyTap(self._entered.http_response, is_async=True)
+        return self._entered
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+        try:
+            if exc_type is None and self._entered is not None:
+                await self._done(await self._tap.adrain() if self._tap else self._entered)
+        finally:
+            await self._inner.__aexit__(exc_type, exc, tb)
 
 
 # -- the recorder ----------------------------------------------------------------------------

@@ -10,8 +10,11 @@
     with ops.frame(session, goal="Answer", budget=20_000):
         reply = claude.messages.create(model=..., max_tokens=1024, messages=history)
 
-``claude.messages.create`` and ``claude.messages.stream`` take and return exactly what
-the SDK's do (everything else passes straight through to the SDK client), and also:
+``claude.messages.create`` (``stream=True`` too), ``.parse``, ``.stream``, and ``create``
+under ``with_raw_response`` and ``with_streaming_response``, sync and async, take and
+return exactly what the SDK's do; everything else is the SDK client's own, unrecorded:
+``messages.count_tokens`` (free, no model call) and ``messages.batches`` (answered later,
+outside any frame: not recorded). Each call also:
 
 1. **refuse what the frame cannot pay**: before sending, the call is estimated at
    ``max_tokens + len(json.dumps(messages + system)) // 4`` tokens; when the paying
@@ -80,12 +83,15 @@ Only ``httpx``, ``anthropic`` and the standard library are used.
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Callable
 from typing import Any
 
 import anthropic
+from anthropic._models import construct_type
 from anthropic.lib.streaming import AsyncMessageStreamManager, MessageStreamManager
 from anthropic.lib.streaming._messages import accumulate_event
+from anthropic.types import Message, RawMessageStreamEvent
 
 from . import _recording
 from ._recording import SUMMARY_PREFIX as SUMMARY_PREFIX  # its home before _recording
@@ -269,6 +275,19 @@ def _accumulate(events: list[Any]) -> Any:
     return snapshot
 
 
+def message_from_body(body: bytes, *, streamed: bool) -> Any:
+    """The final message of a ``with_streaming_response`` body: the event stream's
+    accumulated message, or the JSON message."""
+    if streamed:
+        events = [
+            construct_type(type_=RawMessageStreamEvent, value=data)
+            for data in _recording.sse_data(body)
+            if isinstance(data, dict) and data.get("type") != "ping"
+        ]
+        return _accumulate(events)
+    return construct_type(type_=Message, value=json.loads(body or b"{}"))
+
+
 def _observe_stream(stream: Any, on_done: Callable[[Any], None]) -> Any:
     """Let ``stream`` (the SDK's ``Stream``) record the call once its last event is read."""
     inner = stream._iterator
@@ -346,10 +365,8 @@ class _Messages:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def create(self, **kwargs: Any) -> Any:
-        sent, canon, frame_id = self._recorder.before(kwargs)
+    def _answered(self, kwargs: dict[str, Any], result: Any, canon: Any, frame_id: Any) -> Any:
         original = list(kwargs.get("messages") or [])
-        result = self._inner.create(**sent)
         if kwargs.get("stream"):
             return _observe_stream(
                 result, lambda message: self._recorder.after(canon, original, message, frame_id)
@@ -357,12 +374,70 @@ class _Messages:
         self._recorder.after(canon, original, result, frame_id)
         return result
 
+    def create(self, **kwargs: Any) -> Any:
+        sent, canon, frame_id = self._recorder.before(kwargs)
+        return self._answered(kwargs, self._inner.create(**sent), canon, frame_id)
+
+    def parse(self, **kwargs: Any) -> Any:
+        sent, canon, frame_id = self._recorder.before(kwargs)
+        return self._answered(kwargs, self._inner.parse(**sent), canon, frame_id)
+
     def stream(self, **kwargs: Any) -> Any:
         sent, canon, frame_id = self._recorder.before(kwargs)
         original = list(kwargs.get("messages") or [])
         return _RecordingStreamManager(
             self._inner.stream(**sent),
             lambda message: self._recorder.after(canon, original, message, frame_id),
+        )
+
+    @property
+    def with_raw_response(self) -> _RawMessages:
+        return _RawMessages(self)
+
+    @property
+    def with_streaming_response(self) -> _StreamingMessages:
+        return _StreamingMessages(self)
+
+
+class _RawMessages:
+    """``messages.with_raw_response``: the SDK's raw answer, whose parsed message (a
+    stream once read to the end) is recorded."""
+
+    def __init__(self, messages: _Messages) -> None:
+        self._messages = messages
+        self._inner = messages._inner.with_raw_response
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def create(self, **kwargs: Any) -> Any:
+        sent, canon, frame_id = self._messages._recorder.before(kwargs)
+        raw = self._inner.create(**sent)
+        self._messages._answered(kwargs, raw.parse(), canon, frame_id)
+        return raw  # its parse() answers the same (observed) object again
+
+
+class _StreamingMessages:
+    """``messages.with_streaming_response``: the body, however the agent reads it, is
+    recorded when the block ends cleanly."""
+
+    def __init__(self, messages: _Messages) -> None:
+        self._messages = messages
+        self._inner = messages._inner.with_streaming_response
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def create(self, **kwargs: Any) -> Any:
+        recorder = self._messages._recorder
+        sent, canon, frame_id = recorder.before(kwargs)
+        original = list(kwargs.get("messages") or [])
+        streamed = bool(kwargs.get("stream"))
+        return _recording.TappedResponse(
+            self._inner.create(**sent),
+            lambda body: recorder.after(
+                canon, original, message_from_body(body, streamed=streamed), frame_id
+            ),
         )
 
 
@@ -374,16 +449,32 @@ class _AsyncMessages:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    async def create(self, **kwargs: Any) -> Any:
-        sent, canon, frame_id = await self._recorder.before(kwargs)
+    async def _answered(
+        self, kwargs: dict[str, Any], result: Any, canon: Any, frame_id: Any
+    ) -> Any:
         original = list(kwargs.get("messages") or [])
-        result = await self._inner.create(**sent)
         if kwargs.get("stream"):
             return _observe_async_stream(
                 result, lambda message: self._recorder.after(canon, original, message, frame_id)
             )
         await self._recorder.after(canon, original, result, frame_id)
         return result
+
+    async def create(self, **kwargs: Any) -> Any:
+        sent, canon, frame_id = await self._recorder.before(kwargs)
+        return await self._answered(kwargs, await self._inner.create(**sent), canon, frame_id)
+
+    async def parse(self, **kwargs: Any) -> Any:
+        sent, canon, frame_id = await self._recorder.before(kwargs)
+        return await self._answered(kwargs, await self._inner.parse(**sent), canon, frame_id)
+
+    @property
+    def with_raw_response(self) -> _AsyncRawMessages:
+        return _AsyncRawMessages(self)
+
+    @property
+    def with_streaming_response(self) -> _AsyncStreamingMessages:
+        return _AsyncStreamingMessages(self)
 
     def stream(self, **kwargs: Any) -> Any:
         """Like the SDK's: returns the manager at once; the checks run on ``async with``."""
@@ -406,6 +497,50 @@ class _AsyncMessages:
                 return await super().__aenter__()
 
         return Deferred()
+
+
+class _AsyncRawMessages:
+    def __init__(self, messages: _AsyncMessages) -> None:
+        self._messages = messages
+        self._inner = messages._inner.with_raw_response
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def create(self, **kwargs: Any) -> Any:
+        sent, canon, frame_id = await self._messages._recorder.before(kwargs)
+        raw = await self._inner.create(**sent)
+        parsed = raw.parse()
+        if inspect.isawaitable(parsed):
+            parsed = await parsed
+        await self._messages._answered(kwargs, parsed, canon, frame_id)
+        return raw
+
+
+class _AsyncStreamingMessages:
+    def __init__(self, messages: _AsyncMessages) -> None:
+        self._messages = messages
+        self._inner = messages._inner.with_streaming_response
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def create(self, **kwargs: Any) -> Any:
+        """Returns the manager at once; the checks run on ``async with``."""
+        recorder = self._messages._recorder
+        original = list(kwargs.get("messages") or [])
+        streamed = bool(kwargs.get("stream"))
+
+        async def opened() -> tuple[Any, Any]:
+            sent, canon, frame_id = await recorder.before(kwargs)
+
+            async def done(body: bytes) -> None:
+                message = message_from_body(body, streamed=streamed)
+                await recorder.after(canon, original, message, frame_id)
+
+            return self._inner.create(**sent), done
+
+        return _recording.DeferredManager(opened, tapped=True)
 
 
 class WrappedAnthropic:

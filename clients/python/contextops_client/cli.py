@@ -39,6 +39,9 @@ TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".yaml", ".yml")
 CLAUDE_PROJECTS = "~/.claude/projects"
 FINISHED = frozenset({"completed", "failed"})
 EVENT_PAGE = 500
+# A session that ended has nothing more to tell, unless an import reopens it.
+SESSION_ENDED = "session.ended"
+SESSION_REOPENED = "session.reopened"
 # A suspension token is URL-safe base64 and may begin with "-": taken as the token, not an option.
 TOKEN_COMMAND = {"ignore_unknown_options": True}
 
@@ -140,8 +143,14 @@ class Imported:
 
     @property
     def result(self) -> dict[str, Any] | None:
+        """The last job's result (the session as it stands), ``unchanged`` only when no
+        part of the upload changed anything: a large file goes in several parts, and its
+        last part alone finds the work done by the parts before it."""
         result = self.last.get("result") if self.last else None
-        return dict(result) if result else None
+        if not result:
+            return None
+        parts = [job.get("result") or {} for job in self.seen]
+        return {**result, "unchanged": all(part.get("unchanged") for part in parts)}
 
 
 def _progress(ops: Client, path: Path, jobs: list[ImportQueued], timeout: float) -> list[ImportJob]:
@@ -355,7 +364,7 @@ def event_line(event: Event) -> str:
 def tail(
     settings: Settings, session_id: str, after: int, once: bool, interval: float, as_json: bool
 ) -> None:
-    """The session's events as they happen (Ctrl-C to stop).
+    """The session's events as they happen, until the session ends (or Ctrl-C).
 
     Ctrl-C stops it between two reads, never inside one: an interrupt raised in the
     middle of a request can leave the HTTP connection pool locked, and closing the client
@@ -370,6 +379,9 @@ def tail(
                     line = json.dumps(event, ensure_ascii=False) if as_json else event_line(event)
                     click.echo(line)
                     after = max(after, int(event["seq"]))
+                ends = [e["type"] for e in events if e["type"] in (SESSION_ENDED, SESSION_REOPENED)]
+                if ends and ends[-1] == SESSION_ENDED:
+                    return
                 if len(events) >= EVENT_PAGE:
                     continue
                 if once:

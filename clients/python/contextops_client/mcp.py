@@ -693,6 +693,109 @@ def frame_budget(frame: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+# -- the prompts ---------------------------------------------------------------------------
+
+
+def _resume_text(session_id: str, reads: Mapping[str, Any], base_url: str) -> str:
+    state = reads["resume"]
+    stack = state.get("frame_stack") or []
+    frames = "\n".join(
+        f"{'  ' * i}- {f.get('goal')} ({f.get('status')}, frame_id {f.get('id')}, "
+        f"{(f.get('budget') or {}).get('available', '?')} tokens available)"
+        for i, f in enumerate(stack)
+    )
+    pending = "\n".join(
+        f"- {w.get('work_type')}: {w.get('description')} (frame_id {w.get('frame_id')})"
+        for w in state.get("pending_work") or []
+    )
+    return (
+        f"Resume contextops session {session_id} ({base_url}/sessions/{session_id}/).\n\n"
+        f"Recovery summary: {state.get('recovery_summary') or '(none)'}\n\n"
+        f"Frame stack, root first (the last is where the work stopped):\n"
+        f"{frames or '(no open frame: push one with frame_push)'}\n\n"
+        f"Pending work:\n{pending or '(nothing pending)'}\n\n"
+        "Carry on from the current frame: finish each pending item first (a tool in "
+        "progress: run it again and add its result with handle_add; a suspended frame: "
+        "wait for its approval), ask context_pack for what to know, record each model "
+        "call with usage_record, and pop each frame with frame_pop when its goal is met."
+    )
+
+
+def _window_text(session_id: str, reads: Mapping[str, Any], base_url: str) -> str:
+    pressure = reads["pressure"]
+    items = reads["working_set"] or []
+    stack = reads["resume"].get("frame_stack") or []
+    working = "\n".join(f"- {i.get('key')}: {_dumps(i.get('value'))}" for i in items)
+    frames = "\n".join(
+        f"{'  ' * i}- {f.get('goal')} ({f.get('status')}): {_dumps(f.get('budget'))}"
+        for i, f in enumerate(stack)
+    )
+    actions = "\n".join(f"- {a}" for a in pressure.get("recommended_actions") or [])
+    return (
+        f"What is in the context window of contextops session {session_id} "
+        f"({base_url}/sessions/{session_id}/):\n\n"
+        f"Pressure: {pressure.get('level')}, {pressure.get('occupancy_tokens')} of "
+        f"{pressure.get('context_window_tokens')} tokens "
+        f"({round(100 * float(pressure.get('utilization') or 0))}%), eviction policy "
+        f"{pressure.get('eviction_policy')}.\n\n"
+        f"Open frames, root first, with their budgets:\n{frames or '(none)'}\n\n"
+        f"Working set:\n{working or '(empty)'}\n\n"
+        f"Recommended now:\n{actions or '- nothing: there is room'}\n\n"
+        "Use this to decide what to keep, what to page out and what to summarize before "
+        "the next model call."
+    )
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A prompt a host offers its user: the reads it makes (name, API path with
+    ``{session}``) and how their answers become its text."""
+
+    name: str
+    title: str
+    description: str
+    reads: tuple[tuple[str, str], ...]
+    render: Any
+
+    def definition(self) -> types.Prompt:
+        return types.Prompt(
+            name=self.name,
+            title=self.title,
+            description=self.description,
+            arguments=[
+                types.PromptArgument(
+                    name="session_id",
+                    description="The contextops session (its id, from session_start).",
+                    required=True,
+                )
+            ],
+        )
+
+
+PROMPTS = (
+    Prompt(
+        "resume_session",
+        "Resume this session",
+        "Where a contextops session stopped: its frame stack, pending work and recovery "
+        "summary, with what to do next.",
+        (("resume", "/sessions/{session}/resume"),),
+        _resume_text,
+    ),
+    Prompt(
+        "whats_in_my_window",
+        "What is in my window",
+        "The session's context pressure, open frames with their budgets, and working set.",
+        (
+            ("pressure", "/sessions/{session}/pressure"),
+            ("working_set", "/sessions/{session}/working-set"),
+            ("resume", "/sessions/{session}/resume"),
+        ),
+        _window_text,
+    ),
+)
+PROMPTS_BY_NAME = {prompt.name: prompt for prompt in PROMPTS}
+
+
 # -- the server ----------------------------------------------------------------------------
 
 
@@ -783,7 +886,56 @@ class Contextops:
             data = await self.call(ctx, tool.method, path, body)
         except ContextopsError as error:
             return tool_result(error_json(error), is_error=True)
-        return tool_result(data)
+        return tool_result(self.absolute_urls(data))
+
+    def absolute_urls(self, data: Any) -> Any:
+        """``data`` with its ``dashboard_url`` (a path in the API's answer) made absolute:
+        the host shows it to a person, who cannot open a path."""
+        url = data.get("dashboard_url") if isinstance(data, dict) else None
+        if isinstance(url, str) and url.startswith("/"):
+            return {**data, "dashboard_url": self.base_url + url}
+        return data
+
+    # -- prompts ---------------------------------------------------------------------------
+
+    async def list_prompts(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[prompt.definition() for prompt in PROMPTS])
+
+    async def get_prompt(
+        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        prompt = PROMPTS_BY_NAME.get(params.name)
+        if prompt is None:
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"No prompt {params.name!r}; the prompts are {', '.join(PROMPTS_BY_NAME)}.",
+                {"name": params.name},
+            )
+        arguments = dict(params.arguments or {})
+        session_id = str(arguments.get("session_id") or "").strip()
+        if not session_id:
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"The prompt {prompt.name} needs the argument session_id.",
+                {"name": prompt.name, "missing": ["session_id"]},
+            )
+        seg = quote(session_id, safe="")
+        try:
+            reads = {
+                name: await self.call(ctx, "GET", path.format(session=seg))
+                for name, path in prompt.reads
+            }
+        except ContextopsError as error:
+            raise _resource_error(error, f"prompt:{prompt.name}") from error
+        text = prompt.render(session_id, reads, self.base_url)
+        return types.GetPromptResult(
+            description=prompt.description,
+            messages=[
+                types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))
+            ],
+        )
 
     async def list_resource_templates(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -849,6 +1001,8 @@ class Contextops:
             on_list_resources=self.list_resources,
             on_list_resource_templates=self.list_resource_templates,
             on_read_resource=self.read_resource,
+            on_list_prompts=self.list_prompts,
+            on_get_prompt=self.get_prompt,
         )
 
 
@@ -943,4 +1097,4 @@ def serve_http(base_url: str | None, *, host: str = "127.0.0.1", port: int = DEF
     asyncio.run(_serve_http(base_url, host, port))
 
 
-__all__ = ["TOOLS", "Contextops", "http_app", "serve_http", "serve_stdio"]
+__all__ = ["PROMPTS", "TOOLS", "Contextops", "http_app", "serve_http", "serve_stdio"]

@@ -11,10 +11,13 @@
         completion = gpt.chat.completions.create(model=..., messages=history)
         response = gpt.responses.create(model=..., input=items)
 
-``gpt.chat.completions.create`` / ``.parse`` and ``gpt.responses.create`` / ``.parse``
-take and return exactly what the SDK's do (everything else, ``with_raw_response`` and the
-``stream()`` helpers included, passes straight through to the SDK client, unrecorded),
-and also:
+Every way the SDK sends a model call takes and returns exactly what the SDK's does:
+``chat.completions`` (also as ``beta.chat.completions``) and ``responses``, each with
+``create`` (``stream=True`` too), ``parse``, the ``stream()`` helper, and ``create`` /
+``parse`` under ``with_raw_response`` and ``with_streaming_response``, sync and async
+(docs/agents.md has the table). Everything else (``responses.retrieve``, ``models``,
+``beta.responses``, ``responses.stream(response_id=...)``, which reads a response again)
+is the SDK client's own, unrecorded. Each call also:
 
 1. **refuse what the frame cannot pay**: before sending, the call is estimated at its
    output cap (``max_completion_tokens`` or ``max_tokens``; Responses:
@@ -46,7 +49,12 @@ and also:
    once it has been read to the end (Responses: at its ``response.completed`` or
    ``response.incomplete`` event). A Chat Completions stream is always sent with
    ``stream_options={"include_usage": True}``, so its usage is known; the final
-   usage-only chunk reaches the agent only when it asked for it.
+   usage-only chunk reaches the agent only when it asked for it (``create``,
+   ``with_raw_response``), and always through the ``stream()`` helper's events and a
+   ``with_streaming_response`` body, which are passed on as the API sent them. A
+   ``stream()`` helper or a ``with_streaming_response`` block is recorded when the block
+   ends without an exception (what the agent did not read is read then); an async one
+   is checked on ``async with``, when it sends.
 
 The integration checklist's two optional steps (seed 000 §7) work as in the Anthropic
 wrapper (``contextops_client.anthropic``, steps 4 and 5, where the pack's layout is
@@ -346,10 +354,12 @@ class _Call:
         return [*history.recorded, *self.canon] if self.continues else self.canon
 
 
-def _chat_call(kwargs: dict[str, Any]) -> _Call:
+def _chat_call(kwargs: dict[str, Any], *, streams: bool | None = None) -> _Call:
+    """A Chat Completions call; ``streams`` for the ``stream()`` helper, which streams
+    without a ``stream`` argument."""
     sent = dict(kwargs)
     hide = False
-    if given(kwargs, "stream"):
+    if given(kwargs, "stream") if streams is None else streams:
         options = dict(given(kwargs, "stream_options") or {})
         hide = options.get("include_usage") is not True
         sent["stream_options"] = {**options, "include_usage": True}
@@ -359,7 +369,7 @@ def _chat_call(kwargs: dict[str, Any]) -> _Call:
     return _Call(sent, chat_messages(messages or []), continues=False, hide_usage_chunk=hide)
 
 
-def _responses_call(kwargs: dict[str, Any]) -> _Call:
+def _responses_call(kwargs: dict[str, Any], *, streams: bool | None = None) -> _Call:
     sent = dict(kwargs)
     items = given(kwargs, "input")
     if items is not None and not isinstance(items, str | list):
@@ -388,26 +398,42 @@ class _Outcome:
 
 
 def _completion_outcome(completion: Any) -> _Outcome:
-    choices = getattr(completion, "choices", None) or []
-    message = choices[0].message if choices else {"role": "assistant", "content": None}
+    """A whole Chat Completion (the SDK's object, or its JSON) as what the call records."""
+    data = jsonable(completion) or {}
+    choices = data.get("choices") or []
+    message = (choices[0].get("message") if choices else None) or {"role": "assistant"}
     return _Outcome(
         chat_message(message) or {"role": "assistant", "content": []},
-        completion_usage(
-            getattr(completion, "usage", None),
-            model=getattr(completion, "model", ""),
-            message_id=getattr(completion, "id", ""),
-        ),
+        completion_usage(data.get("usage"), model=data.get("model"), message_id=data.get("id")),
     )
 
 
 def _response_outcome(response: Any) -> _Outcome:
+    """A whole Response (the SDK's object, or its JSON) as what the call records."""
+    data = jsonable(response) or {}
     return _Outcome(
-        _reply(response_messages(getattr(response, "output", None) or [])),
-        response_usage(
-            getattr(response, "usage", None),
-            model=getattr(response, "model", ""),
-            message_id=getattr(response, "id", ""),
-        ),
+        _reply(response_messages(data.get("output") or [])),
+        response_usage(data.get("usage"), model=data.get("model"), message_id=data.get("id")),
+    )
+
+
+def _chat_events_outcome(chunks: list[Any]) -> _Outcome:
+    """A Chat Completions event stream's chunks (JSON) as what the call records."""
+    gathered = _ChunkAccumulator()
+    for chunk in chunks:
+        if isinstance(chunk, dict):
+            gathered.add(chunk)
+    return gathered.outcome()
+
+
+def _response_events_outcome(events: list[Any]) -> _Outcome:
+    """A Responses event stream (JSON) as what the call records: its final response."""
+    for event in reversed(events):
+        if isinstance(event, dict) and event.get("type") in _FINAL_EVENTS:
+            return _response_outcome(event.get("response"))
+    logger.warning("a response stream ended without its final event; recorded without tokens")
+    return _Outcome(
+        {"role": "assistant", "content": []}, response_usage(None, model="", message_id="")
     )
 
 
@@ -539,18 +565,65 @@ def _observe_async_response_stream(
     return stream
 
 
+@dataclass(frozen=True)
+class _Api:
+    """What the wrapper needs to know of one API (Chat Completions, Responses): how a call
+    is read, how its answer (whole, as events, or from a stream helper) becomes a record."""
+
+    call: Callable[..., _Call]
+    outcome: Callable[[Any], _Outcome]
+    events_outcome: Callable[[list[Any]], _Outcome]
+    observe: Callable[[Any, _Call, Callable[[_Outcome], None]], Any]
+    aobserve: Callable[[Any, _Call, Callable[[_Outcome], Awaitable[None]]], Any]
+    final: str  # the stream helper's method that answers the whole result
+
+    def from_body(self, body: bytes, *, streamed: bool) -> _Outcome:
+        """A ``with_streaming_response`` body as what the call records."""
+        if streamed:
+            return self.events_outcome(_recording.sse_data(body))
+        try:
+            return self.outcome(json.loads(body or b"{}"))
+        except ValueError:
+            return self.outcome({})
+
+
+CHAT = _Api(
+    _chat_call,
+    _completion_outcome,
+    _chat_events_outcome,
+    _observe_chat_stream,
+    _observe_async_chat_stream,
+    "get_final_completion",
+)
+RESPONSES = _Api(
+    _responses_call,
+    _response_outcome,
+    _response_events_outcome,
+    lambda stream, call, on_done: _observe_response_stream(stream, on_done),
+    lambda stream, call, on_done: _observe_async_response_stream(stream, on_done),
+    "get_final_response",
+)
+
+
 # -- the wrapped resources -------------------------------------------------------------------
 
 
 class _Passthrough:
     """An SDK resource whose other attributes are its own."""
 
-    def __init__(self, inner: Any, recorder: _recording.Recorder) -> None:
+    def __init__(self, inner: Any, recorder: _recording.Recorder, api: _Api) -> None:
         self._inner = inner
         self._recorder = recorder
+        self._api = api
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+class _Resource(_Passthrough):
+    """``chat.completions`` or ``responses`` of a sync SDK client: every way of sending a
+    call (``create``, ``parse``, ``stream``, and the same under ``with_raw_response`` and
+    ``with_streaming_response``) is checked before and recorded after."""
 
     def _check(self, call: _Call) -> _Call:
         recorder = self._recorder
@@ -563,88 +636,231 @@ class _Passthrough:
         common, new = _new_part(self._recorder.history, call, outcome.reply)
         self._recorder.record(common, new, new, outcome.usage, call.frame_id)
 
-
-class _ChatCompletions(_Passthrough):
-    def create(self, **kwargs: Any) -> Any:
-        call = self._check(_chat_call(kwargs))
-        result = self._inner.create(**call.sent)
-        if given(kwargs, "stream"):
-            return _observe_chat_stream(result, call, lambda o: self._record(call, o))
-        self._record(call, _completion_outcome(result))
+    def _answered(self, call: _Call, result: Any, *, streamed: bool) -> Any:
+        if streamed:
+            return self._api.observe(result, call, lambda o: self._record(call, o))
+        self._record(call, self._api.outcome(result))
         return result
+
+    def _send(self, method: str, kwargs: dict[str, Any]) -> Any:
+        call = self._check(self._api.call(kwargs))
+        result = getattr(self._inner, method)(**call.sent)
+        return self._answered(call, result, streamed=bool(given(kwargs, "stream")))
+
+    def create(self, **kwargs: Any) -> Any:
+        return self._send("create", kwargs)
 
     def parse(self, **kwargs: Any) -> Any:
-        call = self._check(_chat_call(kwargs))
-        result = self._inner.parse(**call.sent)
-        self._record(call, _completion_outcome(result))
-        return result
+        return self._send("parse", kwargs)
+
+    def stream(self, **kwargs: Any) -> Any:
+        """The SDK's stream helper (a context manager), recorded when its block ends
+        cleanly; ``response_id=`` (reading a background response again) is the SDK's own."""
+        if given(kwargs, "response_id"):
+            return self._inner.stream(**kwargs)
+        call = self._check(self._api.call(kwargs, streams=True))
+        api = self._api
+        return _RecordingStreamManager(
+            self._inner.stream(**call.sent),
+            lambda stream: self._record(call, api.outcome(getattr(stream, api.final)())),
+        )
+
+    @property
+    def with_raw_response(self) -> _RawResponses:
+        return _RawResponses(self)
+
+    @property
+    def with_streaming_response(self) -> _StreamingResponses:
+        return _StreamingResponses(self)
 
 
-class _Responses(_Passthrough):
+class _RawResponses:
+    """``with_raw_response``: the SDK's raw answer, whose parsed result is recorded (a
+    stream once read to the end)."""
+
+    def __init__(self, resource: _Resource) -> None:
+        self._resource = resource
+        self._inner = resource._inner.with_raw_response
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def _send(self, method: str, kwargs: dict[str, Any]) -> Any:
+        resource = self._resource
+        call = resource._check(resource._api.call(kwargs))
+        raw = getattr(self._inner, method)(**call.sent)
+        resource._answered(call, raw.parse(), streamed=bool(given(kwargs, "stream")))
+        return raw  # its parse() answers the same (observed) object again
+
     def create(self, **kwargs: Any) -> Any:
-        call = self._check(_responses_call(kwargs))
-        result = self._inner.create(**call.sent)
-        if given(kwargs, "stream"):
-            return _observe_response_stream(result, lambda o: self._record(call, o))
-        self._record(call, _response_outcome(result))
-        return result
+        return self._send("create", kwargs)
 
     def parse(self, **kwargs: Any) -> Any:
-        call = self._check(_responses_call(kwargs))
-        result = self._inner.parse(**call.sent)
-        self._record(call, _response_outcome(result))
-        return result
+        return self._send("parse", kwargs)
 
 
-class _AsyncPassthrough(_Passthrough):
+class _StreamingResponses:
+    """``with_streaming_response``: the SDK's context manager over the undecoded answer;
+    the body, however the agent reads it, is recorded when the block ends cleanly (what
+    the agent did not read is read then)."""
+
+    def __init__(self, resource: _Resource) -> None:
+        self._resource = resource
+        self._inner = resource._inner.with_streaming_response
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def _send(self, method: str, kwargs: dict[str, Any]) -> Any:
+        resource = self._resource
+        call = resource._check(resource._api.call(kwargs))
+        streamed = bool(given(kwargs, "stream"))
+        return _recording.TappedResponse(
+            getattr(self._inner, method)(**call.sent),
+            lambda body: resource._record(call, resource._api.from_body(body, streamed=streamed)),
+        )
+
+    def create(self, **kwargs: Any) -> Any:
+        return self._send("create", kwargs)
+
+    def parse(self, **kwargs: Any) -> Any:
+        return self._send("parse", kwargs)
+
+
+class _RecordingStreamManager:
+    """The SDK's stream manager; ``on_done(stream)`` when its block ends cleanly."""
+
+    def __init__(self, inner: Any, on_done: Callable[[Any], None]) -> None:
+        self._inner = inner
+        self._on_done = on_done
+        self._stream: Any = None
+
+    def __enter__(self) -> Any:
+        self._stream = self._inner.__enter__()
+        return self._stream
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+        try:
+            if exc_type is None and self._stream is not None:
+                self._on_done(self._stream)
+        finally:
+            self._inner.__exit__(exc_type, exc, tb)
+
+
+class _AsyncResource(_Passthrough):
+    """The same for an async SDK client."""
+
     _recorder: _recording.AsyncRecorder
 
-    async def _check(self, call: _Call) -> _Call:  # type: ignore[override]
+    async def _check(self, call: _Call) -> _Call:
         recorder = self._recorder
         call.frame_id = await recorder.prepare(
             estimate_tokens(call.sent), call.canon, call.add_pack, call.window(recorder.history)
         )
         return call
 
-    async def _record(self, call: _Call, outcome: _Outcome) -> None:  # type: ignore[override]
+    async def _record(self, call: _Call, outcome: _Outcome) -> None:
         common, new = _new_part(self._recorder.history, call, outcome.reply)
         await self._recorder.record(common, new, new, outcome.usage, call.frame_id)
 
-
-class _AsyncChatCompletions(_AsyncPassthrough):
-    async def create(self, **kwargs: Any) -> Any:
-        call = await self._check(_chat_call(kwargs))
-        result = await self._inner.create(**call.sent)
-        if given(kwargs, "stream"):
-            return _observe_async_chat_stream(result, call, lambda o: self._record(call, o))
-        await self._record(call, _completion_outcome(result))
+    async def _answered(self, call: _Call, result: Any, *, streamed: bool) -> Any:
+        if streamed:
+            return self._api.aobserve(result, call, lambda o: self._record(call, o))
+        await self._record(call, self._api.outcome(result))
         return result
+
+    async def _send(self, method: str, kwargs: dict[str, Any]) -> Any:
+        call = await self._check(self._api.call(kwargs))
+        result = await getattr(self._inner, method)(**call.sent)
+        return await self._answered(call, result, streamed=bool(given(kwargs, "stream")))
+
+    async def create(self, **kwargs: Any) -> Any:
+        return await self._send("create", kwargs)
 
     async def parse(self, **kwargs: Any) -> Any:
-        call = await self._check(_chat_call(kwargs))
-        result = await self._inner.parse(**call.sent)
-        await self._record(call, _completion_outcome(result))
-        return result
+        return await self._send("parse", kwargs)
+
+    def stream(self, **kwargs: Any) -> Any:
+        """Like the SDK's: returns the manager at once; the checks run on ``async with``."""
+        if given(kwargs, "response_id"):
+            return self._inner.stream(**kwargs)
+        api = self._api
+
+        async def opened() -> tuple[Any, Callable[[Any], Awaitable[None]]]:
+            call = await self._check(api.call(kwargs, streams=True))
+
+            async def done(stream: Any) -> None:
+                await self._record(call, api.outcome(await getattr(stream, api.final)()))
+
+            return self._inner.stream(**call.sent), done
+
+        return _recording.DeferredManager(opened, tapped=False)
+
+    @property
+    def with_raw_response(self) -> _AsyncRawResponses:
+        return _AsyncRawResponses(self)
+
+    @property
+    def with_streaming_response(self) -> _AsyncStreamingResponses:
+        return _AsyncStreamingResponses(self)
 
 
-class _AsyncResponses(_AsyncPassthrough):
+class _AsyncRawResponses:
+    def __init__(self, resource: _AsyncResource) -> None:
+        self._resource = resource
+        self._inner = resource._inner.with_raw_response
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def _send(self, method: str, kwargs: dict[str, Any]) -> Any:
+        resource = self._resource
+        call = await resource._check(resource._api.call(kwargs))
+        raw = await getattr(self._inner, method)(**call.sent)
+        parsed = raw.parse()
+        if inspect.isawaitable(parsed):
+            parsed = await parsed
+        await resource._answered(call, parsed, streamed=bool(given(kwargs, "stream")))
+        return raw
+
     async def create(self, **kwargs: Any) -> Any:
-        call = await self._check(_responses_call(kwargs))
-        result = await self._inner.create(**call.sent)
-        if given(kwargs, "stream"):
-            return _observe_async_response_stream(result, lambda o: self._record(call, o))
-        await self._record(call, _response_outcome(result))
-        return result
+        return await self._send("create", kwargs)
 
     async def parse(self, **kwargs: Any) -> Any:
-        call = await self._check(_responses_call(kwargs))
-        result = await self._inner.parse(**call.sent)
-        await self._record(call, _response_outcome(result))
-        return result
+        return await self._send("parse", kwargs)
+
+
+class _AsyncStreamingResponses:
+    def __init__(self, resource: _AsyncResource) -> None:
+        self._resource = resource
+        self._inner = resource._inner.with_streaming_response
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def _send(self, method: str, kwargs: dict[str, Any]) -> Any:
+        resource = self._resource
+        streamed = bool(given(kwargs, "stream"))
+
+        async def opened() -> tuple[Any, Callable[[bytes], Awaitable[None]]]:
+            call = await resource._check(resource._api.call(kwargs))
+
+            async def done(body: bytes) -> None:
+                await resource._record(call, resource._api.from_body(body, streamed=streamed))
+
+            return getattr(self._inner, method)(**call.sent), done
+
+        return _recording.DeferredManager(opened, tapped=True)
+
+    def create(self, **kwargs: Any) -> Any:
+        return self._send("create", kwargs)
+
+    def parse(self, **kwargs: Any) -> Any:
+        return self._send("parse", kwargs)
 
 
 class _Chat:
-    """``client.chat`` with ``completions`` wrapped."""
+    """``client.chat`` (and ``client.beta.chat``) with ``completions`` wrapped."""
 
     def __init__(self, inner: Any, completions: Any) -> None:
         self._inner = inner
@@ -654,18 +870,37 @@ class _Chat:
         return getattr(self._inner, name)
 
 
+class _Beta:
+    """``client.beta`` with ``chat.completions`` wrapped (``beta.chat.completions.parse``
+    and ``.stream``, the SDK's older home of the helpers)."""
+
+    def __init__(self, inner: Any, chat: _Chat) -> None:
+        self._inner = inner
+        self.chat = chat
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
 class WrappedOpenAI:
-    """The SDK client with ``chat.completions`` and ``responses`` wrapped; any other
-    attribute is the SDK's own. ``contextops`` is the recorder (its ``history`` and
-    ``last_estimate``)."""
+    """The SDK client with ``chat.completions``, ``beta.chat.completions`` and
+    ``responses`` wrapped; any other attribute is the SDK's own. ``contextops`` is the
+    recorder (its ``history`` and ``last_estimate``)."""
 
     def __init__(
-        self, inner: Any, recorder: _recording.Recorder, chat: _Chat, responses: Any
+        self,
+        inner: Any,
+        recorder: _recording.Recorder,
+        chat: _Chat,
+        responses: Any,
+        beta: _Beta | None = None,
     ) -> None:
         self._inner = inner
         self.contextops = recorder
         self.chat = chat
         self.responses = responses
+        if beta is not None:
+            self.beta = beta
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -699,16 +934,30 @@ def wrap(
         raise TypeError(
             "Pair openai.OpenAI with contextops Client, and openai.AsyncOpenAI with AsyncClient."
         )
-    chat = openai_client.chat
     if is_async:
         recorder: _recording.Recorder = _recording.AsyncRecorder(ops, session, frame, checklist)
-        completions: Any = _AsyncChatCompletions(chat.completions, recorder)
-        responses: Any = _AsyncResponses(openai_client.responses, recorder)
+        resource: type[_Passthrough] = _AsyncResource
     else:
         recorder = _recording.Recorder(ops, session, frame, checklist)
-        completions = _ChatCompletions(chat.completions, recorder)
-        responses = _Responses(openai_client.responses, recorder)
-    return WrappedOpenAI(openai_client, recorder, _Chat(chat, completions), responses)
+        resource = _Resource
+    chat = openai_client.chat
+    # beta.chat.completions is the SDK's other handle on the same endpoint: one recorder.
+    beta_chat = getattr(getattr(openai_client, "beta", None), "chat", None)
+    beta = (
+        _Beta(
+            openai_client.beta,
+            _Chat(beta_chat, resource(beta_chat.completions, recorder, CHAT)),
+        )
+        if beta_chat is not None
+        else None
+    )
+    return WrappedOpenAI(
+        openai_client,
+        recorder,
+        _Chat(chat, resource(chat.completions, recorder, CHAT)),
+        resource(openai_client.responses, recorder, RESPONSES),
+        beta,
+    )
 
 
 def _is_async_sdk(client: Any) -> bool:
