@@ -20,8 +20,8 @@ from django.db import connection, transaction
 from django.db.models import F, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
-from contextops.embeddings import vector_for_storage
 from contextops.actors import system_actor
+from contextops.embeddings import vector_for_storage
 from contextops.errors import AuthorityTooLow, Conflict, Invalid, NotFound
 from contextops.rows import columns, from_row
 from contextops.tokens import count_tokens
