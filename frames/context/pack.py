@@ -19,7 +19,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from contextops.embeddings import embed_query, vector_from_bytes
+from contextops.embeddings import embed_query, vector_from_bytes, vectors_from_bytes
 from contextops.errors import Invalid, NotFound
 from contextops.rows import converter, param
 from contextops.text import value_text
@@ -27,6 +27,7 @@ from contextops.zones import local_now, local_zone
 from facts.selectors import facts_for_context, working_set_for_context
 from frames.locks import session_require_not_ended
 from frames.models import ContextHandle, ContextPackRecord, Frame, Session
+from frames.models.context import SCORE_PARTS
 from frames.selectors import frame_ancestry, session_top_frame
 from frames.services import session_bootstrapped
 
@@ -39,6 +40,9 @@ from .resources import COLD, INDEXED, OFFLINE, resource_name
 # budget (at least 20, at most FACTS_FIRST_READ); when every one of them fitted with room
 # left, the ranking is read again four times as deep, up to FACTS_LIMIT_MAX.
 FACTS_FIRST_READ = 400
+# With a query, the pack reads at least this many of the best-matching facts: its own
+# ranking (BM25 and embeddings) then chooses among more than the database's first guess.
+FACTS_QUERY_POOL = 200
 FACTS_LIMIT_MAX = 2_000
 HANDLE_FIELDS = (
     "id",
@@ -117,6 +121,7 @@ def _facts(
         as_of=as_of.moment if as_of is not None else None,
         query_vector=query_vector,
     )
+    vectors, present = vectors_from_bytes([fact.embedding for fact in rows])
     return [
         packing.FactItem(
             id=str(fact.pk),
@@ -128,9 +133,9 @@ def _facts(
             subject=fact.subject,
             governs=fact.memory_type == "organizational",
             newness=int(fact.pk),  # ids grow with writes: the newest fact has the largest
-            vector=vector_from_bytes(fact.embedding),
+            vector=vectors[index] if present[index] else None,
         )
-        for fact in rows
+        for index, fact in enumerate(rows)
     ]
 
 
@@ -184,9 +189,11 @@ def _segments(
             if as_of.handle_visible(str(row[0]), row[-1])
         ]
     segments, skipped, cold = [], [], []
+    # Every stored vector decoded at once (one buffer), each segment given its row.
+    vectors, present = vectors_from_bytes([row[11] for row in rows])
     for order, row in enumerate(rows):
         hid, kind, priority, state, content, ref, _, tokens, summary, summary_tokens = row[:10]
-        attention, embedding = row[10:12]
+        attention = row[10]
         if as_of is not None:
             state = as_of.handle_states.get(hid, state)
             if hid in as_of.summaries_after:
@@ -219,7 +226,7 @@ def _segments(
                 order=order,
                 forced=forced,
                 attention=attention,
-                vector=vector_from_bytes(embedding),
+                vector=vectors[order] if present[order] else None,
             )
         )
     return segments, skipped, cold
@@ -291,7 +298,7 @@ def _included_entry(item: packing.PackedItem[Any]) -> dict[str, Any]:
         "form": item.form,
         "rank": item.rank,
         "reason": item.reason,
-        "score": item.score.as_dict() if item.score is not None else None,
+        "score": dict(zip(SCORE_PARTS, item.score, strict=True)) if item.score else None,
         "older_than": item.older_than,
     }
     return entry
@@ -306,7 +313,7 @@ def _dropped_entry(drop: packing.Dropped) -> dict[str, Any]:
         "level": drop.level,
         "tokens": drop.tokens,
         "rank": drop.rank,
-        "score": drop.score.as_dict() if drop.score is not None else None,
+        "score": dict(zip(SCORE_PARTS, drop.score, strict=True)) if drop.score else None,
         "older_than": drop.older_than,
     }
     return entry
@@ -381,7 +388,11 @@ def context_pack_assemble(
     # The question's vector, once (a pack never embeds a stored item: they carry theirs).
     query_vector = embed_query(query) if query.strip() else None
     # With a query the ranking here re-reads relevance: it gets a deeper pool to choose from.
-    limit = max(20, min(FACTS_FIRST_READ, budget_tokens // (10 if query else 20)))
+    limit = (
+        max(FACTS_QUERY_POOL, min(FACTS_FIRST_READ, budget_tokens // 10))
+        if query
+        else max(20, min(FACTS_FIRST_READ, budget_tokens // 20))
+    )
     data = packing.PackInput(
         budget=budget_tokens,
         brief_context=brief_context_text(session, as_of.moment if as_of else None),

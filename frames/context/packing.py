@@ -43,7 +43,7 @@ import numpy as np
 
 from contextops.errors import Conflict
 
-from .ranking import PRIORITY_SCORE, Candidate, Score, rank
+from .ranking import PRIORITY_SCORE, Candidate, Score, rank, score_row
 
 MIN_BUDGET = 500
 LEVELS = ("none", "light", "moderate", "aggressive", "critical")
@@ -247,7 +247,7 @@ class PackedItem(Generic[Source]):
     text: str
     source: Source  # the input dataclass
     rank: int | None = None  # its place in the pack's one ranking (1 = first)
-    score: Score | None = None
+    score: list[float] | None = None  # [total, *parts] (frames.models.context.SCORE_PARTS)
     reason: str = ""  # why it is in: critical, forced, constraint, essential, ranked, cold
     older_than: str | None = None  # the newer near-duplicate it is older than
 
@@ -260,7 +260,7 @@ class Dropped:
     level: str
     tokens: int = 0
     rank: int | None = None
-    score: Score | None = None
+    score: list[float] | None = None  # as PackedItem.score
     older_than: str | None = None
 
 
@@ -595,7 +595,8 @@ def _form_tokens(section: str, source: Any, form: str, cache: dict[int, str]) ->
         return _segment_tokens(source, "shown", cache)
     if form == "full":
         return int(source.tokens)
-    return _render(section, source, form, cache).tokens
+    text = source.text() if section == "facts" else source.value
+    return _render_text(text, int(source.tokens), "light", cache)[1]
 
 
 def pack(data: PackInput) -> PackResult:
@@ -619,11 +620,12 @@ def pack(data: PackInput) -> PackResult:
         item.rank = rank_number
         item.reason = _required_reason(item)
         priority = item.source.priority if item.section == "segments" else "critical"
-        item.score = Score(priority=PRIORITY_SCORE.get(priority, 50) / 100)
+        item.score = score_row(Score(priority=PRIORITY_SCORE.get(priority, 50) / 100))
     remaining = data.budget - sum(i.tokens for i in required)
     candidates, sources, forms = _candidates(data, max(floor, required_level))
     ranking = rank(candidates, data.query, data.query_vector)
     order = ranking.order()
+    rows = ranking.rows()
     first_rank = len(required) - 1  # the brief is not ranked
     chosen: list[PackedItem[Any]] = []
     facts_room = math.floor(max(0, remaining) * FACTS_SHARE)
@@ -643,7 +645,7 @@ def pack(data: PackInput) -> PackResult:
                 continue
             item = _render(section, sources[index], form, cache)
             item.rank = first_rank + position
-            item.score = ranking.scores[index]
+            item.score = rows[index]
             item.reason = "ranked"
             item.older_than = ranking.older_than.get(index)
             chosen.append(item)
@@ -685,7 +687,7 @@ def pack(data: PackInput) -> PackResult:
                 LEVELS[max(floor, required_level)],
                 int(getattr(sources[index], "tokens", 0)),
                 rank=first_rank + position_of[index],
-                score=ranking.scores[index],
+                score=rows[index],
                 older_than=ranking.older_than.get(index),
             )
         )

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from contextops.relevance import analyze, bm25, query_terms, rank_share
+from frames.models.context import SCORE_PARTS
 
 # Seed 000 §2: what each priority level is worth.
 PRIORITY_SCORE = {"critical": 100, "high": 75, "medium": 50, "low": 25, "background": 10}
@@ -46,7 +47,7 @@ ATTENTION_WEIGHT = 0.1
 DUPLICATE_SIMILARITY = {"facts": 0.85, "segments": 0.95}
 # Near-duplicates are looked for among this many best candidates (pairs grow as its square).
 DUPLICATE_WINDOW = 200
-PARTS = ("priority", "lexical", "semantic", "recency", "attention", "neighbour", "older")
+PARTS = SCORE_PARTS[1:]  # every part, in the order a pack stores them after the total
 
 
 @dataclass(slots=True)
@@ -106,16 +107,37 @@ class Candidate:
 
 @dataclass
 class Ranking:
-    """Scores aligned with the candidates, and the near-duplicates found: index of the
-    older item -> id of the newer one it is older than."""
+    """Scores aligned with the candidates, as a matrix (a row per candidate, a column per
+    part in PARTS' order), and the near-duplicates found: index of the older item -> id
+    of the newer one it is older than."""
 
-    scores: list[Score]
+    parts: np.ndarray
     older_than: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def totals(self) -> np.ndarray:
+        return self.parts.sum(axis=1) if len(self.parts) else np.zeros(0)
+
+    @property
+    def scores(self) -> list[Score]:
+        """Each candidate's Score (for reading one; ``rows`` is what a pack stores)."""
+        return [Score(*map(float, row)) for row in self.parts]
 
     def order(self) -> list[int]:
         """Candidate indexes, best first (ties keep the candidates' order)."""
-        totals = [score.total for score in self.scores]
-        return sorted(range(len(totals)), key=lambda i: -totals[i])
+        return [int(i) for i in np.argsort(-self.totals, kind="stable")]
+
+    def rows(self) -> list[list[float]]:
+        """Each candidate's score as a pack records it: ``[total, *parts]`` (SCORE_PARTS'
+        order), rounded to four decimals, made for every candidate at once."""
+        if not len(self.parts):
+            return []
+        return np.round(np.column_stack([self.totals, self.parts]), 4).tolist()
+
+
+def score_row(score: Score) -> list[float]:
+    """``score`` as ``Ranking.rows`` gives one."""
+    return [round(score.total, 4), *(round(getattr(score, part), 4) for part in PARTS)]
 
 
 def _recency(candidates: list[Candidate], weight: float) -> np.ndarray:
@@ -175,18 +197,12 @@ def rank(
         if query_vector is not None:
             semantic = SEMANTIC_WEIGHT * rank_share(_semantic(candidates, query_vector), RRF_K)
         neighbour = _neighbours(candidates, lexical + semantic)
-    scores = [
-        Score(
-            priority=priority_weight(c.priority),
-            lexical=float(lexical[i]),
-            semantic=float(semantic[i]),
-            recency=float(recency[i]),
-            attention=attention_boost(c.attention),
-            neighbour=float(neighbour[i]),
-        )
-        for i, c in enumerate(candidates)
-    ]
-    ranking = Ranking(scores)
+    priority = np.fromiter((priority_weight(c.priority) for c in candidates), float, count)
+    attention = np.fromiter((attention_boost(c.attention) for c in candidates), float, count)
+    parts = np.column_stack(
+        [priority, lexical, semantic, recency, attention, neighbour, np.zeros(count)]
+    )
+    ranking = Ranking(parts.reshape(count, len(PARTS)))
     _mark_near_duplicates(candidates, ranking)
     return ranking
 
@@ -208,24 +224,28 @@ def _mark_near_duplicates(candidates: list[Candidate], ranking: Ranking) -> None
     norms[norms == 0] = 1.0
     matrix /= norms[:, None]
     similar = matrix @ matrix.T
-    lowest = min(DUPLICATE_SIMILARITY.values())
-    for a in range(len(best)):
-        for b in np.nonzero(similar[a, a + 1 :] >= lowest)[0] + a + 1:
-            first, second = candidates[best[a]], candidates[best[int(b)]]
-            if first.group != second.group or first.section != second.section:
-                continue
-            if similar[a, int(b)] < DUPLICATE_SIMILARITY.get(first.section, 1.0):
-                continue
-            if first.text == second.text:
-                continue
-            newer, older = (
-                (best[a], best[int(b)])
-                if first.newness >= second.newness
-                else (best[int(b)], best[a])
-            )
-            if older in ranking.older_than:
-                continue
-            ranking.older_than[older] = candidates[newer].id
-            gap = ranking.scores[older].total - ranking.scores[newer].total
-            if gap >= 0:
-                ranking.scores[older].older = -(gap + 1e-4)
+    threshold = np.array([DUPLICATE_SIMILARITY.get(candidates[i].section, 2.0) for i in best])
+    kinds = {}
+    kind = np.array(
+        [kinds.setdefault((candidates[i].section, candidates[i].group), len(kinds)) for i in best]
+    )
+    texts = {}
+    text = np.array([texts.setdefault(candidates[i].text, len(texts)) for i in best])
+    newness = np.array([candidates[i].newness for i in best])
+    alike = (
+        (similar >= threshold[:, None])
+        & (kind[:, None] == kind[None, :])
+        & (text[:, None] != text[None, :])
+    )
+    # For each item, the best-ranked alike item newer than it (its row's first True).
+    newer = alike & (newness[None, :] > newness[:, None])
+    has_newer = newer.any(axis=1)
+    partner = newer.argmax(axis=1)
+    older_column = PARTS.index("older")
+    # Newest first, so an item's newer partner has its own place settled before it.
+    for a in sorted(np.nonzero(has_newer)[0], key=lambda a: -newness[a]):
+        older, newer_index = best[a], best[int(partner[a])]
+        ranking.older_than[older] = candidates[newer_index].id
+        totals = ranking.parts[[older, newer_index]].sum(axis=1)
+        if totals[0] >= totals[1]:
+            ranking.parts[older, older_column] = -(totals[0] - totals[1] + 1e-4)

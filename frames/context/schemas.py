@@ -9,6 +9,7 @@ from ninja import Schema
 from pydantic import Field
 
 from contextops.bodies import BodyIn
+from frames.models.context import SCORE_PARTS
 from frames.strategies import FRAME, MAX_NAME_LENGTH, strategy_enum
 
 from .annotations import NOTE_MAX_CHARS
@@ -350,7 +351,7 @@ def _ranked(item: PackedItem[Any]) -> dict[str, Any]:
     """An item's place in the pack's ranking and why (``ScoreOut``)."""
     return {
         "rank": item.rank,
-        "score": item.score.as_dict() if item.score is not None else None,
+        "score": dict(zip(SCORE_PARTS, item.score, strict=True)) if item.score else None,
         "reason": item.reason,
         "older_than": item.older_than,
     }
