@@ -129,11 +129,29 @@ def write_docs(figures: dict[str, Any]) -> list[Path]:
 
     database = figures["database"]
     name = "recall" if database == "postgresql" else f"recall-{database}"
-    return [
+    written = [
         write_section(name, markdown(figures), database=database),
         record({"recall": figures}, database=database),
         benchmarks_assemble(),
     ]
+    if database == "postgresql":
+        written.append(retrieval_doc_update(markdown(figures)))
+    return written
+
+
+RETRIEVAL_DOC = Path(__file__).resolve().parents[3] / "docs" / "retrieval.md"
+RECALL_START, RECALL_END = "<!-- recall:start -->", "<!-- recall:end -->"
+
+
+def retrieval_doc_update(table: str, path: Path = RETRIEVAL_DOC) -> Path:
+    """docs/retrieval.md with the recall table between its markers, as this run measured
+    it (the prose around it is the page's own)."""
+    text = path.read_text()
+    head, rest = text.split(RECALL_START, 1)
+    _, tail = rest.split(RECALL_END, 1)
+    body = table.replace("## Retrieval recall on LoCoMo", "### Recall on LoCoMo", 1)
+    path.write_text(f"{head}{RECALL_START}\n{body.strip()}\n{RECALL_END}{tail}")
+    return path
 
 
 def write_details(path: Path, outcomes: Sequence[Outcome]) -> None:
