@@ -267,6 +267,19 @@ async def agent_flow(client, ops: Client) -> dict:
     assert "venue" in [w["key"] for w in pack["working_set"]]
     assert document["id"] in [s["handle_id"] for s in pack["segments"]]
     assert brochure["id"] in [r["handle_id"] for r in pack["resources"]]
+    # The tool answers why: every item's rank and score parts, as the API gives them.
+    venue = next(s for s in pack["segments"] if s["handle_id"] == document["id"])
+    assert venue["reason"] == "ranked" and venue["rank"] >= 1
+    assert set(venue["score"]) == {
+        "total",
+        "priority",
+        "lexical",
+        "semantic",
+        "recency",
+        "attention",
+        "neighbour",
+        "older",
+    }
 
     state = await call(client, "rlm_state_create", prompt="Pick a venue", session_id=session["id"])
     state_id = state["state_id"]

@@ -335,6 +335,19 @@ class Breadcrumb(TypedDict):
     tokens: int
 
 
+class PackScore(TypedDict):
+    """Why an item ranks where it does (docs/retrieval.md): ``total`` is the parts' sum."""
+
+    total: float
+    priority: float
+    lexical: float
+    semantic: float
+    recency: float
+    attention: float
+    neighbour: float
+    older: float
+
+
 class PackFact(TypedDict):
     """``PackFactOut``: a fact as the pack renders it at its compaction level (``form``)."""
 
@@ -347,6 +360,10 @@ class PackFact(TypedDict):
     text: str
     tokens: int
     form: str
+    rank: int | None  # its place in the pack's one ranking (1 = first)
+    score: PackScore | None
+    reason: str  # why it is in: critical, forced, constraint, ranked
+    older_than: str | None  # the newer near-duplicate it ranks behind
 
 
 class PackWorkingSetItem(TypedDict):
@@ -356,6 +373,10 @@ class PackWorkingSetItem(TypedDict):
     text: str
     tokens: int
     form: str
+    rank: int | None  # its place in the pack's one ranking (1 = first)
+    score: PackScore | None
+    reason: str  # why it is in: critical, forced, constraint, ranked
+    older_than: str | None  # the newer near-duplicate it ranks behind
 
 
 class PackSegment(TypedDict):
@@ -368,16 +389,24 @@ class PackSegment(TypedDict):
     form: str
     content: str
     tokens: int
+    rank: int | None  # its place in the pack's one ranking (1 = first)
+    score: PackScore | None
+    reason: str  # why it is in: critical, forced, constraint, ranked
+    older_than: str | None  # the newer near-duplicate it ranks behind
 
 
 class PackDropped(TypedDict):
-    """``DroppedOut``: what the budget left out, and at which compaction level."""
+    """``DroppedOut``: what the budget left out, why, at which compaction level, and
+    where it ranked."""
 
     section: str
     id: str
     reason: str
     level: CompactionLevel
     tokens: int
+    rank: int | None
+    score: PackScore | None
+    older_than: str | None
 
 
 class PackResource(TypedDict):
