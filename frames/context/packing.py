@@ -485,9 +485,10 @@ def _required_segment(
 
 def _fill(
     budget: int, data: PackInput, floor: int, cache: dict[int, str]
-) -> tuple[list[PackedItem[Any]], list[Dropped], int]:
-    """The required items at the shallowest level from ``floor`` on at which they fit
-    (cut at the critical level when none does): (items, drops, level index)."""
+) -> tuple[str, int, list[PackedItem[Any]], list[Dropped], int]:
+    """The brief and the required items at the shallowest level from ``floor`` on at
+    which they fit (cut at the critical level when none does): (brief text, brief tokens,
+    items, drops, level index)."""
     newest = max((s.order for s in data.segments), default=0)
     required_segments = [s for s in data.segments if s.required_at_critical]
     constraints = [f for f in data.facts if f.is_constraint]
@@ -495,24 +496,21 @@ def _fill(
     for index in range(floor, len(LEVELS)):
         level = LEVELS[index]
         brief_text = data.brief_context if level == "none" else light_trim(data.brief_context)
-        brief = PackedItem(
-            "brief_context", "", estimate_tokens(brief_text), "full", brief_text, None
-        )
+        brief_tokens = estimate_tokens(brief_text)
         crumbs, crumbs_dropped = _breadcrumbs_at(data.breadcrumbs, level)
         segments = [_required_segment(s, index, newest, cache) for s in required_segments]
         facts = [_render_fact(f, level, cache) for f in constraints]
-        items: list[PackedItem[Any]] = [brief, *crumbs, *segments, *facts]
-        if sum(i.tokens for i in items) <= budget or index == last:
+        items: list[PackedItem[Any]] = [*crumbs, *segments, *facts]
+        if brief_tokens + sum(i.tokens for i in items) <= budget or index == last:
             break
     drops = [Dropped("breadcrumbs", c.frame_id, "not_essential", level) for c in crumbs_dropped]
-    if sum(i.tokens for i in items) > budget:
+    if brief_tokens + sum(i.tokens for i in items) > budget:
         brief_text, brief_tokens, crumbs, segments, facts, cut_drops = _cut_to_fit(
-            budget, level, brief_text, brief.tokens, crumbs, segments, facts
+            budget, level, brief_text, brief_tokens, crumbs, segments, facts
         )
-        brief = PackedItem("brief_context", "", brief_tokens, "full", brief_text, None)
-        items = [brief, *crumbs, *segments, *facts]
+        items = [*crumbs, *segments, *facts]
         drops += cut_drops
-    return items, drops, index
+    return brief_text, brief_tokens, items, drops, index
 
 
 def _candidates(
@@ -613,20 +611,22 @@ def pack(data: PackInput) -> PackResult:
         raise CriticalExceedsBudget(critical_tokens=critical_tokens, budget_tokens=data.budget)
     floor = level_index(data.min_compaction)
     cache: dict[int, str] = {}  # id(text) -> light-trimmed text; texts live as long as data
-    required, drops, required_level = _fill(data.budget, data, floor, cache)
+    brief_text, brief_tokens, required, drops, required_level = _fill(
+        data.budget, data, floor, cache
+    )
     dropped = [Dropped("segments", sid, reason, LEVELS[floor]) for sid, reason in data.skipped]
     dropped += drops
-    for rank_number, item in enumerate(required[1:], start=1):
+    for rank_number, item in enumerate(required, start=1):
         item.rank = rank_number
         item.reason = _required_reason(item)
         priority = item.source.priority if item.section == "segments" else "critical"
         item.score = score_row(Score(priority=PRIORITY_SCORE.get(priority, 50) / 100))
-    remaining = data.budget - sum(i.tokens for i in required)
+    remaining = data.budget - brief_tokens - sum(i.tokens for i in required)
     candidates, sources, forms = _candidates(data, max(floor, required_level))
     ranking = rank(candidates, data.query, data.query_vector)
     order = ranking.order()
     rows = ranking.rows()
-    first_rank = len(required) - 1  # the brief is not ranked
+    first_rank = len(required)
     chosen: list[PackedItem[Any]] = []
     facts_room = math.floor(max(0, remaining) * FACTS_SHARE)
     held: list[int] = []
@@ -706,12 +706,11 @@ def pack(data: PackInput) -> PackResult:
             dropped.append(
                 Dropped("resources", resource.id, reason, LEVELS[max(floor, required_level)])
             )
-    brief = required[0]
-    included = required[1:] + sorted(chosen, key=lambda i: i.rank or 0)
+    included = required + sorted(chosen, key=lambda i: i.rank or 0)
     return PackResult(
         budget=data.budget,
         level=LEVELS[deepest],
-        brief_context=brief.text,
+        brief_context=brief_text,
         breadcrumbs=[i for i in included if i.section == "breadcrumbs"],
         segments=[i for i in included if i.section == "segments"],
         # Seed 001: constraints, then organizational policy, then the rest by rank.
@@ -721,7 +720,7 @@ def pack(data: PackInput) -> PackResult:
         ),
         working_set=[i for i in included if i.section == "working_set"],
         dropped=dropped,
-        brief_tokens=brief.tokens,
+        brief_tokens=brief_tokens,
         resources=resources,
     )
 

@@ -225,11 +225,11 @@ def _mark_near_duplicates(candidates: list[Candidate], ranking: Ranking) -> None
     matrix /= norms[:, None]
     similar = matrix @ matrix.T
     threshold = np.array([DUPLICATE_SIMILARITY.get(candidates[i].section, 2.0) for i in best])
-    kinds = {}
+    kinds: dict[tuple[str, str], int] = {}
     kind = np.array(
         [kinds.setdefault((candidates[i].section, candidates[i].group), len(kinds)) for i in best]
     )
-    texts = {}
+    texts: dict[str, int] = {}
     text = np.array([texts.setdefault(candidates[i].text, len(texts)) for i in best])
     newness = np.array([candidates[i].newness for i in best])
     alike = (

@@ -58,7 +58,7 @@ def context_pack_diff(
         )
     named = [*a.included, *a.dropped, *b.included, *b.dropped]
     fact_ids = {str(i.get("id")) for i in named if i.get("section") == "facts"}
-    handle_ids = []
+    handle_ids: list[uuid.UUID] = []
     for item in named:
         if item.get("section") == "segments":
             try:
@@ -115,7 +115,7 @@ def _labels(record: ContextPackRecord, items: list[dict[str, Any]]) -> dict[tupl
     for item in items:
         wanted.setdefault(str(item.get("section")), set()).add(str(item.get("id")))
     labels: dict[tuple[str, str], str] = {}
-    handle_ids = []
+    handle_ids: list[uuid.UUID] = []
     for value in wanted.get("segments", set()) | wanted.get("resources", set()):
         try:
             handle_ids.append(uuid.UUID(value))
@@ -130,11 +130,11 @@ def _labels(record: ContextPackRecord, items: list[dict[str, Any]]) -> dict[tupl
                 labels[(section, str(pk))] = f"{kind}: {text[:120]}"
     fact_ids = [int(v) for v in wanted.get("facts", set()) if v.isdigit()]
     if fact_ids:
-        for pk, key in Fact.objects.filter(
+        for fact_pk, key in Fact.objects.filter(
             pk__in=fact_ids, organization_id=record.session.organization_id
         ).values_list("pk", "key"):
-            labels[("facts", str(pk))] = key
-    crumbs = []
+            labels[("facts", str(fact_pk))] = key
+    crumbs: list[uuid.UUID] = []
     for value in wanted.get("breadcrumbs", set()):
         try:
             crumbs.append(uuid.UUID(value))
