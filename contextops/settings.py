@@ -271,6 +271,15 @@ elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
         "unacked_restore_interval": env_int("CONTEXTOPS_BROKER_RESTORE_INTERVAL", 10),
         "unacked_restore_throttle": env_int("CONTEXTOPS_BROKER_RESTORE_THROTTLE", 10),
     }
+    # kombu's Redis transport, made to outlive a connection lost in the middle of a job
+    # (contextops/broker.py); without it the worker stopped on the first Redis outage.
+    CELERY_BROKER_TRANSPORT = "contextops.broker:Transport"
+# A worker whose broker went away reconnects for as long as it takes (Celery's default
+# gives up after 100 tries, and the worker exits); the jobs it is running carry on and are
+# acknowledged once the broker is back.
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_RESULT_BACKEND = None
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
