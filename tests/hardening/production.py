@@ -97,4 +97,8 @@ class ProductionServer:
     def close(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
-            self.process.wait(30)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:  # requests still waiting: no need to let them
+                self.process.kill()
+                self.process.wait(10)
