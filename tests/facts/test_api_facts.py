@@ -224,6 +224,35 @@ def test_it_keeps_hypothetical_and_draft_facts_out_of_global_decisions(api, writ
     assert api.get("/facts", {"scope": "hypothetical", "scope_id": "t1"}).json()["count"] == 1
 
 
+def test_unscoped_fact_lists_leave_hypothetical_and_draft_facts_out(api, write, member_client):
+    """A what-if or a draft is not one of the organization's facts: GET /facts (also with
+    ?subject= and ?valid=true) and the dashboard's list show it only under its scope."""
+    write(api, key="launch_v1", subject="launch", value="March")
+    write(
+        api,
+        key="launch_what_if",
+        subject="launch",
+        value="May",
+        scope="hypothetical",
+        scope_id="t1",
+    )
+    write(api, key="launch_draft", subject="launch", value="June", scope="draft", scope_id="t2")
+    for params in ({}, {"subject": "launch"}, {"valid": "true"}, {"valid": "any"}):
+        listed = api.get("/facts", params).json()
+        assert [f["key"] for f in listed["items"]] == ["launch_v1"], params
+        assert listed["count"] == 1
+    assert [f["key"] for f in api.get("/facts", {"scope": "draft"}).json()["items"]] == [
+        "launch_draft"
+    ]
+    assert [f["key"] for f in api.get("/facts", {"scope_id": "t1"}).json()["items"]] == [
+        "launch_what_if"
+    ]
+    page = member_client.get("/facts/").content.decode()
+    assert "launch_v1" in page and "launch_what_if" not in page and "launch_draft" not in page
+    page = member_client.get("/facts/?scope=hypothetical").content.decode()
+    assert "launch_what_if" in page and "launch_v1" not in page
+
+
 def test_it_promotes_a_hypothetical_fact_as_a_supersession(api, write):
     write(api, key="launch_v1", subject="launch", value="March")
     write(
