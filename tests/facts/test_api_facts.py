@@ -507,3 +507,40 @@ def test_a_read_names_every_fact_it_links_to(api, write):
     assert len(listed) == 6, sorted(listed)
     for key, fact in listed.items():
         assert read(f"/facts/{key}") == tuple(fact[name] for name in links), key
+
+
+def test_fact_keys_are_normalized_and_look_alikes_refused(api, write):
+    """café typed in NFC or NFD, ﬁle and file: one key each. A zero-width space or a
+    Cyrillic а among Latin letters would make a second key that looks the same: 422
+    naming the key, nothing stored."""
+    first = write(api, key="caf\u00e9_budget", value="10")
+    again = write(api, status=200, key="cafe\u0301_budget", value="10")
+    assert again["key"] == first["key"] == "caf\u00e9_budget"
+    assert again["outcome"] == "unchanged"
+    assert write(api, key="\ufb01le_limit", value="5")["key"] == "file_limit"
+    assert api.get("/facts/file_limit").status_code == 200
+    assert api.get("/facts/\ufb01le_limit").json()["key"] == "file_limit"
+    for key, why in (
+        ("file\u200b_limit", "invisible"),
+        ("p\u0430ypal_limit", "Cyrillic and Latin"),
+    ):
+        refused = api.post("/facts", {"key": key, "value": "6", "source": "user"})
+        assert refused.status_code == 422, refused.content
+        body = refused.json()
+        assert body["error"] == "validation_error" and why in body["detail"]
+        assert repr(key) in body["detail"]
+        assert body["errors"][0]["loc"][-1] == "key"
+    assert api.get("/facts", {"valid": "any"}).json()["count"] == 2
+
+
+def test_working_set_keys_are_normalized_and_look_alikes_refused(api):
+    session = api.post("/sessions", {}).json()["id"]
+    base = f"/sessions/{session}/working-set/"
+    listed = f"/sessions/{session}/working-set"
+    assert api.put(base + "caf%C3%A9", {"value": 1}).json()["key"] == "caf\u00e9"
+    assert api.put(base + "cafe%CC%81", {"value": 2}).json()["key"] == "caf\u00e9"
+    assert api.get(base + "cafe%CC%81").json()["value"] == 2
+    for key in ("a%E2%80%8Bb", "p%D0%B0ypal"):
+        refused = api.put(base + key, {"value": 3})
+        assert refused.status_code == 422 and refused.json()["errors"][0]["loc"][-1] == "key"
+    assert [i["key"] for i in api.get(listed).json()] == ["caf\u00e9"]
