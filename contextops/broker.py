@@ -28,7 +28,11 @@ class Channel(kombu_redis.Channel):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)  # opens the pool: it pings Redis
         pool = self.pool
-        self._pool_recipe = (pool.connection_class, pool.max_connections, dict(pool.connection_kwargs))
+        self._pool_recipe = (
+            pool.connection_class,
+            pool.max_connections,
+            dict(pool.connection_kwargs),
+        )
 
     def _get_pool(self, asynchronous: bool = False) -> Any:
         if self.connection.client is None and self._pool_recipe is not None and not asynchronous:

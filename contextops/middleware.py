@@ -242,6 +242,7 @@ class IdempotencyMiddleware:
         try:
             claimed = idempotency_claim(
                 organization_id=api_key.agent.organization_id,
+                api_key_id=api_key.pk,
                 key=key,
                 method=request.method,
                 path=request.get_full_path(),
