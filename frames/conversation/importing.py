@@ -836,7 +836,9 @@ def _import_apply(import_id: str, progress: Callable[[int, int], None] | None) -
     settled = transcript.settled_entries
     todo = [entry for plan in plans for entry in plan.pending(plan.row.written_through)]
     total = len(todo)
-    Import.objects.filter(pk=import_id).update(progress_total=total)
+    # A job run again (its worker died midway) goes on from what the first run wrote:
+    # the total is what is done plus what is left, so done never passes it.
+    Import.objects.filter(pk=import_id).update(progress_total=F("progress_done") + total)
     budgets = _Budgets(_spent(todo), list(transcript.branches), final=final)
     changed = False
     done = 0

@@ -652,3 +652,47 @@ def test_a_part_uploaded_while_the_last_parts_job_runs_is_imported_once_and_whol
     assert figures(latest.result) == figures(one_shot)
     assert turns_of(latest.session_id) == turns_of(one_shot["session_id"])
     assert usage_of(latest.session_id) == usage_of(one_shot["session_id"])
+
+
+def test_a_job_run_again_after_its_worker_died_never_reports_more_done_than_its_total(
+    api, settings
+):
+    """The worker dies after two batches (the database connection it had is gone: the job
+    stays running); once the claim is stale, the job runs again from where it stopped. Its
+    progress then counts what both runs wrote against the whole import's total."""
+    import time_machine
+    from django.db import OperationalError
+
+    subagents = [{"file_name": sub.name, "content": sub.read_text()} for sub in SUBAGENTS]
+    parts = parts_of(SPOTTER, cuts_by_size(SPOTTER, PART_BYTES))
+    for offset, text in parts[:-1]:
+        upload(api, SPOTTER, content=text, offset=offset, final=False, subagents=subagents)
+        subagents = []
+    offset, text = parts[-1]
+    job_id = upload(api, SPOTTER, content=text, offset=offset).json()["id"]
+    seen: list[tuple[int, int]] = []
+
+    def die_on_the_second_batch(done, total):
+        if len(seen) == 1:
+            raise OperationalError("server closed the connection unexpectedly")
+        seen.append((done, total))
+
+    with pytest.raises(OperationalError):
+        import_execute(import_id=job_id, progress=die_on_the_second_batch)
+    first = Import.objects.get(pk=job_id)
+    assert first.status == "running" and 0 < first.progress_done < first.progress_total
+    later = time_machine.travel(
+        first.started_at.timestamp() + settings.CONTEXTOPS_IMPORT_STALE_SECONDS + 1, tick=False
+    )
+    with later:
+        job = import_execute(
+            import_id=job_id,
+            progress=lambda done, total: seen.append(
+                (Import.objects.get(pk=job_id).progress_done, total)
+            ),
+        )
+    assert job is not None and job.status == "completed"
+    assert job.progress_total == first.progress_total  # the whole import, both runs
+    assert job.progress_done == job.progress_total
+    stored = Import.objects.get(pk=job_id)
+    assert all(done <= stored.progress_total for done, _ in seen)
