@@ -102,3 +102,17 @@ class ProductionServer:
             except subprocess.TimeoutExpired:  # requests still waiting: no need to let them
                 self.process.kill()
                 self.process.wait(10)
+
+
+def production_web_start(directory: Path) -> ProductionServer:
+    """The one production server the proxy, framing and long-poll tests share (each
+    server costs a migration and a collectstatic): gunicorn 2 workers x 8 threads, as the
+    issue's install ran, behind a TLS proxy at 10.0.0.2 that the tests are not."""
+    return ProductionServer(
+        directory,
+        keys=[("Acme", "framer"), ("Acme", "waiter"), ("Globex", "reader")],
+        BEHIND_TLS_PROXY="1",
+        CONTEXTOPS_TRUSTED_PROXIES="10.0.0.2",
+        WEB_WORKERS="2",
+        WEB_THREADS="8",
+    ).start()

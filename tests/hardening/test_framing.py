@@ -19,16 +19,9 @@ from tests.hardening.production import ProductionServer
 pytestmark = pytest.mark.xdist_group("live")
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    web = ProductionServer(
-        tmp_path_factory.mktemp("framing"),
-        keys=[("Acme", "framer")],
-        WEB_WORKERS="1",
-        WEB_THREADS="4",
-    ).start()
-    yield web
-    web.close()
+@pytest.fixture
+def server(production_web):
+    return production_web
 
 
 def _exchange(web: ProductionServer, raw: bytes) -> tuple[int, dict, dict]:
@@ -91,7 +84,12 @@ def test_a_chunked_body_over_the_limit_is_refused_with_413(server):
     [
         ("a path over 4 KB", ("GET", "/api/v1/sessions/" + "a" * 5000, {}), 414, "uri_too_long"),
         ("huge headers", ("GET", "/api/v1/sessions", {"X-Big": "b" * 9000}), 431, None),
-        ("a bad Content-Length", ("POST", "/api/v1/sessions", {"Content-Length": "ten"}), 400, None),
+        (
+            "a bad Content-Length",
+            ("POST", "/api/v1/sessions", {"Content-Length": "ten"}),
+            400,
+            None,
+        ),
     ],
 )
 def test_requests_gunicorn_refuses_answer_in_json(server, what, raw, status, code):

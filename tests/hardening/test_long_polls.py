@@ -15,8 +15,6 @@ import time
 import httpx
 import pytest
 
-from tests.hardening.production import ProductionServer
-
 pytestmark = pytest.mark.xdist_group("live")
 
 CLIENTS = 40
@@ -28,13 +26,8 @@ def _p95(samples: list[float]) -> float:
     return ordered[round(0.95 * (len(ordered) - 1))] if ordered else float("inf")
 
 
-def test_forty_waiting_clients_leave_other_tenants_reads_and_healthz_fast(tmp_path):
-    web = ProductionServer(
-        tmp_path,
-        keys=[("Acme", "waiter"), ("Globex", "reader")],
-        WEB_WORKERS="2",
-        WEB_THREADS="8",
-    ).start()
+def test_forty_waiting_clients_leave_other_tenants_reads_and_healthz_fast(production_web):
+    web = production_web
     stop = threading.Event()
     outcomes: list[tuple[int, float]] = []
     try:
@@ -96,4 +89,3 @@ def test_forty_waiting_clients_leave_other_tenants_reads_and_healthz_fast(tmp_pa
         assert all(status in (200, 429) for status, _ in outcomes), outcomes
     finally:
         stop.set()
-        web.close()
