@@ -10,10 +10,10 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja.security import HttpBearer
 
+from .audit import client_address
 from .errors import PermissionDenied, ReadOnlyKey, Unauthenticated
 from .http import ApiRequest
 from .models import KEY_PREFIX, Agent, ApiKey, Member, Organization, hash_secret
-from .audit import client_address
 from .ratelimit import WRITE_METHODS, auth_failure_count, auth_failures_check, rate_limit_check
 from .rows import columns, from_row
 

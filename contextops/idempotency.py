@@ -25,6 +25,7 @@ import threading
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import cast
+from uuid import UUID
 
 from django.conf import settings
 from django.db import (
@@ -94,7 +95,7 @@ def _uses_locks() -> bool:
     return connection.vendor == "postgresql"
 
 
-def _lock_id(organization_id: int, api_key_id: int, key: str) -> int:
+def _lock_id(organization_id: int, api_key_id: UUID | str, key: str) -> int:
     """The claim's advisory lock: a signed 64-bit hash of its organization, API key and key."""
     digest = hashlib.sha256(
         f"contextops.idempotency:{organization_id}:{api_key_id}:{key}".encode()
@@ -144,7 +145,13 @@ def _relock_on_reconnect(sender, **kwargs):
 
 
 def idempotency_claim(
-    *, organization_id: int, api_key_id: int, key: str, method: str, path: str, fingerprint: str
+    *,
+    organization_id: int,
+    api_key_id: UUID | str,
+    key: str,
+    method: str,
+    path: str,
+    fingerprint: str,
 ) -> IdempotencyKey | Replay:
     """Claim ``key`` for this request (the row to complete afterwards), or the stored
     answer to replay. Raises IdempotencyKeyReused for another request under the same key

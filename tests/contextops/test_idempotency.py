@@ -210,7 +210,7 @@ def usage_frame(start_session, push_ok) -> str:
     return push_ok(start_session()["id"], 9_000)["id"]
 
 
-def _key_id(api) -> int:
+def _key_id(api):
     return ApiKey.objects.get(prefix=api.key.split("_")[1]).pk
 
 

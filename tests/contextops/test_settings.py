@@ -98,9 +98,9 @@ def test_the_embedded_default_keeps_one_key_per_installation(tmp_path):
 
 def _conn_max_age(argv: list[str], tmp_path) -> int:
     probe = (
-        "import sys; sys.argv = %r; import django; django.setup(); "
+        f"import sys; sys.argv = {argv!r}; import django; django.setup(); "
         "from django.conf import settings; print(settings.DATABASES['default']['CONN_MAX_AGE'])"
-    ) % (argv,)
+    )
     result = subprocess.run(
         [sys.executable, "-c", probe],
         cwd=settings.BASE_DIR,
