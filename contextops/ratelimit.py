@@ -37,13 +37,17 @@ def rate_limit_check(*, key_id: str, write: bool = True) -> None:
     except Exception:  # noqa: BLE001 - the limiter fails open, see docstring
         return
     if count > limit:
-        retry_after = 60 - int(time.time()) % 60
-        raise RateLimited(
-            f"More than {limit} {'writes' if write else 'reads'} in a minute for this key; "
-            f"retry in {retry_after} s.",
-            limit=limit,
-            retry_after=retry_after,
-        )
+        raise _limited(limit, f"{'writes' if write else 'reads'} in a minute for this key")
+
+
+def _limited(limit: int, what: str) -> RateLimited:
+    """429 until the minute's window ends."""
+    retry_after = 60 - int(time.time()) % 60
+    return RateLimited(
+        f"More than {limit} {what}; retry in {retry_after} s.",
+        limit=limit,
+        retry_after=retry_after,
+    )
 
 
 def _auth_failures_key(address: str) -> str:
@@ -62,13 +66,7 @@ def auth_failures_check(*, address: str) -> None:
     except Exception:  # noqa: BLE001 - the limiter fails open
         return
     if failures >= limit:
-        retry_after = 60 - int(time.time()) % 60
-        raise RateLimited(
-            f"More than {limit} failed authentications from this address in a minute; "
-            f"retry in {retry_after} s.",
-            limit=limit,
-            retry_after=retry_after,
-        )
+        raise _limited(limit, "failed authentications from this address in a minute")
 
 
 def auth_failure_count(*, address: str) -> None:

@@ -571,16 +571,22 @@ def test_a_job_delivered_twice_runs_once(api):
     assert job.result["unchanged"] is False
 
 
-def test_progress_is_recorded_batch_by_batch_and_a_failed_job_is_resumed(api, other_api):
-    """A job writes in batches, each committed with its progress; when one fails, what
-    was written stays and the next upload's job goes on to the whole file's figures."""
+def _spotter_in_parts(api):
+    """The spotter transcript uploaded in parts of PART_BYTES (subagents with the first),
+    no job run: the answer to the last part's upload."""
     subagents = [{"file_name": sub.name, "content": sub.read_text()} for sub in SUBAGENTS]
     parts = parts_of(SPOTTER, cuts_by_size(SPOTTER, PART_BYTES))
     for offset, text in parts[:-1]:
         upload(api, SPOTTER, content=text, offset=offset, final=False, subagents=subagents)
         subagents = []
     offset, text = parts[-1]
-    response = upload(api, SPOTTER, content=text, offset=offset)
+    return upload(api, SPOTTER, content=text, offset=offset)
+
+
+def test_progress_is_recorded_batch_by_batch_and_a_failed_job_is_resumed(api, other_api):
+    """A job writes in batches, each committed with its progress; when one fails, what
+    was written stays and the next upload's job goes on to the whole file's figures."""
+    response = _spotter_in_parts(api)
     seen = []
 
     def fail_on_the_third_batch(done, total):
@@ -663,13 +669,7 @@ def test_a_job_run_again_after_its_worker_died_never_reports_more_done_than_its_
     import time_machine
     from django.db import OperationalError
 
-    subagents = [{"file_name": sub.name, "content": sub.read_text()} for sub in SUBAGENTS]
-    parts = parts_of(SPOTTER, cuts_by_size(SPOTTER, PART_BYTES))
-    for offset, text in parts[:-1]:
-        upload(api, SPOTTER, content=text, offset=offset, final=False, subagents=subagents)
-        subagents = []
-    offset, text = parts[-1]
-    job_id = upload(api, SPOTTER, content=text, offset=offset).json()["id"]
+    job_id = _spotter_in_parts(api).json()["id"]
     seen: list[tuple[int, int]] = []
 
     def die_on_the_second_batch(done, total):

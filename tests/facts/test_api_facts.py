@@ -227,15 +227,7 @@ def test_it_keeps_hypothetical_and_draft_facts_out_of_global_decisions(api, writ
 def test_unscoped_fact_lists_leave_hypothetical_and_draft_facts_out(api, write, member_client):
     """A what-if or a draft is not one of the organization's facts: GET /facts (also with
     ?subject= and ?valid=true) and the dashboard's list show it only under its scope."""
-    write(api, key="launch_v1", subject="launch", value="March")
-    write(
-        api,
-        key="launch_what_if",
-        subject="launch",
-        value="May",
-        scope="hypothetical",
-        scope_id="t1",
-    )
+    _launch_what_if(api, write)
     write(api, key="launch_draft", subject="launch", value="June", scope="draft", scope_id="t2")
     for params in ({}, {"subject": "launch"}, {"valid": "true"}, {"valid": "any"}):
         listed = api.get("/facts", params).json()
@@ -253,7 +245,8 @@ def test_unscoped_fact_lists_leave_hypothetical_and_draft_facts_out(api, write, 
     assert "launch_what_if" in page and "launch_v1" not in page
 
 
-def test_it_promotes_a_hypothetical_fact_as_a_supersession(api, write):
+def _launch_what_if(api, write) -> None:
+    """A global launch date and a hypothetical one in task t1."""
     write(api, key="launch_v1", subject="launch", value="March")
     write(
         api,
@@ -263,6 +256,10 @@ def test_it_promotes_a_hypothetical_fact_as_a_supersession(api, write):
         scope="hypothetical",
         scope_id="t1",
     )
+
+
+def test_it_promotes_a_hypothetical_fact_as_a_supersession(api, write):
+    _launch_what_if(api, write)
     promoted = api.post("/facts/launch_what_if/promote")
     assert promoted.status_code == 200, promoted.content
     body = promoted.json()
