@@ -641,6 +641,12 @@ def import_receive(
     with transaction.atomic():
         source = _source_for(organization, fmt, main, name)
         held = {f.name: f for f in source.files.all()}
+        held_main = next((f for f in held.values() if f.main), None)
+        if held_main is not None and held_main.name != name:
+            # The same transcript (its session id) under another file name: it is the file
+            # already held, so only what goes past it is new (a differing text is 409).
+            name = held_main.name
+            uploads[0] = (name, main, True)
         joined: list[tuple[TranscriptFile, str]] = []
         for upload_name, upload, is_main in uploads:
             current = held.get(upload_name) or TranscriptFile(

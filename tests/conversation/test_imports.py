@@ -696,3 +696,26 @@ def test_a_job_run_again_after_its_worker_died_never_reports_more_done_than_its_
     assert job.progress_done == job.progress_total
     stored = Import.objects.get(pk=job_id)
     assert all(done <= stored.progress_total for done, _ in seen)
+
+
+def test_a_session_imported_again_under_another_file_name_adds_only_what_is_new(api, other_api):
+    """Claude Code names a transcript by its session id: the same session uploaded again
+    as another file (renamed, copied, exported twice) is the transcript already held.
+    First half, then the whole under a new name: the session holds what one import of
+    the whole holds; the whole a third time under yet another name adds nothing."""
+    text = SHORT.read_text()
+    lines = text.splitlines(keepends=True)
+    half = "".join(lines[: len(lines) // 2])
+    upload(api, SHORT, file_name="first-half.jsonl", content=half)
+    (first,) = run_jobs()
+    upload(api, SHORT, file_name="renamed-export.jsonl", content=text)
+    (second,) = run_jobs()
+    assert second.session_id == first.session_id
+    written = session_written(second.session_id)
+    upload(api, SHORT, file_name="copy-of-it.jsonl", content=text)
+    (third,) = run_jobs()
+    assert third.result["unchanged"] is True
+    assert session_written(second.session_id) == written
+    turns = Turn.objects.filter(session_id=second.session_id).count()
+    alone = imported(other_api, SHORT)  # the whole, once, in another organization
+    assert turns == Turn.objects.filter(session_id=alone["session_id"]).count()

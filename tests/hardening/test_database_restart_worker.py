@@ -16,10 +16,13 @@ import psycopg
 import pytest
 from django.conf import settings
 
+from tests.conftest import IS_POSTGRES
 from tests.servers import PrivatePostgres, PrivateRedis, postgres_missing
 
 pytestmark = [
     pytest.mark.skipif(bool(postgres_missing()), reason=postgres_missing() or "-"),
+    # Its cluster is its own, whatever the suite runs on: once per CI run is enough.
+    pytest.mark.skipif(not IS_POSTGRES, reason="needs PostgreSQL: runs in CI's PostgreSQL pass"),
     pytest.mark.xdist_group("live"),
 ]
 
