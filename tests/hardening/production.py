@@ -116,3 +116,16 @@ def production_web_start(directory: Path) -> ProductionServer:
         WEB_WORKERS="2",
         WEB_THREADS="8",
     ).start()
+
+
+def production_worker(env: dict, queue: str, log: Path) -> subprocess.Popen:
+    """The production worker command (``celery -A contextops worker``, prefork pool, two
+    processes) on ``queue``, its output appended to ``log``."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "contextops", "worker"]
+        + ["--concurrency", "2", "-Q", queue, "--loglevel", "INFO"],
+        cwd=settings.BASE_DIR,
+        env=env,
+        stdout=open(log, "a"),  # noqa: SIM115 (kept open for the worker's life)
+        stderr=subprocess.STDOUT,
+    )

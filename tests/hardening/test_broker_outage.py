@@ -10,17 +10,16 @@ restart policy behind it.
 
 import os
 import subprocess
-import sys
 import time
 import uuid
 
 import pytest
 import redis as redis_client
-from django.conf import settings
 
 from frames import services
 from frames.models import ContextHandle
 from tests.conftest import IS_POSTGRES
+from tests.hardening.production import production_worker
 from tests.hardening.test_faults import RowLock, _database_url, _until, _waiting_on_a_lock
 from tests.servers import PrivateRedis
 
@@ -43,14 +42,7 @@ def _worker(broker: str, queue: str, log) -> subprocess.Popen:
         "CONTEXTOPS_SUMMARIZER": "extractive",
     }
     env.pop("CELERY_BROKER_URL", None)
-    return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "contextops", "worker"]
-        + ["--concurrency", "2", "-Q", queue, "--loglevel", "INFO"],
-        cwd=settings.BASE_DIR,
-        env=env,
-        stdout=open(log, "a"),  # noqa: SIM115 (kept open for the worker's life)
-        stderr=subprocess.STDOUT,
-    )
+    return production_worker(env, queue, log)
 
 
 def _handle(api, content: str) -> ContextHandle:

@@ -17,6 +17,7 @@ import pytest
 from django.conf import settings
 
 from tests.conftest import IS_POSTGRES
+from tests.hardening.production import production_worker
 from tests.servers import PrivatePostgres, PrivateRedis, postgres_missing
 
 pytestmark = [
@@ -100,14 +101,7 @@ def test_a_worker_outlives_a_postgresql_restart(tmp_path):
             [sys.executable, "-c", MAKE_HANDLES], capture_output=True, text=True, **run
         )
         first, second = json.loads(made.stdout.strip().splitlines()[-1])
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "contextops", "worker"]
-            + ["--concurrency", "2", "-Q", queue, "--loglevel", "INFO"],
-            cwd=settings.BASE_DIR,
-            env=env,
-            stdout=open(log, "a"),  # noqa: SIM115 (kept open for the worker's life)
-            stderr=subprocess.STDOUT,
-        )
+        worker = production_worker(env, queue, log)
         subprocess.run([sys.executable, "-c", SEND, first, queue], **run)
         assert _until(lambda: _state(cluster.url, first) == "indexed"), log.read_text()[-3000:]
         cluster.restart("fast")  # the worker's kept connections are now dead

@@ -48,34 +48,29 @@ def _chunks(data: bytes, size: int = 4096) -> bytes:
     return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts) + b"0\r\n\r\n"
 
 
-def _auth(web) -> dict:
-    return {"Authorization": f"Bearer {web.keys['Acme/framer']}"}
+def _post_session_in_chunks(web, body: bytes, size: int) -> tuple[int, dict]:
+    """``POST /api/v1/sessions`` with ``body`` sent in chunks of ``size`` bytes."""
+    headers = {
+        "Authorization": f"Bearer {web.keys['Acme/framer']}",
+        "Content-Type": "application/json",
+        "Transfer-Encoding": "chunked",
+    }
+    raw = _request(web, "POST", "/api/v1/sessions", headers, _chunks(body, size))
+    status, _, answer = _exchange(web, raw)
+    return status, answer
 
 
 def test_a_chunked_json_body_is_read(server):
-    body = json.dumps({"title": "Sent in chunks"}).encode()
-    raw = _request(
-        server,
-        "POST",
-        "/api/v1/sessions",
-        {**_auth(server), "Content-Type": "application/json", "Transfer-Encoding": "chunked"},
-        _chunks(body, 7),
+    status, answer = _post_session_in_chunks(
+        server, json.dumps({"title": "Sent in chunks"}).encode(), 7
     )
-    status, _, answer = _exchange(server, raw)
     assert status == 201, answer
     assert answer["title"] == "Sent in chunks"
 
 
 def test_a_chunked_body_over_the_limit_is_refused_with_413(server):
     body = b'{"title": "' + b"x" * (3 * 1024 * 1024) + b'"}'
-    raw = _request(
-        server,
-        "POST",
-        "/api/v1/sessions",
-        {**_auth(server), "Content-Type": "application/json", "Transfer-Encoding": "chunked"},
-        _chunks(body, 65536),
-    )
-    status, _, answer = _exchange(server, raw)
+    status, answer = _post_session_in_chunks(server, body, 65536)
     assert status == 413 and answer["error"] == "too_large", answer
 
 
