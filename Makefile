@@ -14,7 +14,7 @@ UV_EXPORT := export --frozen --format requirements.txt --no-emit-project --no-de
 CLIENT := $(wildcard clients/python/pyproject.toml)
 
 .DEFAULT_GOAL := help
-.PHONY: help install lock run test test-fast bench bench-recall load drill fuzz lint format migrate demo clean
+.PHONY: help install lock run test test-fast bench bench-recall load drill fuzz security lint format migrate demo clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -67,6 +67,14 @@ load: install ## 50 agents + jobs on gunicorn, a worker, PostgreSQL, Redis (LOAD
 
 drill: install ## Back up PostgreSQL while agents write, restore it, check it there (writes docs/reliability.md)
 	$(PY) -m tests.drill.main --agents $${DRILL_AGENTS:-10} --seconds $${DRILL_SECONDS:-12}
+
+SECURITY = tests/hardening/test_authorization.py tests/browser/test_escaping.py \
+	tests/hardening/test_proxy_trust.py tests/hardening/test_long_polls.py \
+	tests/hardening/test_framing.py tests/hardening/test_bad_input.py \
+	tests/hardening/test_strict_bodies.py tests/hardening/test_strict_queries.py
+
+security: install ## The security regression suite alone (CI runs it with the rest; docs/reliability.md)
+	$(PY) -m pytest -p no:cacheprovider -n 2 --dist loadgroup $(SECURITY)
 
 fuzz: install ## Schemathesis, fresh seed (printed; CONTEXTOPS_FUZZ_SEED=N replays it), 300 examples an operation, 300 linked scenarios of 16 calls
 	CONTEXTOPS_FUZZ_EXAMPLES=$${CONTEXTOPS_FUZZ_EXAMPLES:-300} \

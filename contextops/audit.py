@@ -6,7 +6,9 @@ method and path) is known to ``AuditRequestMiddleware``, which keeps it for the 
 in a context variable; outside a request (a management command) it is empty.
 """
 
+import ipaddress
 import uuid
+from collections.abc import Iterable
 from contextvars import ContextVar
 from typing import Any
 
@@ -19,19 +21,38 @@ from .models import AuditEntry, Member, Organization
 _where: ContextVar[tuple[str, str]] = ContextVar("contextops_audit_where", default=("", ""))
 
 
+def _trusted(address: str, proxies: Iterable[Any]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in ipaddress.ip_network(proxy, strict=False) for proxy in proxies)
+
+
 def client_address(request: HttpRequest) -> str:
-    """The address the request came from, which the audit log records and django-axes
-    counts logins by (``AXES_CLIENT_IP_CALLABLE``): the peer; behind TLS proxies
-    (``BEHIND_TLS_PROXY``, which sets ``SECURE_PROXY_SSL_HEADER``) the address the
-    outermost of ``TRUSTED_PROXIES`` saw, the entry of ``X-Forwarded-For`` that many from
-    its end. A proxy appends its peer to the header, so the entries before that one are
-    whatever the client sent and are never believed."""
+    """The address the request came from, which the audit log records, django-axes
+    counts logins by (``AXES_CLIENT_IP_CALLABLE``) and failed API authentication is
+    throttled by: the socket's peer, unless that peer is one of ``TRUSTED_PROXIES``
+    (``CONTEXTOPS_TRUSTED_PROXIES``: addresses or networks). Only then is
+    ``X-Forwarded-For`` read, from its end, where each trusted proxy appended its own
+    peer: the first entry that is not a trusted proxy is the client. A client that
+    reaches the server directly, or writes the header itself, names nothing but its
+    own socket."""
+    peer = str(request.META.get("REMOTE_ADDR", ""))[:64]
+    proxies = settings.TRUSTED_PROXIES
+    if not proxies or not _trusted(peer, proxies):
+        return peer
     forwarded = [a.strip() for a in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")]
-    forwarded = [a for a in forwarded if a]
-    hops = settings.TRUSTED_PROXIES
-    if settings.SECURE_PROXY_SSL_HEADER and hops and forwarded:
-        return forwarded[-min(hops, len(forwarded))][:64]
-    return str(request.META.get("REMOTE_ADDR", ""))[:64]
+    client = peer
+    for entry in reversed([a for a in forwarded if a]):
+        try:
+            ipaddress.ip_address(entry)
+        except ValueError:
+            return client  # not an address a proxy wrote: what came before it is forged
+        client = entry
+        if not _trusted(entry, proxies):
+            break
+    return client[:64]
 
 
 def request_where(request: HttpRequest) -> tuple[str, str]:

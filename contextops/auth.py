@@ -10,10 +10,11 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja.security import HttpBearer
 
+from .audit import client_address
 from .errors import PermissionDenied, ReadOnlyKey, Unauthenticated
 from .http import ApiRequest
 from .models import KEY_PREFIX, Agent, ApiKey, Member, Organization, hash_secret
-from .ratelimit import WRITE_METHODS, rate_limit_check
+from .ratelimit import WRITE_METHODS, auth_failure_count, auth_failures_check, rate_limit_check
 from .rows import columns, from_row
 
 
@@ -121,13 +122,18 @@ class ApiKeyAuth(HttpBearer):
         return self.authenticate(request, token)
 
     def authenticate(self, request: HttpRequest, token: str):
-        key = api_key_of(request, token)
+        address = client_address(request)
+        auth_failures_check(address=address)
+        try:
+            key = api_key_of(request, token)
+        except Unauthenticated:
+            auth_failure_count(address=address)
+            raise
         api_key_scope_check(key, request)
         now = timezone.now()
         if key.last_used_at is None or (now - key.last_used_at).total_seconds() > 60:
             ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
-        if request.method in WRITE_METHODS:
-            rate_limit_check(key_id=str(key.pk))
+        rate_limit_check(key_id=str(key.pk), write=request.method in WRITE_METHODS)
         authed = cast(ApiRequest, request)
         authed.api_key = key
         authed.agent = key.agent

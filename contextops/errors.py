@@ -132,5 +132,9 @@ class Unavailable(DomainError):
     )
 
 
+class TooManyWaits(DomainError):
+    status, code, default_detail = 429, "too_many_waits", "Too many waits open; retry later."
+
+
 class RateLimited(DomainError):
     status, code, default_detail = 429, "rate_limited", "Too many requests for this key; slow down."

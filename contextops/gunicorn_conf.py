@@ -32,7 +32,8 @@ from prometheus_client import multiprocess
 bind = os.environ.get("BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("WEB_WORKERS", 0)) or os.cpu_count() or 1
 threads = int(os.environ.get("WEB_THREADS", 8))
-worker_class = "gthread"
+# gthread, answering the requests gunicorn itself refuses (414, 431, 400) in JSON.
+worker_class = "contextops.gunicorn_worker.JsonErrorThreadWorker"
 keepalive = int(os.environ.get("WEB_KEEPALIVE", 5))
 timeout = int(os.environ.get("WEB_TIMEOUT", 60))
 preload_app = True

@@ -25,6 +25,7 @@ import threading
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import cast
+from uuid import UUID
 
 from django.conf import settings
 from django.db import (
@@ -94,9 +95,11 @@ def _uses_locks() -> bool:
     return connection.vendor == "postgresql"
 
 
-def _lock_id(organization_id: int, key: str) -> int:
-    """The claim's advisory lock: a signed 64-bit hash of its organization and key."""
-    digest = hashlib.sha256(f"contextops.idempotency:{organization_id}:{key}".encode()).digest()
+def _lock_id(organization_id: int, api_key_id: UUID | str, key: str) -> int:
+    """The claim's advisory lock: a signed 64-bit hash of its organization, API key and key."""
+    digest = hashlib.sha256(
+        f"contextops.idempotency:{organization_id}:{api_key_id}:{key}".encode()
+    ).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
@@ -142,7 +145,13 @@ def _relock_on_reconnect(sender, **kwargs):
 
 
 def idempotency_claim(
-    *, organization_id: int, key: str, method: str, path: str, fingerprint: str
+    *,
+    organization_id: int,
+    api_key_id: UUID | str,
+    key: str,
+    method: str,
+    path: str,
+    fingerprint: str,
 ) -> IdempotencyKey | Replay:
     """Claim ``key`` for this request (the row to complete afterwards), or the stored
     answer to replay. Raises IdempotencyKeyReused for another request under the same key
@@ -150,13 +159,14 @@ def idempotency_claim(
 
     On PostgreSQL a returned claim holds its advisory lock on this thread's connection:
     the caller must call ``idempotency_unlock`` when the request ends, on every path."""
-    lock = _lock_id(organization_id, key) if _uses_locks() else None
+    lock = _lock_id(organization_id, api_key_id, key) if _uses_locks() else None
     # Without the lock (another request holds it), nothing may be claimed or taken over.
     locked = lock is not None and _try_lock(lock)
     try:
         now = timezone.now()
         fresh = IdempotencyKey(
             organization_id=organization_id,
+            api_key_id=api_key_id,
             key=key,
             fingerprint=fingerprint,
             method=method,
@@ -193,6 +203,7 @@ def idempotency_unlock(*, record: IdempotencyKey) -> None:
 
 _CLAIM_COLUMNS = (
     "organization_id",
+    "api_key_id",
     "key",
     "fingerprint",
     "method",
@@ -206,14 +217,15 @@ _CLAIM_COLUMNS = (
 
 
 def _claim_new(fresh: IdempotencyKey) -> bool:
-    """Store ``fresh`` by one insert that does nothing (False) when its organization
-    already has its key."""
+    """Store ``fresh`` by one insert that does nothing (False) when its API key already
+    has its key."""
     meta, qn = IdempotencyKey._meta, connection.ops.quote_name
     fields = [cast(models.Field, meta.get_field(name)) for name in _CLAIM_COLUMNS]
     sql = (
         f"INSERT INTO {qn(meta.db_table)} ({', '.join(qn(cast(str, field.column)) for field in fields)})"
         f" VALUES ({', '.join(['%s'] * len(fields))})"
-        f" ON CONFLICT ({qn('organization_id')}, {qn('key')}) DO NOTHING RETURNING {qn('id')}"
+        f" ON CONFLICT ({qn('organization_id')}, {qn('api_key_id')}, {qn('key')})"
+        f" DO NOTHING RETURNING {qn('id')}"
     )
     params = [field.get_db_prep_save(getattr(fresh, field.attname), connection) for field in fields]
     with connection.cursor() as cursor:
@@ -240,7 +252,7 @@ def _claim(fresh: IdempotencyKey, *, claimer_gone: bool | None) -> IdempotencyKe
     with transaction.atomic():
         record = (
             IdempotencyKey.objects.select_for_update(no_key=True)
-            .filter(organization_id=fresh.organization_id, key=key)
+            .filter(organization_id=fresh.organization_id, api_key_id=fresh.api_key_id, key=key)
             .first()
         )
         if record is None and claimer_gone is False:
@@ -252,7 +264,7 @@ def _claim(fresh: IdempotencyKey, *, claimer_gone: bool | None) -> IdempotencyKe
                     return fresh
             except IntegrityError:  # a duplicate claimed it a moment ago: see below
                 record = IdempotencyKey.objects.select_for_update(no_key=True).get(
-                    organization_id=fresh.organization_id, key=key
+                    organization_id=fresh.organization_id, api_key_id=fresh.api_key_id, key=key
                 )
         if record.created_at < now - _ttl():  # a day old: the key is free again
             if claimer_gone is False:

@@ -1,6 +1,7 @@
 """Middleware: a content security policy for every page, JSON errors on /api/, and a 503
 page when the database is away."""
 
+import io
 import logging
 from collections.abc import Callable
 
@@ -64,6 +65,27 @@ def _api_error(status: int, code: str, detail: str, **extra) -> JsonResponse:
     return JsonResponse({"error": code, "detail": detail, **extra}, status=status)
 
 
+def _chunked_body_read(request, limit: int):
+    """A body sent in chunks (no Content-Length): Django would read it as empty. Read it
+    here, at most ``limit`` bytes (413 past that), when the server ends the chunked stream
+    for us (gunicorn: ``wsgi.input_terminated``); a server that does not (the development
+    server) gets 411, asking for a Content-Length."""
+    if not request.META.get("wsgi.input_terminated"):
+        return _api_error(
+            411, "length_required", "Send the body with a Content-Length header, not in chunks."
+        )
+    stream = request.META["wsgi.input"]
+    body = stream.read(limit + 1)
+    if len(body) > limit:
+        return _api_error(
+            413, "too_large", f"The body is over {limit} bytes, the limit.", limit=limit
+        )
+    request._body = body
+    request._stream = io.BytesIO(body)
+    request.META["CONTENT_LENGTH"] = str(len(body))
+    return None
+
+
 class ApiBodyLimitMiddleware:
     """Refuse an oversized API body from its Content-Length, before reading any of it,
     and a NUL character anywhere in the address."""
@@ -84,6 +106,10 @@ class ApiBodyLimitMiddleware:
             return HttpResponseBadRequest("The address may not contain NUL characters.")
         if request.path.startswith("/api/"):
             limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+            if "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+                refused = _chunked_body_read(request, limit)
+                if refused is not None:
+                    return refused
             try:
                 length = int(request.META.get("CONTENT_LENGTH") or 0)
             except ValueError:
@@ -216,6 +242,7 @@ class IdempotencyMiddleware:
         try:
             claimed = idempotency_claim(
                 organization_id=api_key.agent.organization_id,
+                api_key_id=api_key.pk,
                 key=key,
                 method=request.method,
                 path=request.get_full_path(),

@@ -158,7 +158,7 @@ class Member(models.Model):
 
 
 class IdempotencyKey(models.Model):
-    """An ``Idempotency-Key`` an organization sent with an API write, and the first answer.
+    """An ``Idempotency-Key`` an API key sent with a write, and the first answer.
 
     Claimed (``status`` empty) before the write runs, so a duplicate arriving meanwhile
     waits its turn instead of applying the write again; completed with the answer's status
@@ -166,6 +166,12 @@ class IdempotencyKey(models.Model):
     """
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    # The API key that sent it: a record belongs to one key, so another key of the
+    # organization sending the same Idempotency-Key makes a request of its own (null: a
+    # record from before records had keys; those expire within the day).
+    api_key = models.ForeignKey(
+        "ApiKey", on_delete=models.CASCADE, related_name="+", null=True, blank=True
+    )
     key = models.CharField(max_length=255)
     # SHA-256 of the method, the path with its query string, and the body.
     fingerprint = models.CharField(max_length=64)
@@ -180,7 +186,7 @@ class IdempotencyKey(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["organization", "key"], name="idempotency_key_unique_per_org"
+                fields=["organization", "api_key", "key"], name="idempotency_key_unique_per_key"
             )
         ]
 

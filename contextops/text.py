@@ -1,7 +1,11 @@
-"""How a stored JSON value reads as text, wherever one is shown to a model or a person."""
+"""How a stored JSON value reads as text, wherever one is shown to a model or a person, and
+how a key typed by an agent is stored."""
 
 import json
+import unicodedata
 from typing import Any
+
+from .errors import Invalid
 
 
 def value_text(value: Any) -> str:
@@ -55,3 +59,46 @@ def asked_in_words(value: Any) -> list[dict[str, Any]]:
             question, fields = _field_text(asked) if asked is not None else "", []
         asks.append({"question": question, "fields": fields})
     return asks
+
+
+# Letters of these alphabets look alike ("а" Cyrillic, "a" Latin, "α" Greek): a key that
+# mixes them reads as another key. Han, kana and Hangul mix with Latin in ordinary
+# writing and are not confusable with it.
+_EAST_ASIAN = ("CJK", "HIRAGANA", "KATAKANA", "HANGUL", "HALFWIDTH", "IDEOGRAPHIC")
+
+
+def _script(ch: str) -> str:
+    name = unicodedata.name(ch, "")
+    first = name.split(" ", 1)[0]
+    return "EAST_ASIAN" if first in _EAST_ASIAN else first
+
+
+def key_normalize(key: str, *, field: str = "key") -> str:
+    """A fact or working-set key as stored: NFKC-normalized (``café`` typed either way is
+    one key, ``ﬁle`` is ``file``). Raises Invalid (422, naming the key) for one that would
+    look like another: invisible characters (zero-width spaces and joiners, direction
+    marks and overrides) or letters from more than one alphabet (a Cyrillic ``а`` among
+    Latin letters)."""
+    normalized = unicodedata.normalize("NFKC", key)
+    invisible = sorted(
+        {f"U+{ord(ch):04X}" for ch in normalized if unicodedata.category(ch) == "Cf"}
+    )
+    if invisible:
+        raise Invalid(
+            f"{field} {key!r} contains invisible characters ({', '.join(invisible)}): "
+            "it would look like another key.",
+            field=field,
+        )
+    scripts = {_script(ch) for ch in normalized if ch.isalpha()} - {"EAST_ASIAN"}
+    if len(scripts) > 1:
+        raise Invalid(
+            f"{field} {key!r} mixes letters of {' and '.join(sorted(s.title() for s in scripts))}: "
+            "it would look like another key. Write it in one alphabet.",
+            field=field,
+        )
+    return normalized
+
+
+def key_lookup(key: str) -> str:
+    """A key as asked for in a read: normalized the way writes store it (no refusal)."""
+    return unicodedata.normalize("NFKC", key)

@@ -11,6 +11,7 @@ from pydantic import Field
 from contextops.actors import agent_actor
 from contextops.errors import Invalid
 from contextops.http import ApiRequest, prebuilt_json_response
+from contextops.text import key_lookup
 from contextops.zones import local_now, local_zone
 from frames.models import Session
 from frames.selectors import session_get
@@ -139,7 +140,7 @@ def fact_list(request: ApiRequest, filters: Query[FactFilters]) -> dict[str, Any
 
 @router.get("/facts/{key}", response=FactOut, summary="One version, as stored under its key")
 def fact_get(request: ApiRequest, key: str) -> dict[str, Any]:
-    fact, links = selectors.fact_with_links(organization=request.organization, key=key)
+    fact, links = selectors.fact_with_links(organization=request.organization, key=key_lookup(key))
     return fact_out(fact, links=links)
 
 
@@ -150,7 +151,7 @@ def fact_get(request: ApiRequest, key: str) -> dict[str, Any]:
     description="404 when the key is unknown or its chain has no valid version.",
 )
 def fact_current(request: ApiRequest, key: str) -> dict[str, Any]:
-    fact = selectors.fact_current_get(organization=request.organization, key=key)
+    fact = selectors.fact_current_get(organization=request.organization, key=key_lookup(key))
     return fact_out(fact, links=selectors.fact_links(fact))
 
 
@@ -174,7 +175,7 @@ class LineagePage(Schema):
 def fact_lineage(request: ApiRequest, key: str, page: Query[LineagePage]) -> HttpResponse:
     lineage = selectors.fact_lineage(
         organization=request.organization,
-        key=key,
+        key=key_lookup(key),
         before_version=page.before_version,
         limit=page.limit,
     )
@@ -236,7 +237,7 @@ def fact_lineage(request: ApiRequest, key: str, page: Query[LineagePage]) -> Htt
 def fact_promote(request: ApiRequest, key: str) -> dict[str, Any]:
     result = services.fact_promote(
         organization=request.organization,
-        key=key,
+        key=key_lookup(key),
         authority=request.agent.authority,
         author=agent_actor(request.agent),
     )
@@ -251,7 +252,7 @@ def fact_promote(request: ApiRequest, key: str) -> dict[str, Any]:
 )
 def fact_discard(request: ApiRequest, key: str) -> dict[str, Any]:
     fact = services.fact_discard(
-        organization=request.organization, key=key, authority=request.agent.authority
+        organization=request.organization, key=key_lookup(key), authority=request.agent.authority
     )
     return fact_out(fact)
 
@@ -262,7 +263,9 @@ def fact_discard(request: ApiRequest, key: str) -> dict[str, Any]:
     summary="Clear needs_review after checking a fact whose dependency changed",
 )
 def fact_review(request: ApiRequest, key: str) -> dict[str, Any]:
-    return fact_out(services.fact_review_clear(organization=request.organization, key=key))
+    return fact_out(
+        services.fact_review_clear(organization=request.organization, key=key_lookup(key))
+    )
 
 
 @router.post(
@@ -272,7 +275,7 @@ def fact_review(request: ApiRequest, key: str) -> dict[str, Any]:
 )
 def fact_invalidate(request: ApiRequest, key: str) -> dict[str, Any]:
     fact = services.fact_invalidate(
-        organization=request.organization, key=key, authority=request.agent.authority
+        organization=request.organization, key=key_lookup(key), authority=request.agent.authority
     )
     return fact_out(fact)
 
@@ -324,7 +327,7 @@ def working_set_put(
 ) -> dict[str, Any]:
     item = services.working_set_put(
         session=_session(request, session_id),
-        key=key,
+        key=key_lookup(key),
         value=payload.value,
         ttl_seconds=payload.ttl_seconds,
         actor=agent_actor(request.agent),
@@ -337,7 +340,7 @@ def working_set_put(
 )
 def working_set_get(request: ApiRequest, session_id: str, key: str) -> dict[str, Any]:
     return working_set_out(
-        selectors.working_set_get(session=_session(request, session_id), key=key)
+        selectors.working_set_get(session=_session(request, session_id), key=key_lookup(key))
     )
 
 
@@ -346,7 +349,7 @@ def working_set_get(request: ApiRequest, session_id: str, key: str) -> dict[str,
 )
 def working_set_delete(request: ApiRequest, session_id: str, key: str) -> Status:
     services.working_set_delete(
-        session=_session(request, session_id), key=key, actor=agent_actor(request.agent)
+        session=_session(request, session_id), key=key_lookup(key), actor=agent_actor(request.agent)
     )
     return Status(204, None)
 

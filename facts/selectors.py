@@ -486,8 +486,13 @@ def fact_list(
     status: str = "",
     search: str = "",
 ) -> QuerySet[Fact]:
-    """Facts of the organization, newest first, filtered; ``valid=None`` means any validity."""
+    """Facts of the organization, newest first, filtered; ``valid=None`` means any validity.
+
+    Hypothetical and draft facts belong to their scope: they are listed only when
+    ``scope`` (or ``scope_id``) asks for them, never beside the organization's facts."""
     queryset = Fact.objects.filter(organization=organization)
+    if not scope and not scope_id:
+        queryset = queryset.exclude(scope__in=Fact.PRIVATE_SCOPES)
     if valid is not None:
         queryset = queryset.filter(is_valid=valid)
     if scope:

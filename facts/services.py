@@ -21,7 +21,7 @@ from contextops.audit import audit_person_act
 from contextops.embeddings import vector_for_storage
 from contextops.errors import AuthorityTooLow, Conflict, Invalid, NotFound
 from contextops.models import AuditEntry, Organization
-from contextops.text import keyed_text, value_text
+from contextops.text import key_lookup, key_normalize, keyed_text, value_text
 from contextops.tokens import count_tokens
 from contextops.zones import zone_check
 from frames.events import event_append
@@ -312,7 +312,10 @@ def fact_write(
     or a later observation; dependents are only flagged when the superseding version
     states something else.
     """
-    depends_on = [str(k) for k in (depends_on or [])]
+    if isinstance(key, str) and key:
+        key = key_normalize(key)  # 422 for look-alikes; NFKC so one key is stored one way
+    supersedes = key_lookup(supersedes) if isinstance(supersedes, str) else supersedes
+    depends_on = [key_lookup(str(k)) for k in (depends_on or [])]
     scope_id = scope_id or ""
     if constraint is not None:
         is_constraint = True
@@ -810,6 +813,7 @@ def working_set_put(
     """Set ``key`` in the session's working set, replacing any earlier value and TTL.
 
     409 ``session_ended`` once the session has ended."""
+    key = key_normalize(key) if isinstance(key, str) else key
     if not key or len(key) > MAX_KEY_LENGTH:
         raise Invalid(f"key must be 1 to {MAX_KEY_LENGTH} characters.", field="key")
     if ttl_seconds is not None and ttl_seconds <= 0:

@@ -641,6 +641,12 @@ def import_receive(
     with transaction.atomic():
         source = _source_for(organization, fmt, main, name)
         held = {f.name: f for f in source.files.all()}
+        held_main = next((f for f in held.values() if f.main), None)
+        if held_main is not None and held_main.name != name:
+            # The same transcript (its session id) under another file name: it is the file
+            # already held, so only what goes past it is new (a differing text is 409).
+            name = held_main.name
+            uploads[0] = (name, main, True)
         joined: list[tuple[TranscriptFile, str]] = []
         for upload_name, upload, is_main in uploads:
             current = held.get(upload_name) or TranscriptFile(
@@ -836,7 +842,9 @@ def _import_apply(import_id: str, progress: Callable[[int, int], None] | None) -
     settled = transcript.settled_entries
     todo = [entry for plan in plans for entry in plan.pending(plan.row.written_through)]
     total = len(todo)
-    Import.objects.filter(pk=import_id).update(progress_total=total)
+    # A job run again (its worker died midway) goes on from what the first run wrote:
+    # the total is what is done plus what is left, so done never passes it.
+    Import.objects.filter(pk=import_id).update(progress_total=F("progress_done") + total)
     budgets = _Budgets(_spent(todo), list(transcript.branches), final=final)
     changed = False
     done = 0

@@ -3,9 +3,12 @@
 from ninja import Query, Router
 from ninja.responses import Status
 
-from contextops.actors import request_actor
+from contextops.actors import agent_actor, request_actor
+from contextops.auth import api_key_person
+from contextops.errors import PermissionDenied
 from contextops.http import ApiRequest
 from frames.selectors import session_get
+from frames.suspensions.api import APPROVE_PERMISSION
 
 from . import selectors, services
 from .schemas import (
@@ -146,8 +149,26 @@ def thread_get(request: ApiRequest, thread_id: str):
     summary="A thread's interrupts, newest first, with the inbox's decision on each",
 )
 def interrupt_list(request: ApiRequest, thread_id: str):
+    """A raw resume token resumes the run: only the agent that suspended the frame and a
+    person's key that may approve see it; any other key of the organization (another
+    agent's, a read-only one) sees its hash."""
     thread = selectors.thread_get(organization=request.organization, thread_id=thread_id)
-    return {"items": [interrupt_out(i) for i in selectors.interrupt_list(thread=thread)]}
+    approver = request.api_key.user_id is not None and _may_approve(request)
+    me = agent_actor(request.agent)
+    return {
+        "items": [
+            interrupt_out(i, show_token=approver or i.suspension.suspended_by == me)
+            for i in selectors.interrupt_list(thread=thread)
+        ]
+    }
+
+
+def _may_approve(request: ApiRequest) -> bool:
+    try:
+        api_key_person(request.api_key, permission=APPROVE_PERMISSION)
+    except PermissionDenied:
+        return False
+    return True
 
 
 @router.delete(

@@ -10,6 +10,7 @@ from ninja import Schema
 from pydantic import Field, field_validator
 
 from contextops.bodies import BodyIn
+from frames.models import token_hash
 from frames.suspensions.selectors import suspension_status
 
 from .models import GraphBlob, GraphInterrupt, GraphThread, GraphWrite
@@ -254,7 +255,11 @@ class GraphInterruptOut(Schema):
     node: str
     value: Any
     frame_id: str
-    token: str
+    token: str | None = Field(
+        description="The raw resume token: only for the agent that suspended the frame and "
+        "for a person's key that may approve; null for every other key (see token_hash)."
+    )
+    token_hash: str
     status: str
     decided_by: str | None
     decision_note: str
@@ -265,7 +270,8 @@ class GraphInterruptListOut(Schema):
     items: list[GraphInterruptOut]
 
 
-def interrupt_out(interrupt: GraphInterrupt) -> dict[str, Any]:
+def interrupt_out(interrupt: GraphInterrupt, *, show_token: bool = True) -> dict[str, Any]:
+    """``show_token``: whether the reader may have the raw resume token (else its hash)."""
     suspension = interrupt.suspension
     return {
         "checkpoint_ns": interrupt.checkpoint_ns,
@@ -274,7 +280,8 @@ def interrupt_out(interrupt: GraphInterrupt) -> dict[str, Any]:
         "node": interrupt.node,
         "value": interrupt.value,
         "frame_id": str(interrupt.frame_id),
-        "token": suspension.token,
+        "token": suspension.token if show_token else None,
+        "token_hash": token_hash(suspension.token),
         "status": suspension_status(suspension),
         "decided_by": suspension.decided_by.get_username() if suspension.decided_by else None,
         "decision_note": suspension.decision_note,

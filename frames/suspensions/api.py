@@ -7,6 +7,7 @@ from ninja.responses import Status
 from contextops.actors import request_actor
 from contextops.auth import api_key_person
 from contextops.http import ApiRequest
+from contextops.waits import wait_slots
 from frames.models import Suspension
 from frames.schemas import FrameOut, frame_out
 from frames.selectors import frame_get
@@ -54,9 +55,13 @@ def frame_suspend(request: ApiRequest, frame_id: str, payload: SuspendIn):
     summary="A suspension's status; with ?wait=N (≤ 30 s) waits while it is pending",
 )
 def suspension_get(request: ApiRequest, token: str, filters: Query[SuspensionWaitQuery]):
-    suspension = selectors.suspension_wait(
-        organization=request.organization, token=token, wait_seconds=filters.wait
-    )
+    if filters.wait > 0:  # holds a thread: one of the slots waits may take (contextops.waits)
+        with wait_slots.hold(str(request.api_key.pk)):
+            suspension = selectors.suspension_wait(
+                organization=request.organization, token=token, wait_seconds=filters.wait
+            )
+    else:
+        suspension = selectors.suspension_get(organization=request.organization, token=token)
     if services.suspension_expire_if_overdue(suspension):  # a read applies an expiry at once
         suspension = selectors.suspension_get(organization=request.organization, token=token)
     return suspension_out(suspension, approve_url=_approve_url(request, suspension))

@@ -20,7 +20,7 @@ from contextops.idempotency import (
     idempotency_unlock,
     request_fingerprint,
 )
-from contextops.models import IdempotencyKey
+from contextops.models import ApiKey, IdempotencyKey
 from frames.models import Frame, Usage
 from tests.conftest import IS_POSTGRES
 
@@ -166,7 +166,7 @@ def test_a_request_still_running_under_the_key_answers_in_use(api, start_session
     IdempotencyKey.objects.update(status=None)  # as if the first were still running
     running = OtherConnection()
     if IS_POSTGRES:  # its request holds the claim's lock on its connection
-        running.run(_lock, _lock_id(api.organization.pk, KEY))
+        running.run(_lock, _lock_id(api.organization.pk, _key_id(api), KEY))
     busy = api.post(path, body, **_idem())
     assert busy.status_code == 409 and busy.json()["error"] == "idempotency_key_in_use"
     assert busy["Retry-After"] == "1"
@@ -192,7 +192,7 @@ def test_a_new_key_another_request_is_claiming_answers_in_use(api, start_session
     body = {"goal": "Answer", "budget": {"total": 5_000}}
     path = f"/sessions/{session['id']}/frames"
     claiming = OtherConnection()
-    claiming.run(_lock, _lock_id(api.organization.pk, KEY))
+    claiming.run(_lock, _lock_id(api.organization.pk, _key_id(api), KEY))
     busy = api.post(path, body, **_idem())
     assert busy.status_code == 409 and busy.json()["error"] == "idempotency_key_in_use"
     assert not IdempotencyKey.objects.exists()
@@ -210,11 +210,16 @@ def usage_frame(start_session, push_ok) -> str:
     return push_ok(start_session()["id"], 9_000)["id"]
 
 
+def _key_id(api):
+    return ApiKey.objects.get(prefix=api.key.split("_")[1]).pk
+
+
 def _usage_claim(api, frame_id: str, usage: dict, key: str):
     """What the middleware does first for ``POST /frames/{frame_id}/usage``: the claim."""
     path = f"/api/v1/frames/{frame_id}/usage"
     return idempotency_claim(
         organization_id=api.organization.pk,
+        api_key_id=_key_id(api),
         key=key,
         method="POST",
         path=path,
@@ -350,3 +355,21 @@ def test_a_claimer_that_reconnects_keeps_its_claim_unless_it_was_taken_over(api,
     claimer.run(idempotency_unlock, record=record)
     claimer.close()
     assert Usage.objects.count() == 1
+
+
+def test_a_record_belongs_to_the_key_that_sent_it(api, make_api):
+    """Two keys of one organization sending the same Idempotency-Key make two requests:
+    neither is answered with the other's stored answer (a refusal replayed to the person
+    allowed to act, or a person's success replayed to an agent)."""
+    colleague = make_api(agent="colleague")
+    first = api.post("/sessions", {"title": "mine"}, HTTP_IDEMPOTENCY_KEY="shared-key-1")
+    theirs = colleague.post("/sessions", {"title": "mine"}, HTTP_IDEMPOTENCY_KEY="shared-key-1")
+    assert first.status_code == theirs.status_code == 201
+    assert "Idempotent-Replayed" not in theirs
+    assert theirs.json()["id"] != first.json()["id"]
+    # Each key still gets its own first answer back.
+    again = colleague.post("/sessions", {"title": "mine"}, HTTP_IDEMPOTENCY_KEY="shared-key-1")
+    assert again["Idempotent-Replayed"] == "true" and again.json()["id"] == theirs.json()["id"]
+    mine = api.post("/sessions", {"title": "mine"}, HTTP_IDEMPOTENCY_KEY="shared-key-1")
+    assert mine.json()["id"] == first.json()["id"]
+    assert IdempotencyKey.objects.filter(key="shared-key-1").count() == 2

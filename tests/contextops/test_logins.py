@@ -102,22 +102,44 @@ def _via_proxy(password: str, client_address: str, forged: str = ""):
 
 
 def test_behind_a_tls_proxy_the_audit_names_the_client_the_proxy_saw(make_user, settings):
-    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    settings.TRUSTED_PROXIES = ("10.0.0.2",)
     make_user()
     _via_proxy(PASSWORD, "198.51.100.77", forged="203.0.113.250")
     entry = AuditEntry.objects.get(action=AuditEntry.Action.LOGIN)
     assert entry.address == "198.51.100.77"
-    settings.TRUSTED_PROXIES = 2  # a load balancer in front of that proxy, which appended it
+    # A load balancer in front of that proxy, which appended its own peer: a network.
+    settings.TRUSTED_PROXIES = ("10.0.0.0/24",)
     _via_proxy(PASSWORD, "198.51.100.78, 10.0.0.9", forged="203.0.113.250")
     assert AuditEntry.objects.filter(action=AuditEntry.Action.LOGIN).latest("id").address == (
         "198.51.100.78"
     )
 
 
+def test_x_forwarded_for_from_a_peer_that_is_not_a_trusted_proxy_is_ignored(make_user, settings):
+    """Straight to the server, a new forged address each try: still one address, locked
+    out, and the audit log records the socket's peer."""
+    settings.TRUSTED_PROXIES = ("10.0.0.2",)
+    make_user()
+    for n in range(settings.AXES_FAILURE_LIMIT + 5):
+        Client(REMOTE_ADDR="198.51.100.90", HTTP_X_FORWARDED_FOR=f"203.0.113.{n}").post(
+            "/accounts/login/", {"username": "ada", "password": "wrong-password"}
+        )
+    client = Client(REMOTE_ADDR="198.51.100.90", HTTP_X_FORWARDED_FOR="203.0.113.222")
+    answer = client.post("/accounts/login/", {"username": "ada", "password": PASSWORD})
+    assert answer.status_code == 429 and not _logged_in(client)
+    addresses = set(AuditEntry.objects.values_list("address", flat=True))
+    assert addresses == {"198.51.100.90"}
+    # With no trusted proxy at all (the default) the header is never read either.
+    settings.TRUSTED_PROXIES = ()
+    client = Client(REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="198.51.100.20")
+    client.post("/accounts/login/", {"username": "ada", "password": PASSWORD})
+    assert AuditEntry.objects.latest("id").address == "10.0.0.2"
+
+
 def test_behind_a_tls_proxy_a_forged_address_neither_escapes_nor_spreads_a_lockout(
     make_user, settings
 ):
-    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    settings.TRUSTED_PROXIES = ("10.0.0.2",)
     make_user()
     for n in range(settings.AXES_FAILURE_LIMIT + 5):  # a new forged address each time
         _via_proxy("wrong-password", "198.51.100.66", forged=f"203.0.113.{n}")

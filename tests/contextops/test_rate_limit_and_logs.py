@@ -11,8 +11,26 @@ def test_it_limits_writes_per_key_and_leaves_reads_and_other_keys_alone(api, mak
     limited = api.post("/sessions", {})
     assert limited.json()["error"] == "rate_limited"
     assert 0 < int(limited["Retry-After"]) <= 60
-    assert api.get("/sessions").status_code == 200  # reads are not limited
+    assert api.get("/sessions").status_code == 200  # reads are counted apart
     assert other.post("/sessions", {}).status_code == 201  # the count is per key
+
+
+def test_reads_have_a_per_key_limit_of_their_own_higher_than_writes(api, make_api, settings):
+    from contextops import settings as production
+
+    assert production.CONTEXTOPS_READ_RATE_LIMIT_PER_MINUTE > (
+        production.CONTEXTOPS_RATE_LIMIT_PER_MINUTE
+    )
+    settings.CONTEXTOPS_RATE_LIMIT_PER_MINUTE = 2
+    settings.CONTEXTOPS_READ_RATE_LIMIT_PER_MINUTE = 4
+    other = make_api(agent="other", org="Globex")
+    statuses = [api.get("/sessions").status_code for _ in range(5)]
+    assert statuses == [200, 200, 200, 200, 429]
+    limited = api.get("/sessions")
+    assert limited.json()["error"] == "rate_limited" and "reads" in limited.json()["detail"]
+    assert 0 < int(limited["Retry-After"]) <= 60
+    assert api.post("/sessions", {}).status_code == 201  # writes are counted apart
+    assert other.get("/sessions").status_code == 200  # the count is per key
 
 
 def test_writes_go_through_when_the_counters_redis_is_down(api, settings):
@@ -38,3 +56,38 @@ def test_api_keys_never_appear_in_the_logs(api, caplog):
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert api.key not in text and api.key.split("_", 2)[2] not in text
     assert "secretpart" not in text
+
+
+def test_failed_api_authentication_is_throttled_per_address(api, settings):
+    """Guessing keys: past CONTEXTOPS_AUTH_FAILURE_LIMIT_PER_MINUTE failures in a minute
+    an address gets 429 with Retry-After, even for a right key; other addresses do not."""
+    import time_machine
+
+    settings.CONTEXTOPS_AUTH_FAILURE_LIMIT_PER_MINUTE = 5
+    with time_machine.travel("2026-11-28 12:00:10", tick=False):
+        guesses = [
+            api.client.get(
+                "/api/v1/sessions",
+                HTTP_AUTHORIZATION=f"Bearer cops_guess{n}_secret",
+                REMOTE_ADDR="203.0.113.9",
+            )
+            for n in range(7)
+        ]
+        assert [g.status_code for g in guesses] == [401] * 5 + [429] * 2
+        assert guesses[-1].json()["error"] == "rate_limited"
+        assert int(guesses[-1]["Retry-After"]) == 50
+        right = api.client.get(
+            "/api/v1/sessions",
+            HTTP_AUTHORIZATION=f"Bearer {api.key}",
+            REMOTE_ADDR="203.0.113.9",
+        )
+        assert right.status_code == 429
+        elsewhere = api.client.get(
+            "/api/v1/sessions", HTTP_AUTHORIZATION=f"Bearer {api.key}", REMOTE_ADDR="192.0.2.1"
+        )
+        assert elsewhere.status_code == 200
+    with time_machine.travel("2026-11-28 12:01:05", tick=False):  # the next minute
+        again = api.client.get(
+            "/api/v1/sessions", HTTP_AUTHORIZATION=f"Bearer {api.key}", REMOTE_ADDR="203.0.113.9"
+        )
+        assert again.status_code == 200

@@ -94,3 +94,35 @@ def test_the_embedded_default_keeps_one_key_per_installation(tmp_path):
     )
     assert first.returncode == 0, first.stderr
     assert first.stdout == again.stdout and len(first.stdout.strip()) > 40
+
+
+def _conn_max_age(argv: list[str], tmp_path) -> int:
+    probe = (
+        f"import sys; sys.argv = {argv!r}; import django; django.setup(); "
+        "from django.conf import settings; print(settings.DATABASES['default']['CONN_MAX_AGE'])"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=settings.BASE_DIR,
+        env={
+            **_clean_environ(),
+            "DJANGO_SETTINGS_MODULE": "contextops.settings",
+            "DATABASE_URL": "postgres://contextops@127.0.0.1:5432/contextops",
+            "SECRET_KEY": secrets.token_urlsafe(60),
+            "CONN_MAX_AGE": "60",
+            "CONTEXTOPS_VAR_DIR": str(tmp_path),
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    return int(result.stdout.strip().splitlines()[-1])
+
+
+def test_the_development_server_keeps_no_database_connections(tmp_path):
+    """runserver answers each request on a new thread: kept connections would pile up
+    until PostgreSQL refused clients. Every other process keeps them (CONN_MAX_AGE)."""
+    assert _conn_max_age(["manage.py", "runserver"], tmp_path) == 0
+    assert _conn_max_age(["gunicorn", "contextops.wsgi:application"], tmp_path) == 60
+    assert _conn_max_age(["celery", "-A", "contextops", "worker"], tmp_path) == 60

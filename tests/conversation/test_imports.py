@@ -571,16 +571,22 @@ def test_a_job_delivered_twice_runs_once(api):
     assert job.result["unchanged"] is False
 
 
-def test_progress_is_recorded_batch_by_batch_and_a_failed_job_is_resumed(api, other_api):
-    """A job writes in batches, each committed with its progress; when one fails, what
-    was written stays and the next upload's job goes on to the whole file's figures."""
+def _spotter_in_parts(api):
+    """The spotter transcript uploaded in parts of PART_BYTES (subagents with the first),
+    no job run: the answer to the last part's upload."""
     subagents = [{"file_name": sub.name, "content": sub.read_text()} for sub in SUBAGENTS]
     parts = parts_of(SPOTTER, cuts_by_size(SPOTTER, PART_BYTES))
     for offset, text in parts[:-1]:
         upload(api, SPOTTER, content=text, offset=offset, final=False, subagents=subagents)
         subagents = []
     offset, text = parts[-1]
-    response = upload(api, SPOTTER, content=text, offset=offset)
+    return upload(api, SPOTTER, content=text, offset=offset)
+
+
+def test_progress_is_recorded_batch_by_batch_and_a_failed_job_is_resumed(api, other_api):
+    """A job writes in batches, each committed with its progress; when one fails, what
+    was written stays and the next upload's job goes on to the whole file's figures."""
+    response = _spotter_in_parts(api)
     seen = []
 
     def fail_on_the_third_batch(done, total):
@@ -652,3 +658,64 @@ def test_a_part_uploaded_while_the_last_parts_job_runs_is_imported_once_and_whol
     assert figures(latest.result) == figures(one_shot)
     assert turns_of(latest.session_id) == turns_of(one_shot["session_id"])
     assert usage_of(latest.session_id) == usage_of(one_shot["session_id"])
+
+
+def test_a_job_run_again_after_its_worker_died_never_reports_more_done_than_its_total(
+    api, settings
+):
+    """The worker dies after two batches (the database connection it had is gone: the job
+    stays running); once the claim is stale, the job runs again from where it stopped. Its
+    progress then counts what both runs wrote against the whole import's total."""
+    import time_machine
+    from django.db import OperationalError
+
+    job_id = _spotter_in_parts(api).json()["id"]
+    seen: list[tuple[int, int]] = []
+
+    def die_on_the_second_batch(done, total):
+        if len(seen) == 1:
+            raise OperationalError("server closed the connection unexpectedly")
+        seen.append((done, total))
+
+    with pytest.raises(OperationalError):
+        import_execute(import_id=job_id, progress=die_on_the_second_batch)
+    first = Import.objects.get(pk=job_id)
+    assert first.status == "running" and 0 < first.progress_done < first.progress_total
+    later = time_machine.travel(
+        first.started_at.timestamp() + settings.CONTEXTOPS_IMPORT_STALE_SECONDS + 1, tick=False
+    )
+    with later:
+        job = import_execute(
+            import_id=job_id,
+            progress=lambda done, total: seen.append(
+                (Import.objects.get(pk=job_id).progress_done, total)
+            ),
+        )
+    assert job is not None and job.status == "completed"
+    assert job.progress_total == first.progress_total  # the whole import, both runs
+    assert job.progress_done == job.progress_total
+    stored = Import.objects.get(pk=job_id)
+    assert all(done <= stored.progress_total for done, _ in seen)
+
+
+def test_a_session_imported_again_under_another_file_name_adds_only_what_is_new(api, other_api):
+    """Claude Code names a transcript by its session id: the same session uploaded again
+    as another file (renamed, copied, exported twice) is the transcript already held.
+    First half, then the whole under a new name: the session holds what one import of
+    the whole holds; the whole a third time under yet another name adds nothing."""
+    text = SHORT.read_text()
+    lines = text.splitlines(keepends=True)
+    half = "".join(lines[: len(lines) // 2])
+    upload(api, SHORT, file_name="first-half.jsonl", content=half)
+    (first,) = run_jobs()
+    upload(api, SHORT, file_name="renamed-export.jsonl", content=text)
+    (second,) = run_jobs()
+    assert second.session_id == first.session_id
+    written = session_written(second.session_id)
+    upload(api, SHORT, file_name="copy-of-it.jsonl", content=text)
+    (third,) = run_jobs()
+    assert third.result["unchanged"] is True
+    assert session_written(second.session_id) == written
+    turns = Turn.objects.filter(session_id=second.session_id).count()
+    alone = imported(other_api, SHORT)  # the whole, once, in another organization
+    assert turns == Turn.objects.filter(session_id=alone["session_id"]).count()

@@ -224,7 +224,29 @@ def test_it_keeps_hypothetical_and_draft_facts_out_of_global_decisions(api, writ
     assert api.get("/facts", {"scope": "hypothetical", "scope_id": "t1"}).json()["count"] == 1
 
 
-def test_it_promotes_a_hypothetical_fact_as_a_supersession(api, write):
+def test_unscoped_fact_lists_leave_hypothetical_and_draft_facts_out(api, write, member_client):
+    """A what-if or a draft is not one of the organization's facts: GET /facts (also with
+    ?subject= and ?valid=true) and the dashboard's list show it only under its scope."""
+    _launch_what_if(api, write)
+    write(api, key="launch_draft", subject="launch", value="June", scope="draft", scope_id="t2")
+    for params in ({}, {"subject": "launch"}, {"valid": "true"}, {"valid": "any"}):
+        listed = api.get("/facts", params).json()
+        assert [f["key"] for f in listed["items"]] == ["launch_v1"], params
+        assert listed["count"] == 1
+    assert [f["key"] for f in api.get("/facts", {"scope": "draft"}).json()["items"]] == [
+        "launch_draft"
+    ]
+    assert [f["key"] for f in api.get("/facts", {"scope_id": "t1"}).json()["items"]] == [
+        "launch_what_if"
+    ]
+    page = member_client.get("/facts/").content.decode()
+    assert "launch_v1" in page and "launch_what_if" not in page and "launch_draft" not in page
+    page = member_client.get("/facts/?scope=hypothetical").content.decode()
+    assert "launch_what_if" in page and "launch_v1" not in page
+
+
+def _launch_what_if(api, write) -> None:
+    """A global launch date and a hypothetical one in task t1."""
     write(api, key="launch_v1", subject="launch", value="March")
     write(
         api,
@@ -234,6 +256,10 @@ def test_it_promotes_a_hypothetical_fact_as_a_supersession(api, write):
         scope="hypothetical",
         scope_id="t1",
     )
+
+
+def test_it_promotes_a_hypothetical_fact_as_a_supersession(api, write):
+    _launch_what_if(api, write)
     promoted = api.post("/facts/launch_what_if/promote")
     assert promoted.status_code == 200, promoted.content
     body = promoted.json()
@@ -478,3 +504,40 @@ def test_a_read_names_every_fact_it_links_to(api, write):
     assert len(listed) == 6, sorted(listed)
     for key, fact in listed.items():
         assert read(f"/facts/{key}") == tuple(fact[name] for name in links), key
+
+
+def test_fact_keys_are_normalized_and_look_alikes_refused(api, write):
+    """café typed in NFC or NFD, ﬁle and file: one key each. A zero-width space or a
+    Cyrillic а among Latin letters would make a second key that looks the same: 422
+    naming the key, nothing stored."""
+    first = write(api, key="caf\u00e9_budget", value="10")
+    again = write(api, status=200, key="cafe\u0301_budget", value="10")
+    assert again["key"] == first["key"] == "caf\u00e9_budget"
+    assert again["outcome"] == "unchanged"
+    assert write(api, key="\ufb01le_limit", value="5")["key"] == "file_limit"
+    assert api.get("/facts/file_limit").status_code == 200
+    assert api.get("/facts/\ufb01le_limit").json()["key"] == "file_limit"
+    for key, why in (
+        ("file\u200b_limit", "invisible"),
+        ("p\u0430ypal_limit", "Cyrillic and Latin"),
+    ):
+        refused = api.post("/facts", {"key": key, "value": "6", "source": "user"})
+        assert refused.status_code == 422, refused.content
+        body = refused.json()
+        assert body["error"] == "validation_error" and why in body["detail"]
+        assert repr(key) in body["detail"]
+        assert body["errors"][0]["loc"][-1] == "key"
+    assert api.get("/facts", {"valid": "any"}).json()["count"] == 2
+
+
+def test_working_set_keys_are_normalized_and_look_alikes_refused(api):
+    session = api.post("/sessions", {}).json()["id"]
+    base = f"/sessions/{session}/working-set/"
+    listed = f"/sessions/{session}/working-set"
+    assert api.put(base + "caf%C3%A9", {"value": 1}).json()["key"] == "caf\u00e9"
+    assert api.put(base + "cafe%CC%81", {"value": 2}).json()["key"] == "caf\u00e9"
+    assert api.get(base + "cafe%CC%81").json()["value"] == 2
+    for key in ("a%E2%80%8Bb", "p%D0%B0ypal"):
+        refused = api.put(base + key, {"value": 3})
+        assert refused.status_code == 422 and refused.json()["errors"][0]["loc"][-1] == "key"
+    assert [i["key"] for i in api.get(listed).json()] == ["caf\u00e9"]

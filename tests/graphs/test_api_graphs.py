@@ -372,3 +372,36 @@ def test_another_organization_sees_no_interrupts(api, other_api, put):
     put()
     api.post("/langgraph/writes", interrupt_write())
     assert other_api.get("/langgraph/threads/t-1/interrupts").status_code == 404
+
+
+def test_raw_resume_tokens_go_only_to_the_suspending_agent_and_approvers(
+    api, make_api, make_user, put
+):
+    """Another agent's key, or a read-only one, of the same organization sees the token's
+    hash: with the raw token it could consume someone else's approved suspension."""
+    from contextops.tenancy import api_key_create
+    from frames.models import token_hash
+    from tests.conftest import ApiClient
+
+    put()
+    api.post("/langgraph/writes", interrupt_write())
+    [mine] = api.get("/langgraph/threads/t-1/interrupts").json()["items"]
+    assert mine["token"] and mine["token_hash"] == token_hash(mine["token"])
+    make_user(username="grace", approver=True)
+    make_user(username="max")
+    _, approver_raw = api_key_create(org_name="Acme", agent_name="grace-key", username="grace")
+    _, member_raw = api_key_create(org_name="Acme", agent_name="max-key", username="max")
+    _, reader_raw = api_key_create(org_name="Acme", agent_name="dashboard", read_only=True)
+    readers = {
+        "another agent": make_api(agent="someone-else"),
+        "a read-only key": ApiClient(key=reader_raw),
+        "a member who may not approve": ApiClient(key=member_raw),
+    }
+    for who, client in readers.items():
+        [seen] = client.get("/langgraph/threads/t-1/interrupts").json()["items"]
+        assert seen["token"] is None, who
+        assert seen["token_hash"] == mine["token_hash"], who
+    [approver_sees] = (
+        ApiClient(key=approver_raw).get("/langgraph/threads/t-1/interrupts").json()["items"]
+    )
+    assert approver_sees["token"] == mine["token"]

@@ -168,3 +168,13 @@ def acme(api):
     ids["call_id"] = str(call.pk)
     ids["seq"] = "1"
     return {"ids": ids, "secrets": secrets, "session": session, "frame": frame}
+
+
+@pytest.fixture(scope="session")
+def production_web(tmp_path_factory):
+    """A production gunicorn of the tests' own (tests/hardening/production.py)."""
+    from tests.hardening.production import production_web_start
+
+    web = production_web_start(tmp_path_factory.mktemp("production-web"))
+    yield web
+    web.close()

@@ -481,6 +481,36 @@ def test_every_dashboard_action_by_role_over_htmx(action, role, acme, make_user,
         assert not spec.done(acme, jobs_sent)
 
 
+@pytest.mark.parametrize("forgery", ["no token", "a forged token", "another site's origin"])
+@pytest.mark.parametrize("action", list(ACTIONS))
+def test_every_dashboard_action_refuses_a_forged_cross_site_post(
+    action, forgery, acme, make_user, jobs_sent
+):
+    """An admin, who may do every action, is lured into posting it from another site:
+    without the page's CSRF token, with one made up, or with the right cookie but
+    another site's Origin. Each answers 403 and changes nothing."""
+    ids = actions_ready(acme)
+    spec = ACTIONS[action]
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(make_user(username="admin", approver=True, admin=True))
+    client.get("/")  # the CSRF cookie, as a browser holding the dashboard open has it
+    cookie = client.cookies["csrftoken"].value
+    data, extra = dict(fill(spec.data, ids)), {}
+    if forgery == "a forged token":
+        data["csrfmiddlewaretoken"] = "x" * len(cookie)
+    elif forgery == "another site's origin":
+        data["csrfmiddlewaretoken"] = cookie
+        extra = {"HTTP_ORIGIN": "https://evil.example", "HTTP_REFERER": "https://evil.example/"}
+    before = _acme_rows()
+
+    response = client.post(fill(spec.url, ids), data, secure=forgery.startswith("another"), **extra)
+
+    assert response.status_code == 403, (action, forgery, response.status_code)
+    assert _acme_rows() == before
+    assert jobs_sent == []
+    assert not spec.done(acme, jobs_sent)
+
+
 def _dashboard_routes() -> set[str]:
     """Every route of the dashboard (not the API, the admin or static files)."""
 

@@ -1,6 +1,7 @@
 """Bad input of every kind gets a documented error, changes nothing, and never a 500."""
 
 import json
+import unicodedata
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -267,6 +268,10 @@ class TextField:
     refused: Callable[[str], int | None] = lambda text: None
 
 
+def _invisible(text: str) -> bool:
+    return any(unicodedata.category(ch) == "Cf" for ch in text)
+
+
 def _in_path(text: str) -> int | None:
     return 404 if "/" in text else None
 
@@ -276,7 +281,8 @@ TEXT_FIELDS = {
         lambda api, p, t: _fact(api, key=t),
         lambda api, p, r, t: api.get(f"/facts/{_q(t)}").json()["key"],
         lambda p, r, t: f"/facts/{_q(t)}/lineage/",
-        refused=lambda t: 422 if "/" in t else None,  # keys name URLs: no "/"
+        # Keys name URLs: no "/"; nor invisible characters, which make look-alike keys.
+        refused=lambda t: 422 if "/" in t or _invisible(t) else None,
     ),
     "fact subject": TextField(
         lambda api, p, t: _fact(api, subject=t),
@@ -323,7 +329,7 @@ TEXT_FIELDS = {
         lambda api, p, r, t: api.get(f"/sessions/{p['session_id']}/working-set/{_q(t)}").json()[
             "key"
         ],
-        refused=_in_path,
+        refused=lambda t: _in_path(t) or (422 if _invisible(t) else None),
     ),
     "working-set value": TextField(
         lambda api, p, t: api.put(f"/sessions/{p['session_id']}/working-set/w", {"value": t}),

@@ -273,3 +273,34 @@ def test_it_answers_a_decided_long_poll_at_once(api, tree, suspend_ok, approver)
     started = time.monotonic()
     assert api.get(f"/suspensions/{token}", {"wait": "30"}).json()["status"] == "approved"
     assert time.monotonic() - started < 2
+
+
+def test_waits_past_a_keys_cap_or_the_servers_share_answer_429_at_once(
+    api, make_api, settings, start_session, push_ok, suspend_ok
+):
+    """GET /suspensions/{token}?wait=N holds a thread; a key may hold
+    CONTEXTOPS_WAITS_PER_KEY of them and all keys together CONTEXTOPS_WAIT_SLOTS, past
+    which the wait answers 429 ``too_many_waits`` with Retry-After instead of waiting."""
+    from contextops.waits import wait_slots
+
+    settings.CONTEXTOPS_WAITS_PER_KEY = 1
+    settings.CONTEXTOPS_WAIT_SLOTS = 2
+    frame = push_ok(start_session()["id"], 1000)
+    token = suspend_ok(frame["id"], requires_approval=True)["token"]
+    colleague = make_api(agent="colleague")
+    from contextops.models import ApiKey
+
+    key_id = str(ApiKey.objects.get(prefix=api.key.split("_")[1]).pk)
+    with wait_slots.hold(key_id):  # this key's one wait, in flight
+        refused = api.get(f"/suspensions/{token}?wait=5")
+        assert refused.status_code == 429, refused.content
+        assert refused.json()["error"] == "too_many_waits"
+        assert refused["Retry-After"] == "2"
+        # A look without waiting needs no slot; another key of the organization has its own.
+        assert api.get(f"/suspensions/{token}").json()["status"] == "pending"
+        assert colleague.get(f"/suspensions/{token}?wait=0.1").status_code == 200
+        with wait_slots.hold("another-key"):  # the server's share is now taken
+            busy = colleague.get(f"/suspensions/{token}?wait=5")
+            assert busy.status_code == 429 and busy.json()["error"] == "too_many_waits"
+    # Slots are given back when a wait ends.
+    assert api.get(f"/suspensions/{token}?wait=0.1").status_code == 200
