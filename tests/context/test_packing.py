@@ -265,3 +265,53 @@ def test_it_never_exceeds_the_budget_and_its_breakdown_adds_up(
     for s in segs:
         if s.priority == "critical":
             assert s.id in whole  # critical is always in, and whole
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    budget=st.integers(500, 20_000),
+    segs=segments(),
+    facts=st.lists(st.integers(0, 3000), max_size=40),
+    working=st.lists(st.integers(0, 2000), max_size=10),
+    query=st.sampled_from(["", "word summary", "a"]),
+)
+def test_no_room_is_left_that_a_dropped_item_would_have_fitted_in(
+    budget, segs, facts, working, query
+):
+    """Greedy with skips: whatever the budget left empty, every item dropped for the
+    budget needed more than that in its smallest form (so a pack never leaves 10 % empty
+    while something that fitted was dropped)."""
+    segs = [s for s in segs if s.priority != "critical" and not s.forced]
+    result = pack(
+        PackInput(
+            budget=budget,
+            brief_context="brief",
+            breadcrumbs=[],
+            segments=segs,
+            facts=[FactItem(f"f{i}", f"k{i}", "value", t) for i, t in enumerate(facts)],
+            working_set=[WorkingItem(f"w{i}", "w", t) for i, t in enumerate(working)],
+            query=query,
+        )
+    )
+    by_id = {s.id: s for s in segs}
+    tokens = {f"f{i}": t for i, t in enumerate(facts)} | {f"w{i}": t for i, t in enumerate(working)}
+    for drop in result.dropped:
+        if drop.reason != "over_budget":
+            continue
+        if drop.section == "segments":
+            seg = by_id[drop.id]
+            if seg.state == "indexed":  # paged out: shown by its summary only
+                assert seg.summary_tokens > result.remaining
+                continue
+            smallest = min(
+                seg.summary_tokens
+                if seg.summary and seg.summary_tokens < seg.tokens
+                else seg.tokens,
+                packing._segment_tokens(seg, "shown"),
+            )
+        else:
+            smallest = tokens[drop.id]
+        assert smallest > result.remaining, (drop, result.remaining)
+    assert sorted(i.rank for i in result.included if i.rank) == [
+        i.rank for i in sorted(result.included, key=lambda i: i.rank or 0) if i.rank
+    ]
