@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "frames.conversation",
     "frames.rlm",
     "frames.graphs",
+    "frames.otel",
     "facts",
 ]
 

@@ -22,4 +22,5 @@ urlpatterns = [
     path("", include("frames.rlm.urls")),
     path("", include("frames.graphs.urls")),
     path("", include("frames.ownership.urls")),
+    path("", include("frames.otel.urls")),
 ]
