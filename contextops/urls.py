@@ -23,4 +23,5 @@ urlpatterns = [
     path("", include("frames.graphs.urls")),
     path("", include("frames.ownership.urls")),
     path("", include("frames.otel.urls")),
+    path("", include("contextops.notifications.urls")),
 ]

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from contextops.errors import DomainError
 from contextops.models import Agent, Organization
@@ -62,6 +62,11 @@ def spans_ingest(
         except DomainError as exc:
             outcome.rejected += len(group)
             outcome.errors.append(f"trace {trace_id}: {exc.detail}")
+            continue
+        except IntegrityError:
+            # The same spans, sent again while this request applied them (an exporter's
+            # retry racing its first attempt): that one stored them; nothing was written here.
+            outcome.duplicates += len(group)
             continue
         outcome.accepted += len(group)
         outcome.sessions.add(session.pk)

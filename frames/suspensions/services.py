@@ -28,6 +28,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from contextops import tracing
 from contextops.actors import system_actor, user_actor
 from contextops.audit import audit_record
 from contextops.errors import Conflict, Gone, Invalid
@@ -41,6 +42,8 @@ from frames.services import (
     frame_status_set,
     suspension_expire_locked,
 )
+
+from .notices import approval_notify
 
 DEFAULT_EXPIRES_IN_SECONDS = 24 * 3600
 MAX_EXPIRES_IN_SECONDS = 30 * 24 * 3600
@@ -75,6 +78,8 @@ def _expire_locked(*, session: Session, suspension: Suspension, now: datetime) -
             actor=EXPIRY_ACTOR,
             failure_reason=EXPIRED_REASON,
         )
+    suspension.status = Suspension.Status.EXPIRED
+    approval_notify("approval.expired", suspension, frame, session)
     return True
 
 
@@ -174,6 +179,7 @@ def suspension_create(
                 "expires_at": expires_at.isoformat(),
             },
         )
+        approval_notify("approval.pending", suspension, frame, session)
     return suspension
 
 
@@ -223,6 +229,7 @@ def _decide(
             "note": note,
         },
     )
+    approval_notify("approval.decided", locked, frame, session)
     return session, locked, frame
 
 
@@ -251,11 +258,24 @@ def suspension_approve(*, suspension: Suspension, user: User, note: str = "") ->
     """
     if suspension_expire_if_overdue(suspension):
         raise _gone()
-    with transaction.atomic():
+    with _approval_span(suspension, user, Suspension.Status.APPROVED), transaction.atomic():
         _, decided, _ = _decide(
             suspension=suspension, user=user, status=Suspension.Status.APPROVED, note=note
         )
     return decided
+
+
+def _approval_span(suspension: Suspension, user: User, decision: str):
+    """A span for a person's decision on a suspension (when OTLP export is on)."""
+    return tracing.span(
+        "approval",
+        {
+            "contextops.approval.decision": decision,
+            "contextops.approval.decided_by": user.get_username(),
+            "contextops.frame.id": str(suspension.frame_id),
+            "gen_ai.conversation.id": str(suspension.session_id),
+        },
+    )
 
 
 def _open_descendants(frame: Frame) -> list[Frame]:
@@ -323,7 +343,7 @@ def suspension_reject(*, suspension: Suspension, user: User, note: str) -> Suspe
     if suspension_expire_if_overdue(suspension):
         raise _gone()
     actor = user_actor(user)
-    with transaction.atomic():
+    with _approval_span(suspension, user, Suspension.Status.REJECTED), transaction.atomic():
         _, decided, frame = _decide(
             suspension=suspension, user=user, status=Suspension.Status.REJECTED, note=note
         )
