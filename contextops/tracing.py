@@ -6,7 +6,7 @@ added) or one of the standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` /
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set; headers, timeout and compression come from
 the standard ``OTEL_EXPORTER_OTLP_*`` variables, the service name from
 ``OTEL_SERVICE_NAME`` (default ``contextops``). Off, ``span`` is a no-op context and
-``TracingMiddleware`` leaves the middleware chain: nothing is paid.
+``TracingMiddleware`` leaves the middleware chain: no request pays for it.
 
 On, spans go through the SDK's ``BatchSpanProcessor``: a request only adds its span to an
 in-memory queue; a background thread exports, so a slow or dead collector never delays
@@ -27,6 +27,12 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import MiddlewareNotUsed
 from django.http import HttpRequest, HttpResponse
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.trace import SpanKind
 
 from .http import route_template
 
@@ -56,11 +62,6 @@ def tracing_setup(*, endpoint: str = "", exporter: Any = None) -> Any:
     once per process at start (contextops.apps) when export is configured; tests pass an
     ``endpoint`` or an ``exporter`` of their own."""
     global _tracer, _provider
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
     if exporter is None:
         target = endpoint or export_endpoint()
         exporter = OTLPSpanExporter(endpoint=target) if target else OTLPSpanExporter()
@@ -108,6 +109,15 @@ def span_set(current: Any, attributes: Mapping[str, Any]) -> None:
         current.set_attributes({k: v for k, v in attributes.items() if v is not None})
 
 
+def current_span_set(attributes: Mapping[str, Any]) -> None:
+    """Add attributes to whatever span is current (the ``search_memory`` span of the pack
+    being assembled, say): the one line a service adds to say more about its work. A no-op
+    when export is off."""
+    if _tracer is None:
+        return
+    trace.get_current_span().set_attributes({k: v for k, v in attributes.items() if v is not None})
+
+
 def memory_search_attributes(*, session_id: Any, pack: Mapping[str, Any]) -> dict[str, Any]:
     """A context pack as a GenAI memory search: what it returned, its budget and level."""
     summary = pack.get("token_summary") or {}
@@ -133,8 +143,6 @@ class TracingMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        from opentelemetry.trace import SpanKind
-
         if _tracer is None:  # turned off since the chain was built (tests)
             return self.get_response(request)
         with _tracer.start_as_current_span(

@@ -1,9 +1,9 @@
 """Sending notifications: one job per delivery, retried with backoff until it lands or
-its attempts run out (contextops.notifications.services)."""
+its attempts run out (contextops.notifications.sending)."""
 
 from celery import shared_task
 
-from .services import delivery_attempt
+from .sending import delivery_attempt
 
 
 @shared_task(bind=True, name="notifications.delivery_send", max_retries=None, ignore_result=True)

@@ -11,11 +11,8 @@ from django.test import Client, override_settings
 
 from contextops.notifications import messages
 from contextops.notifications.models import Delivery, Destination
-from contextops.notifications.services import (
-    delivery_attempt,
-    destination_create,
-    notify,
-)
+from contextops.notifications.sending import delivery_attempt
+from contextops.notifications.services import destination_create, notify
 from frames.models import token_hash
 from frames.suspensions.notices import approvals_expiring_notify
 from frames.suspensions.services import suspensions_expire

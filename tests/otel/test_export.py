@@ -2,6 +2,8 @@
 compaction and an approval reach an OTLP collector with the GenAI attribute names; with
 the collector down, requests still succeed; with export off, nothing is in the chain."""
 
+import logging
+
 import pytest
 from django.test import Client
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -119,6 +121,7 @@ def test_a_pack_a_fact_a_compaction_and_an_approval_are_spans_at_the_collector(
 def test_with_the_collector_down_requests_still_succeed_and_a_log_line_says_why(
     make_api, start_session, push_ok, caplog
 ):
+    caplog.set_level(logging.WARNING, logger="opentelemetry")
     dead = f"http://127.0.0.1:{free_port()}/v1/traces"
     provider = tracing.tracing_setup(exporter=OTLPSpanExporter(endpoint=dead, timeout=1))
     try:
@@ -127,10 +130,11 @@ def test_with_the_collector_down_requests_still_succeed_and_a_log_line_says_why(
         push_ok(session["id"], 5_000, client=api)
         pack = api.post(f"/sessions/{session['id']}/context-pack", {"budget_tokens": 1_000})
         assert pack.status_code == 200
-        provider.force_flush(timeout_millis=3_000)
+        provider.force_flush(timeout_millis=10_000)
     finally:
         tracing.tracing_teardown()
-    assert any("exporting spans" in r.getMessage() for r in caplog.records)
+    # the cost of the dead collector: log lines of the exporter, on its own thread
+    assert any(r.name.startswith("opentelemetry.exporter") for r in caplog.records)
 
 
 def test_with_export_off_nothing_is_traced_and_no_middleware_runs(make_api, start_session):
@@ -151,3 +155,15 @@ def _chain(client):
         found.append(current)
         current = current.get_response
     return found
+
+
+def test_a_service_adds_to_the_current_span_in_one_line(collector):
+    running, provider = collector
+    with tracing.span("search_memory", {"gen_ai.operation.name": "search_memory"}):
+        tracing.current_span_set({"gen_ai.memory.candidates.count": 12, "ignored": None})
+    assert provider.force_flush()
+    (span,) = running.named("search_memory")
+    assert span.attributes == {
+        "gen_ai.operation.name": "search_memory",
+        "gen_ai.memory.candidates.count": 12,
+    }
