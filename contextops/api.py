@@ -30,6 +30,7 @@ from frames.suspensions.api import router as suspension_router
 
 from .auth import ApiKeyAuth
 from .errors import DomainError, Invalid
+from .notifications.api import router as notifications_router
 
 logger = logging.getLogger(__name__)
 
@@ -302,6 +303,7 @@ api.add_router("", facts_router)
 api.add_router("", conversation_router)
 api.add_router("/rlm", rlm_router)
 api.add_router("/langgraph", graphs_router)
+api.add_router("", notifications_router)
 __all__ = ["api"]
 
 
@@ -332,6 +334,7 @@ LINK_PRODUCERS: dict[tuple[str, str], dict[str, str]] = {
     ("post", "/api/v1/rlm/states/{state_id}/checkpoints"): {"checkpoint_id": "checkpoint_id"},
     ("post", "/api/v1/langgraph/checkpoints"): {"thread_id": "thread_id"},
     ("post", "/api/v1/langgraph/threads/{thread_id}/copy"): {"thread_id": "thread_id"},
+    ("post", "/api/v1/notifications/destinations"): {"destination_id": "id"},
 }
 
 # Links that fill a request body: a checkpoint is what a rollback of its state takes.

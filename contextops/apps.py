@@ -8,4 +8,9 @@ class ContextopsConfig(AppConfig):
     def ready(self) -> None:
         # Connects the login signals to the audit log (contextops.logins), and new
         # PostgreSQL connections to the quicker array dumper (contextops.postgres).
-        from . import logins, postgres  # noqa: F401
+        # Our spans out to an OTLP collector (contextops.tracing), in the web and worker
+        # processes alike, when an endpoint is configured.
+        from . import logins, postgres, tracing  # noqa: F401
+
+        if tracing.export_configured():
+            tracing.tracing_setup()

@@ -7,6 +7,8 @@ the API's answer written without validation (``prebuilt_json_response``).
 from django-htmx's middleware). Handlers and views annotate ``request`` with one of them.
 """
 
+import re
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -56,3 +58,13 @@ def prebuilt_json_response(request: HttpRequest, body: Any) -> HttpResponse:
     return HttpResponse(
         content, content_type=f"{_RENDERER.media_type}; charset={_RENDERER.charset}"
     )
+
+
+_CONVERTER = re.compile(r"(?<!\?P)<(?:\w+:)?(\w+)>")
+
+
+@lru_cache(maxsize=1024)
+def route_template(route: str) -> str:
+    """``api/v1/sessions/<session_id>`` -> ``/api/v1/sessions/{session_id}``: the path as
+    the API reference writes it (a metric's label, a span's ``http.route``)."""
+    return "/" + _CONVERTER.sub(r"{\1}", route)

@@ -27,10 +27,8 @@ Two kinds of figures:
 
 import hmac
 import logging
-import re
 import time
 from collections.abc import Iterable, Iterator
-from functools import lru_cache
 
 from django.conf import settings
 from django.core.exceptions import MiddlewareNotUsed
@@ -45,6 +43,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from frames.conversation.models import CompactionRun, Import
 from frames.models import ContextHandle, Session, Suspension
 
+from .http import route_template
 from .middleware import probes
 
 logger = logging.getLogger(__name__)
@@ -72,21 +71,12 @@ HTTP_DURATION = Histogram(
     buckets=DURATION_BUCKETS,
 )
 
-_CONVERTER = re.compile(r"(?<!\?P)<(?:\w+:)?(\w+)>")
-
-
-@lru_cache(maxsize=1024)
-def _template(route: str) -> str:
-    """``api/v1/sessions/<session_id>`` -> ``/api/v1/sessions/{session_id}``: the path as
-    the API reference writes it."""
-    return "/" + _CONVERTER.sub(r"{\1}", route)
-
 
 def route_of(request: HttpRequest) -> str:
     """The label of what answered ``request``: its URL pattern, a probe, or ``unmatched``."""
     match = getattr(request, "resolver_match", None)
     if match is not None and match.route:
-        return _template(match.route)
+        return route_template(match.route)
     if request.path_info in PROBE_PATHS:
         return request.path_info
     return UNMATCHED

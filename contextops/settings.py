@@ -92,12 +92,15 @@ INSTALLED_APPS = [
     "frames.conversation",
     "frames.rlm",
     "frames.graphs",
+    "frames.otel",
     "facts",
 ]
 
 MIDDLEWARE = [
     # First: every answer carries X-Request-ID and every log line its request_id.
     "contextops.requestid.RequestIdMiddleware",
+    # A span per request when OTLP export is on (contextops.tracing); gone when it is off.
+    "contextops.tracing.TracingMiddleware",
     # Second: GET /metrics, and every other answer counted, the probes' included.
     "contextops.metrics.MetricsMiddleware",
     "contextops.middleware.ProbeMiddleware",
@@ -525,3 +528,37 @@ TRUSTED_PROXIES = _trusted_proxies(os.environ.get("CONTEXTOPS_TRUSTED_PROXIES", 
 SESSION_COOKIE_SAMESITE = "Lax"
 SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_AGE", 12 * 3600)
 # --- end doors ------------------------------------------------------------------------
+
+# --- OpenTelemetry and notifications (issue 36) ----------------------------------------
+# Our spans out (contextops.tracing): a base URL, "/v1/traces" added; the standard
+# OTEL_EXPORTER_OTLP_* variables work too.
+CONTEXTOPS_OTEL_EXPORTER_OTLP_ENDPOINT = os.environ.get(
+    "CONTEXTOPS_OTEL_EXPORTER_OTLP_ENDPOINT", ""
+)
+# POST /v1/traces: the body as sent, once decompressed, and spans per request.
+CONTEXTOPS_OTLP_MAX_BYTES = env_int("CONTEXTOPS_OTLP_MAX_BYTES", 4 * 1024 * 1024)
+CONTEXTOPS_OTLP_MAX_DECODED_BYTES = env_int("CONTEXTOPS_OTLP_MAX_DECODED_BYTES", 32 * 1024 * 1024)
+CONTEXTOPS_OTLP_MAX_SPANS = env_int("CONTEXTOPS_OTLP_MAX_SPANS", 5_000)
+INSTALLED_APPS.append("contextops.notifications")
+# Links in notifications point here (the dashboard's address as people reach it).
+CONTEXTOPS_PUBLIC_URL = os.environ.get("CONTEXTOPS_PUBLIC_URL", "http://localhost:8000")
+CONTEXTOPS_NOTIFY_MAX_ATTEMPTS = env_int("CONTEXTOPS_NOTIFY_MAX_ATTEMPTS", 6)
+CONTEXTOPS_NOTIFY_RETRY_SECONDS = float(os.environ.get("CONTEXTOPS_NOTIFY_RETRY_SECONDS", "30"))
+CONTEXTOPS_NOTIFY_EXPIRING_SECONDS = env_int("CONTEXTOPS_NOTIFY_EXPIRING_SECONDS", 3600)
+CELERY_BEAT_SCHEDULE["notify-expiring-approvals"] = {
+    "task": "frames.tasks.approvals_expiring_notify",
+    "schedule": 60.0,
+}
+# E-mail notifications go through Django's e-mail backend: SMTP when EMAIL_HOST is set,
+# else the console (the message is written to the worker's log).
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
+EMAIL_PORT = env_int("EMAIL_PORT", 587)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = os.environ.get("EMAIL_USE_TLS", "1") == "1"
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "contextops <contextops@localhost>")
+EMAIL_BACKEND = (
+    "django.core.mail.backends.smtp.EmailBackend"
+    if EMAIL_HOST
+    else "django.core.mail.backends.console.EmailBackend"
+)

@@ -134,6 +134,13 @@ ORGANIZATION_ADMIN_PERMISSIONS = {
         "view_modelprice",  # the prices its costs come from, read only
     ],
     "conversation": ["view_turn", "view_compactionrun", "view_summary"],
+    "notifications": [
+        "view_destination",
+        "add_destination",
+        "change_destination",
+        "delete_destination",
+        "view_delivery",
+    ],
     "rlm": ["view_rlmstate"],
 }
 

@@ -22,4 +22,6 @@ urlpatterns = [
     path("", include("frames.rlm.urls")),
     path("", include("frames.graphs.urls")),
     path("", include("frames.ownership.urls")),
+    path("", include("frames.otel.urls")),
+    path("", include("contextops.notifications.urls")),
 ]

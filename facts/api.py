@@ -8,6 +8,7 @@ from ninja import Query, Router, Schema
 from ninja.responses import Status
 from pydantic import Field
 
+from contextops import tracing
 from contextops.actors import agent_actor
 from contextops.errors import Invalid
 from contextops.http import ApiRequest, prebuilt_json_response
@@ -83,12 +84,24 @@ def _write_body(result: services.FactWriteResult) -> dict[str, Any]:
 )
 def fact_create(request: ApiRequest, payload: FactIn) -> Status:
     # Not wrapped in a transaction: a refused supersession commits its proposal, then raises.
-    result = services.fact_write(
-        organization=request.organization,
-        authority=request.agent.authority,
-        author=agent_actor(request.agent),
-        **payload.model_dump(),
-    )
+    with tracing.span("update_memory", {"gen_ai.operation.name": "update_memory"}) as current:
+        result = services.fact_write(
+            organization=request.organization,
+            authority=request.agent.authority,
+            author=agent_actor(request.agent),
+            **payload.model_dump(),
+        )
+        tracing.span_set(
+            current,
+            {
+                "gen_ai.memory.record.id": result.fact.key,
+                "gen_ai.memory.type": result.fact.memory_type,
+                "gen_ai.memory.scope": result.fact.scope,
+                "gen_ai.memory.update.outcome": result.outcome,
+                "gen_ai.memory.update.rule": result.rule or None,
+                "gen_ai.memory.supersedes": result.superseded.key if result.superseded else None,
+            },
+        )
     return Status(201 if result.created else 200, _write_body(result))
 
 

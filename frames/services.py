@@ -38,6 +38,7 @@ from .locks import (
     session_require_not_ended,
 )
 from .models import ContextHandle, Event, Frame, Session, Suspension, Usage, token_hash
+from .notices import approval_notify
 from .pressure import CRITICAL, LOW, level_next, utilization_of
 from .selectors import stack_order_sql, top_frame, top_frame_id_of
 
@@ -1191,6 +1192,8 @@ def expire_locked(*, session: Session, suspension: Suspension, now: datetime) ->
             actor=EXPIRY_ACTOR,
             failure_reason=EXPIRED_REASON,
         )
+    suspension.status = Suspension.Status.EXPIRED
+    approval_notify("approval.expired", suspension, frame, session)
     return True
 
 

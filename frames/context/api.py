@@ -8,6 +8,7 @@ from ninja import Query, Router, Schema
 from ninja.responses import Status
 from pydantic import Field
 
+from contextops import tracing
 from contextops.actors import request_actor
 from contextops.errors import NotFound
 from contextops.http import ApiRequest, prebuilt_json_response
@@ -107,19 +108,25 @@ def context_pack_create(request: ApiRequest, session_id: UUID, payload: ContextP
     frame = None
     if payload.frame_id is not None:
         frame = session_frame_get(session=session, frame_id=payload.frame_id)
-    pack = context_pack_assemble(
-        session=session,
-        frame=frame,
-        budget_tokens=payload.budget_tokens,
-        query=payload.query,
-        include_handles=[str(h) for h in payload.include_handles],
-        exclude_handles=[str(h) for h in payload.exclude_handles],
-        min_compaction=payload.min_compaction,
-        reader_authority=request.agent.authority,
-        actor=request_actor(request),
-        as_of_seq=payload.as_of_seq,
-    )
-    return prebuilt_json_response(request, context_pack_out(pack))
+    searched = {"gen_ai.operation.name": "search_memory", "gen_ai.conversation.id": str(session.pk)}
+    with tracing.span("search_memory", searched) as current:
+        pack = context_pack_assemble(
+            session=session,
+            frame=frame,
+            budget_tokens=payload.budget_tokens,
+            query=payload.query,
+            include_handles=[str(h) for h in payload.include_handles],
+            exclude_handles=[str(h) for h in payload.exclude_handles],
+            min_compaction=payload.min_compaction,
+            reader_authority=request.agent.authority,
+            actor=request_actor(request),
+            as_of_seq=payload.as_of_seq,
+        )
+        body = context_pack_out(pack)
+        tracing.span_set(
+            current, tracing.memory_search_attributes(session_id=session.pk, pack=body)
+        )
+    return prebuilt_json_response(request, body)
 
 
 class PackListFilters(Schema):

@@ -18,11 +18,13 @@ from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from contextops import tracing
 from contextops.audit import audit_person_act
 from contextops.errors import Conflict, Invalid
 from contextops.jobs import job_send, job_send_on_commit
 from contextops.llm import Summarizer, SummaryOutcome, TurnText, summarizer_default
 from contextops.models import AuditEntry
+from contextops.notifications.services import notify, public_url
 from contextops.tokens import count_tokens
 from frames.events import event_append
 from frames.locks import session_lock
@@ -277,6 +279,33 @@ def compaction_execute(
     if not compaction_claim(run_id=run_id):
         return None
     run = CompactionRun.objects.select_related("session").get(pk=run_id)
+    compacting = {
+        "gen_ai.operation.name": "update_memory",
+        "gen_ai.conversation.id": str(run.session_id),
+        "contextops.compaction.id": str(run.pk),
+        "contextops.compaction.strategy": run.strategy,
+    }
+    with tracing.span("compaction", compacting) as current:
+        done = _compaction_guarded(run, summarizer, retry_provider_errors)
+        if done is not None:
+            tracing.span_set(
+                current,
+                {
+                    "contextops.compaction.status": done.status,
+                    "contextops.compaction.level": done.level,
+                    "contextops.compaction.original_tokens": done.original_tokens,
+                    "contextops.compaction.final_tokens": done.final_tokens,
+                    "contextops.compaction.items_summarized": done.items_summarized,
+                },
+            )
+    return done
+
+
+def _compaction_guarded(
+    run: CompactionRun, summarizer: Summarizer | None, retry_provider_errors: bool
+) -> CompactionRun | None:
+    """``_compaction_apply``, a failure recorded on the run (and announced)."""
+    run_id = run.pk
     try:
         return _compaction_apply(run, summarizer, retry_provider_errors)
     except (CompactionRetry, OperationalError, InterfaceError):
@@ -291,6 +320,7 @@ def compaction_execute(
             finished_at=timezone.now(),
         )
         run.refresh_from_db()
+        compaction_failed_notify(run)
         return run
 
 
@@ -495,6 +525,8 @@ def _compaction_apply(
         run.retry_at = None
         run.finished_at = timezone.now()
         run.save()
+        if failed:
+            compaction_failed_notify(run)
         if final < original:
             _window_tracker_reset(session=session, frame=frame, taken=original - final)
         if frame is not None and (to_summarize or to_remove):
@@ -656,3 +688,23 @@ def compactions_requeue(*, older_than_seconds: int = 30) -> int:
     ).values_list("pk", flat=True)[:500]:
         sent += job_send(compaction_run, str(run_id))
     return sent
+
+
+def compaction_failed_notify(run: CompactionRun) -> None:
+    """``compaction.failed`` to the organization's destinations that want it."""
+    notify(
+        organization=run.session.organization_id,
+        event="compaction.failed",
+        key=str(run.pk),
+        data={
+            "compaction": {
+                "id": str(run.pk),
+                "strategy": run.strategy,
+                "error": run.error,
+                "warning": run.warning,
+            },
+            "session": {"id": str(run.session_id), "title": run.session.title},
+            "detail": f"Compaction {run.pk} of {run.session.title or run.session_id} failed.",
+            "link": public_url(f"/sessions/{run.session_id}/"),
+        },
+    )

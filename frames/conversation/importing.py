@@ -30,6 +30,7 @@ from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from contextops import tracing
 from contextops.errors import Conflict, DomainError, Invalid, TooLarge
 from contextops.jobs import job_send, job_send_on_commit
 from contextops.models import Agent, Organization
@@ -754,6 +755,22 @@ def import_execute(
     """
     if not import_claim(import_id=import_id):
         return None
+    with tracing.span("import", {"contextops.import.id": str(import_id)}) as current:
+        job = _import_guarded(import_id, progress)
+        tracing.span_set(
+            current,
+            {"contextops.import.status": job.status, "gen_ai.conversation.id": _session_id_of(job)},
+        )
+    return job
+
+
+def _session_id_of(job: Import) -> str | None:
+    session_id = (job.result or {}).get("session_id") if isinstance(job.result, dict) else None
+    return str(session_id) if session_id else None
+
+
+def _import_guarded(import_id: str, progress: Callable[[int, int], None] | None) -> Import:
+    """``_import_apply``, a failure recorded on the job."""
     try:
         _import_apply(import_id, progress)
     except DomainError as exc:

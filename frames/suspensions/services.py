@@ -30,6 +30,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from contextops import tracing
 from contextops.actors import user_actor
 from contextops.audit import audit_record
 from contextops.errors import Conflict, Gone, Invalid
@@ -37,6 +38,7 @@ from contextops.models import Organization
 from frames.events import event_append
 from frames.locks import frame_lock, session_lock
 from frames.models import FAILURE_REASON_MAX, Frame, Session, Suspension, token_hash
+from frames.notices import approval_notify
 from frames.services import (
     EXPIRY_ACTOR,
     cancel_open_descendants,
@@ -141,6 +143,7 @@ def suspension_create(
                 "expires_at": expires_at.isoformat(),
             },
         )
+        approval_notify("approval.pending", suspension, frame, session)
     return suspension
 
 
@@ -190,6 +193,7 @@ def _decide(
             "note": note,
         },
     )
+    approval_notify("approval.decided", locked, frame, session)
     return session, locked, frame
 
 
@@ -202,11 +206,24 @@ def suspension_approve(*, suspension: Suspension, user: User, note: str = "") ->
     """
     if suspension_expire_if_overdue(suspension):
         raise _gone()
-    with transaction.atomic():
+    with _approval_span(suspension, user, Suspension.Status.APPROVED), transaction.atomic():
         _, decided, _ = _decide(
             suspension=suspension, user=user, status=Suspension.Status.APPROVED, note=note
         )
     return decided
+
+
+def _approval_span(suspension: Suspension, user: User, decision: str):
+    """A span for a person's decision on a suspension (when OTLP export is on)."""
+    return tracing.span(
+        "approval",
+        {
+            "contextops.approval.decision": decision,
+            "contextops.approval.decided_by": user.get_username(),
+            "contextops.frame.id": str(suspension.frame_id),
+            "gen_ai.conversation.id": str(suspension.session_id),
+        },
+    )
 
 
 def rejected_reason(user: User, note: str) -> str:
@@ -231,7 +248,7 @@ def suspension_reject(*, suspension: Suspension, user: User, note: str) -> Suspe
     if suspension_expire_if_overdue(suspension):
         raise _gone()
     actor = user_actor(user)
-    with transaction.atomic():
+    with _approval_span(suspension, user, Suspension.Status.REJECTED), transaction.atomic():
         _, decided, frame = _decide(
             suspension=suspension, user=user, status=Suspension.Status.REJECTED, note=note
         )

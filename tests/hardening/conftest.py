@@ -2,6 +2,7 @@
 
 import pytest
 
+from contextops.notifications.services import destination_create
 from frames import services
 from frames.graphs.models import GraphThread
 from frames.models import token_hash
@@ -167,6 +168,14 @@ def acme(api):
     )
     ids["call_id"] = str(call.pk)
     ids["seq"] = "1"
+    destination, _ = destination_create(
+        organization=api.organization,
+        name="acme-secret-destination",
+        kind="webhook",
+        url="https://hooks.example/acme-secret-hook",
+    )
+    ids["destination_id"] = str(destination.pk)
+    secrets |= {ids["destination_id"], "acme-secret-hook"}
     return {"ids": ids, "secrets": secrets, "session": session, "frame": frame}
 
 

@@ -109,6 +109,13 @@ WRITES = {
     ("POST", "/suspensions/{token}/reject"): Write(
         {"note": "intruder"}, own=403, refusal="permission_denied"
     ),
+    # Notifications are managed by administrators (an admin agent or an admin's own key).
+    ("DELETE", "/notifications/destinations/{destination_id}"): Write(
+        own=403, refusal="authority_too_low"
+    ),
+    ("POST", "/notifications/destinations/{destination_id}/test"): Write(
+        own=403, refusal="authority_too_low"
+    ),
     ("PUT", "/rlm/states/{state_id}/variables/{name}"): Write(
         {"value": "intruder value", "description": "intruder"}
     ),
@@ -178,6 +185,12 @@ CREATES = {
     ("POST", "/rlm/states"): Write({"prompt": "intruder prompt"}, own=201, other=201),
     ("POST", "/rlm/states/import"): Write(RLM_DOCUMENT, own=409, other=201),  # state_exists
     ("POST", "/sessions"): Write({"title": "acme-secret-title"}, own=201, other=201),
+    ("POST", "/notifications/destinations"): Write(
+        {"name": "acme-secret-destination", "kind": "email"},
+        own=403,
+        other=201,
+        refusal="authority_too_low",
+    ),
 }
 REQUESTS = {**WRITES, **CREATES}
 
