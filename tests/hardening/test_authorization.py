@@ -329,6 +329,7 @@ def _dashboard_urls(ids: dict) -> dict[str, bool]:
         f"/sessions/{ids['session_id']}/calls/{ids['call_id']}/": True,
         "/usage/": False,
         f"/sessions/{ids['session_id']}/context-packs/diff/?a={ids['a']}&b={ids['b']}": True,
+        f"/sessions/{ids['session_id']}/context-packs/{ids['a']}/": True,
         f"/facts/{ids['key']}/lineage/": True,
         f"/rlm/{ids['state_id']}/": True,
         f"/langgraph/{ids['graph_thread_pk']}/": True,
