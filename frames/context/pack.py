@@ -313,7 +313,7 @@ def _dropped_entry(drop: packing.Dropped) -> dict[str, Any]:
         "level": drop.level,
         "tokens": drop.tokens,
         "rank": drop.rank,
-        "score": dict(zip(SCORE_PARTS, drop.score, strict=True)) if drop.score else None,
+        "score": drop.score,  # the record keeps the parts' list (read back as a mapping)
         "older_than": drop.older_than,
     }
     return entry

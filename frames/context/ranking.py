@@ -171,11 +171,16 @@ def _neighbours(candidates: list[Candidate], relevance: np.ndarray) -> np.ndarra
     """For each handle, the larger relevance of the handles just before and after it in
     its frame (among the candidates), times NEIGHBOUR_WEIGHT."""
     spread = np.zeros(len(candidates))
-    placed = sorted((c.position, i) for i, c in enumerate(candidates) if c.position is not None)
-    for at, (_, index) in enumerate(placed):
-        near = [placed[j][1] for j in (at - 1, at + 1) if 0 <= j < len(placed)]
-        if near:
-            spread[index] = NEIGHBOUR_WEIGHT * max(relevance[j] for j in near)
+    placed = np.array(
+        sorted((c.position, i) for i, c in enumerate(candidates) if c.position is not None),
+        dtype=np.int64,
+    ).reshape(-1, 2)[:, 1]
+    if len(placed) < 2:
+        return spread
+    ordered = relevance[placed]
+    before = np.concatenate([[0.0], ordered[:-1]])
+    after = np.concatenate([ordered[1:], [0.0]])
+    spread[placed] = NEIGHBOUR_WEIGHT * np.maximum(before, after)
     return spread
 
 

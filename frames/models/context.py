@@ -4,12 +4,29 @@ handles, and the resource maps a session leaves for the next one of its agent.""
 import uuid
 from typing import Any
 
+import orjson
 from django.db import models
 from django.utils import timezone
+from psycopg.types.json import Jsonb
 
 from contextops.models import Agent, Organization
 
 from .core import ContextHandle, Frame, Session
+
+
+def _orjson_text(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+class PackJSONField(models.JSONField):
+    """A JSONField that PostgreSQL receives encoded by orjson: a pack's record lists
+    every item in or out with its score, thousands on a large frame, and the standard
+    encoder took longer than assembling them. Reads and other databases as JSONField."""
+
+    def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
+        if connection.vendor == "postgresql" and isinstance(value, list | dict):
+            return Jsonb(value, dumps=_orjson_text)
+        return super().get_db_prep_value(value, connection, prepared)
 
 
 class ContextPackRecord(models.Model):
@@ -36,8 +53,8 @@ class ContextPackRecord(models.Model):
     level = models.CharField(max_length=12)
     min_compaction = models.CharField(max_length=12, default="none")
     breakdown = models.JSONField(default=dict)
-    included = models.JSONField(default=list)
-    dropped_runs = models.JSONField(default=list, db_column="dropped")
+    included = PackJSONField(default=list)
+    dropped_runs = PackJSONField(default=list, db_column="dropped")
     query = models.CharField(max_length=2000, blank=True)
     as_of_seq = models.PositiveBigIntegerField(
         null=True,
@@ -69,7 +86,10 @@ class ContextPackRecord(models.Model):
 
     @dropped.setter
     def dropped(self, items: list[dict[str, Any]]) -> None:
-        self.__dict__["_dropped"] = items
+        """Keeps ``items`` as runs; each item's ``score`` may be given as its parts' list
+        in SCORE_PARTS order (what the packer makes) or as a mapping. Read back, every
+        score is a mapping."""
+        self.__dict__.pop("_dropped", None)
         self.dropped_runs = dropped_runs(items)
 
     @property
@@ -120,7 +140,9 @@ def dropped_runs(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         run["tokens"].append(item["tokens"])
         run["ranks"].append(item.get("rank"))
         score = item.get("score")
-        run["scores"].append([score[p] for p in SCORE_PARTS] if score else None)
+        if isinstance(score, dict):
+            score = [score[p] for p in SCORE_PARTS]
+        run["scores"].append(score or None)
         if item.get("older_than"):
             run.setdefault("older", {})[str(len(run["ids"]) - 1)] = item["older_than"]
     return runs
