@@ -6,7 +6,7 @@ from typing import Any, Literal
 from django.http import HttpResponse
 from ninja import Query, Router, Schema
 from ninja.responses import Status
-from pydantic import Field
+from pydantic import AwareDatetime, Field
 
 from contextops.actors import agent_actor
 from contextops.errors import Invalid
@@ -101,6 +101,9 @@ class FactFilters(Schema):
     status: str = Field("", max_length=12)
     limit: int = Field(50, ge=1, le=500)
     offset: int = Field(0, ge=0, le=10**9)
+    valid_at: AwareDatetime | None = Field(
+        None, description="Valid time: the versions that held then (`valid` is not applied)."
+    )
 
 
 @router.get(
@@ -126,6 +129,7 @@ def fact_list(request: ApiRequest, filters: Query[FactFilters]) -> dict[str, Any
         needs_review=filters.needs_review,
         memory_type=filters.memory_type,
         status=filters.status,
+        valid_at=filters.valid_at,
     )
     count = facts.count()
     page = list(facts[filters.offset : filters.offset + filters.limit])
@@ -143,14 +147,21 @@ def fact_get(request: ApiRequest, key: str) -> dict[str, Any]:
     return fact_out(fact, links=links)
 
 
+class CurrentAt(Schema):
+    at: AwareDatetime | None = None
+
+
 @router.get(
     "/facts/{key}/current",
     response=FactOut,
-    summary="The valid head of the key's chain (one query)",
-    description="404 when the key is unknown or its chain has no valid version.",
+    summary="The valid head of the key's chain (one query), or the version that held `at` a time",
+    description=(
+        "404 when the key is unknown or its chain has no valid version; with `at` (valid time, "
+        "with a time zone), the version of the chain that held then, 404 when none did."
+    ),
 )
-def fact_current(request: ApiRequest, key: str) -> dict[str, Any]:
-    fact = selectors.fact_current_get(organization=request.organization, key=key)
+def fact_current(request: ApiRequest, key: str, when: Query[CurrentAt]) -> dict[str, Any]:
+    fact = selectors.fact_current_get(organization=request.organization, key=key, at=when.at)
     return fact_out(fact, links=selectors.fact_links(fact))
 
 

@@ -44,6 +44,8 @@ class Fact(models.Model):
         ADMIN_EDIT = "admin_edit"
 
     PRIVATE_SCOPES = (Scope.HYPOTHETICAL, Scope.DRAFT)
+    # The versions that held for a while (their valid interval is read); the others never did.
+    TIMELINE_STATUSES = (Status.ACTIVE, Status.SUPERSEDED, Status.INVALIDATED)
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="facts")
     key = models.CharField(max_length=200)
@@ -94,6 +96,14 @@ class Fact(models.Model):
     # the provider was off or failed.
     embedding = models.BinaryField(null=True, blank=True)
     observed_at = models.DateTimeField(null=True, blank=True)
+    # Valid time: when what this version states held in the world (``created_at`` is the
+    # record time: when we learned it). ``valid_from`` is the writer's ``valid_from``, else
+    # ``observed_at``, else the write time; ``valid_until`` stays open (NULL) while the
+    # version is current and is set, once, to the ``valid_from`` of the version that
+    # supersedes it (or to the time it was withdrawn). Proposals, outdated and discarded
+    # writes never held: their interval is never read.
+    valid_from = models.DateTimeField(default=timezone.now)
+    valid_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -113,6 +123,10 @@ class Fact(models.Model):
             models.CheckConstraint(
                 condition=~Q(supersedes=models.F("id")), name="fact_never_supersedes_itself"
             ),
+            models.CheckConstraint(
+                condition=Q(valid_until__isnull=True) | Q(valid_until__gte=models.F("valid_from")),
+                name="fact_valid_interval_ordered",
+            ),
         ]
         indexes = [
             models.Index(
@@ -121,6 +135,9 @@ class Fact(models.Model):
             ),
             models.Index(fields=["organization", "is_valid", "scope"], name="fact_valid_scope"),
             models.Index(fields=["organization", "needs_review"], name="fact_needs_review"),
+            # Reads as of a valid time: one chain's version then, the organization's facts then.
+            models.Index(fields=["chain", "valid_from"], name="fact_chain_valid_from"),
+            models.Index(fields=["organization", "valid_from"], name="fact_valid_from"),
             # A context pack's read of the constraints and policy governing its facts'
             # subjects: the few governing facts, not every current one of each subject.
             models.Index(

@@ -24,6 +24,14 @@ class FactIn(BodyIn):
         None,
         description="When the value was observed; for such facts the later observation wins (temporal rule).",
     )
+    valid_from: datetime | None = Field(
+        None,
+        description=(
+            "Valid time: when the statement started to hold (default observed_at, else now); "
+            "may be in the past (a retroactive correction ends the current version's interval "
+            "there), never in the future."
+        ),
+    )
     memory_type: str = Field(
         "", description="user, capability or organizational; derived from source when empty."
     )
@@ -75,6 +83,8 @@ class FactOut(Schema):
     status: str
     timestamp: datetime
     observed_at: datetime | None
+    valid_from: datetime
+    valid_until: datetime | None
     version: int
     chain: str
     supersedes: str | None
@@ -219,6 +229,8 @@ def fact_out(fact: Fact, *, links: dict[str, Any] | None = None) -> dict[str, An
         "status": fact.status,
         "timestamp": fact.created_at,
         "observed_at": fact.observed_at,
+        "valid_from": fact.valid_from,
+        "valid_until": fact.valid_until,
         "version": fact.version,
         "chain": str(fact.chain),
         "supersedes": links["supersedes"],

@@ -100,6 +100,7 @@ def _validate(
     constraint: Any,
     read_authority: str,
     observed_at: datetime | None,
+    valid_from: datetime | None = None,
 ) -> None:
     if not key or not key.strip():
         raise _invalid("key may not be empty.", "key")
@@ -150,6 +151,12 @@ def _validate(
             "observed_at is in the future: an observation cannot be later than now.",
             "observed_at",
         )
+    if valid_from is not None and timezone.is_naive(valid_from):
+        raise _invalid("valid_from needs a time zone (e.g. 2026-03-01T00:00:00Z).", "valid_from")
+    if valid_from is not None and valid_from > timezone.now() + OBSERVED_AT_SKEW:
+        raise _invalid(
+            "valid_from is in the future: write the fact when it starts to hold.", "valid_from"
+        )
 
 
 def fact_authority(*, organization: Organization, writer_level: str, source: str) -> str:
@@ -169,15 +176,24 @@ def fact_authority(*, organization: Organization, writer_level: str, source: str
     return writer_level
 
 
+def _stated_time(fact: Fact) -> datetime | None:
+    """The time the writer gave for ``fact`` (``valid_from`` or ``observed_at``): the
+    temporal rule compares these; None when it holds from its write time."""
+    if fact.observed_at is not None or fact.valid_from != fact.created_at:
+        return fact.valid_from
+    return None
+
+
 def _version(fact: Fact, organization: Organization) -> rules.Version:
     return rules.Version(
         key=fact.key,
         value=fact.value,
         authority_rank=organization.authority_rank(fact.authority),
-        observed_at=fact.observed_at,
+        observed_at=_stated_time(fact),
         is_constraint=fact.is_constraint,
         constraint=fact.constraint,
         chain=fact.chain,
+        valid_from=fact.valid_from,
     )
 
 
@@ -239,9 +255,11 @@ def _current_of_subject(
     raise Conflict("write_contention", f"The facts of {subject!r} keep changing; retry the write.")
 
 
-def _supersede(target: Fact, now: datetime) -> None:
+def _supersede(target: Fact, now: datetime, until: datetime) -> None:
+    """``target`` stops being current; its valid interval ends at ``until``, where the
+    version superseding it starts to hold."""
     updated = Fact.objects.filter(pk=target.pk, is_valid=True).update(
-        is_valid=False, status=Fact.Status.SUPERSEDED, updated_at=now
+        is_valid=False, status=Fact.Status.SUPERSEDED, updated_at=now, valid_until=until
     )
     if not updated:
         raise _already_superseded(target)
@@ -275,6 +293,7 @@ def fact_write(
     author: str = "",
     subject: str = "",
     observed_at: datetime | None = None,
+    valid_from: datetime | None = None,
     memory_type: str = "",
     scope: str = Fact.Scope.GLOBAL,
     scope_id: str = "",
@@ -329,6 +348,7 @@ def fact_write(
         constraint=constraint,
         read_authority=read_authority,
         observed_at=observed_at,
+        valid_from=valid_from,
     )
     subject = (subject or "").strip() or rules.subject_for_key(key)
     detected = rules.explicit_keywords(utterance) if utterance and not supersedes else []
@@ -360,6 +380,7 @@ def fact_write(
                 author=author,
                 subject=subject,
                 observed_at=observed_at,
+                stated_from=valid_from or observed_at,
                 memory_type=memory_type or rules.memory_type_for_source(source),
                 scope=scope,
                 scope_id=scope_id,
@@ -405,6 +426,7 @@ def _fact_write(
     depends_on: list[str],
     supersedes: str,
     rule: str,
+    stated_from: datetime | None,
     **fields: Any,
 ) -> FactWriteResult:
     """``fact_write`` inside its transaction: load what the rules need, ask
@@ -435,14 +457,23 @@ def _fact_write(
         else set()
     )
 
+    now = timezone.now()
+    starts = stated_from or now
+    if named is not None and starts < named.valid_from:
+        raise _invalid(
+            f"{named.key} holds from {named.valid_from.isoformat()}; a version superseding it "
+            "cannot start to hold before that.",
+            "valid_from",
+        )
     decision = rules.decide_write(
         new=rules.Version(
             key=key,
             value=value,
             authority_rank=organization.authority_rank(fields["authority"]),
-            observed_at=fields["observed_at"],
+            observed_at=stated_from,
             is_constraint=fields["is_constraint"],
             constraint=fields["constraint"],
+            valid_from=starts,
         ),
         named=_version(named, organization) if named else None,
         current=[_version(f, organization) for f in current],
@@ -461,7 +492,6 @@ def _fact_write(
         )
     if decision.outcome == rules.CYCLE:
         raise _invalid(decision.reason, "depends_on")
-    now = timezone.now()
     text = value_text(value)
     row = {
         "organization": organization,
@@ -472,12 +502,13 @@ def _fact_write(
         "tokens": count_tokens(keyed_text(key, value)),
         "created_at": now,
         "updated_at": now,
+        "valid_from": starts,
         **fields,
     }
     flagged = 0
     if decision.outcome == rules.SUPERSEDE:
         assert target is not None
-        _supersede(target, now)
+        _supersede(target, now, until=starts)
         fact = Fact.objects.create(
             **row,
             chain=target.chain,
@@ -488,11 +519,16 @@ def _fact_write(
         if decision.flag_dependents:
             flagged = _flag_dependents([target.pk])
         outcome, notice = "superseded", f"Supersedes {target.key} (rule: {rule or decision.rule})."
+        if starts < now:
+            notice += f" {target.key} held until {starts.isoformat()}."
     elif decision.outcome in (rules.PROPOSAL, rules.OUTDATED, rules.FORBIDDEN):
         status = (
             Fact.Status.OUTDATED if decision.outcome == rules.OUTDATED else Fact.Status.PROPOSAL
         )
-        fact = Fact.objects.create(**row, is_valid=False, status=status, contested=target)
+        # It never held: its interval is closed where it would have started.
+        fact = Fact.objects.create(
+            **row, is_valid=False, status=status, contested=target, valid_until=starts
+        )
         outcome = rules.OUTDATED if decision.outcome == rules.OUTDATED else rules.PROPOSAL
         notice = decision.reason
     else:
@@ -649,7 +685,9 @@ def fact_promote(
             flagged = 0
             target = by_key[head.key] if head and decision.outcome == rules.SUPERSEDE else None
             if target is not None:
-                _supersede(target, now)
+                # It holds from its promotion, never before the version it replaces.
+                fact.valid_from = max(now, target.valid_from)
+                _supersede(target, now, until=fact.valid_from)
                 fact.chain, fact.version, fact.supersedes = target.chain, target.version + 1, target
                 if not rules.same_statement(new, _version(target, organization)):
                     flagged = _flag_dependents([target.pk])
@@ -685,8 +723,10 @@ def _withdraw(
             raise Invalid(f"{key} is {fact.scope}; only hypothetical or draft facts are discarded.")
         if not fact.is_valid:
             raise _not_current(fact)
-        fact.is_valid, fact.status, fact.updated_at = False, status, timezone.now()
-        fact.save(update_fields=["is_valid", "status", "updated_at"])
+        now = timezone.now()
+        fact.is_valid, fact.status, fact.updated_at = False, status, now
+        fact.valid_until = max(now, fact.valid_from)
+        fact.save(update_fields=["is_valid", "status", "updated_at", "valid_until"])
         _flag_dependents([fact.pk])
         return selectors.fact_get(organization=organization, key=key)
 

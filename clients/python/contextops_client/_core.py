@@ -818,6 +818,7 @@ class Api:
         source: str,
         subject: str | None = None,
         observed_at: str | None = None,
+        valid_from: str | None = None,
         memory_type: str | None = None,
         scope: str | None = None,
         scope_id: str | None = None,
@@ -842,6 +843,7 @@ class Api:
             source=source,
             subject=subject,
             observed_at=observed_at,
+            valid_from=valid_from,
             memory_type=memory_type,
             scope=scope,
             scope_id=scope_id,
@@ -861,8 +863,9 @@ class Api:
         return self._call("GET", f"/facts/{_seg(key)}")
 
     @endpoint
-    def fact_current(self, key: str) -> Fact:
-        return self._call("GET", f"/facts/{_seg(key)}/current")
+    def fact_current(self, key: str, *, at: str | None = None) -> Fact:
+        """The chain's current version; with ``at`` (ISO 8601 with a zone), the one that held then."""
+        return self._call("GET", f"/facts/{_seg(key)}/current", params=_drop_none(at=at))
 
     @endpoint
     def fact_lineage(self, key: str) -> Lineage:
@@ -881,8 +884,10 @@ class Api:
         status: str | None = None,
         limit: int | None = None,
         offset: int = 0,
+        valid_at: str | None = None,
     ) -> FactPage:
-        """``GET /facts`` → ``{items, count, next_offset}``; ``valid=None`` lists every version."""
+        """``GET /facts`` → ``{items, count, next_offset}``; ``valid=None`` lists every version,
+        ``valid_at`` (ISO 8601) the versions that held at that time."""
         valid_param = "any" if valid is None else valid
         return self._call(
             "GET",
@@ -897,6 +902,7 @@ class Api:
                 status=status,
                 limit=limit,
                 offset=offset,
+                valid_at=valid_at,
             ),
         )
 

@@ -500,6 +500,11 @@ TOOLS: tuple[Tool, ...] = (
             "observed_at": _str(
                 "When it was observed (ISO 8601): a later observation wins.", format="date-time"
             ),
+            "valid_from": _str(
+                "When it started to hold (ISO 8601, default observed_at, else now); a past "
+                "time corrects the current value from then on.",
+                format="date-time",
+            ),
             "memory_type": _str("user, capability or organizational (default: from source)."),
             "scope": _str("global (default), task, hypothetical, draft or session."),
             "scope_id": _str("The task or session a scoped fact belongs to.", maxLength=200),

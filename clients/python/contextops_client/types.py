@@ -210,6 +210,8 @@ class Fact(TypedDict):
     status: str
     timestamp: str
     observed_at: str | None
+    valid_from: str
+    valid_until: str | None
     version: int
     chain: str
     supersedes: str | None
