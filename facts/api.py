@@ -1,9 +1,11 @@
 """Facts, constraints, the working set and the environment: ``/facts``, ``/constraints``,
 ``/sessions/{id}/working-set``, ``/sessions/{id}/environment``."""
 
+from datetime import timedelta
 from typing import Any, Literal
 
 from django.http import HttpResponse
+from django.utils import timezone
 from ninja import Query, Router, Schema
 from ninja.responses import Status
 from pydantic import AwareDatetime, Field
@@ -18,6 +20,8 @@ from frames.selectors import session_get
 from . import selectors, services
 from .models import Fact
 from .schemas import (
+    ConflictListOut,
+    ConflictOut,
     ConstraintCheckIn,
     ConstraintCheckOut,
     EnvironmentIn,
@@ -29,6 +33,7 @@ from .schemas import (
     LineageOut,
     WorkingSetIn,
     WorkingSetOut,
+    conflict_out,
     fact_out,
     working_set_out,
 )
@@ -60,6 +65,7 @@ def _write_body(result: services.FactWriteResult) -> dict[str, Any]:
         "notice": result.notice,
         "flagged_for_review": result.flagged,
         "detected_keywords": result.detected,
+        "proposed_conflicts": [conflict_out(c) for c in result.conflicts],
     }
 
 
@@ -308,6 +314,83 @@ def constraints_check(request: ApiRequest, payload: ConstraintCheckIn) -> dict[s
         "checked": check.checked,
         "violations": check.violations,
     }
+
+
+class ConflictFilters(Schema):
+    status: Literal["proposed", "accepted", "rejected", "distinct", "any"] = "proposed"
+    subject: str = Field("", max_length=200)
+    source: str = Field("", max_length=120)
+    min_age_hours: int | None = Field(None, ge=0, le=24 * 365 * 100)
+    max_age_hours: int | None = Field(None, ge=0, le=24 * 365 * 100)
+    limit: int = Field(50, ge=1, le=500)
+    offset: int = Field(0, ge=0, le=10**9)
+
+
+@router.get(
+    "/fact-conflicts",
+    response=ConflictListOut,
+    summary="Proposed supersessions between facts of different subjects, newest first",
+    description=(
+        "A write that seems to say something else about the same entity as a current fact of "
+        "another subject (similar vectors and a shared entity word) is only proposed here, "
+        "never applied. Filters: status (default proposed; any), subject or source of either "
+        "fact, age in hours."
+    ),
+)
+def conflict_list(request: ApiRequest, filters: Query[ConflictFilters]) -> dict[str, Any]:
+    now = timezone.now()
+    conflicts = selectors.conflict_list(
+        organization=request.organization,
+        status="" if filters.status == "any" else filters.status,
+        subject=filters.subject,
+        source=filters.source,
+        older_than=now - timedelta(hours=filters.min_age_hours)
+        if filters.min_age_hours is not None
+        else None,
+        newer_than=now - timedelta(hours=filters.max_age_hours)
+        if filters.max_age_hours is not None
+        else None,
+    )
+    count = conflicts.count()
+    page = list(conflicts[filters.offset : filters.offset + filters.limit])
+    end = filters.offset + filters.limit
+    return {
+        "items": [conflict_out(c) for c in page],
+        "count": count,
+        "next_offset": end if end < count else None,
+    }
+
+
+@router.get("/fact-conflicts/{conflict_id}", response=ConflictOut, summary="One proposal")
+def conflict_get(request: ApiRequest, conflict_id: int) -> dict[str, Any]:
+    return conflict_out(
+        selectors.conflict_get(organization=request.organization, conflict_id=conflict_id)
+    )
+
+
+@router.post(
+    "/fact-conflicts/{conflict_id}/{decision}",
+    response=ConflictOut,
+    summary="Settle a proposal: accept, reject, or distinct (not the same thing)",
+    description=(
+        "accept applies rule 2: the proposing fact's chain supersedes the other fact's chain "
+        "(403 authority_too_low when your key, or the proposing fact's writer, ranks below the "
+        "other fact's writer; 409 fact_not_current, 409 outdated when the other holds from a "
+        "later time). reject and distinct are remembered: the pair is never proposed again. "
+        "409 already_decided; 404 for another organization's proposal."
+    ),
+)
+def conflict_decide(
+    request: ApiRequest, conflict_id: int, decision: Literal["accept", "reject", "distinct"]
+) -> dict[str, Any]:
+    conflict = services.conflict_decide(
+        organization=request.organization,
+        conflict_id=conflict_id,
+        decision=decision,
+        authority=request.agent.authority,
+        actor=agent_actor(request.agent),
+    )
+    return conflict_out(conflict)
 
 
 def _session(request: ApiRequest, session_id: str) -> Session:

@@ -254,3 +254,54 @@ class SourceAuthority(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source} → {self.level}"
+
+
+class FactConflict(models.Model):
+    """A proposed supersession between two current facts of different subjects that seem
+    to say different things about one entity (``facts.conflicts``). Never applied by
+    itself: a person, or an agent whose authority allows, accepts it (``fact`` supersedes
+    ``other``), rejects it, or says the two are not the same thing. A decided pair of
+    chains is never proposed again (``chain_low``/``chain_high``, whatever the order)."""
+
+    class Status(models.TextChoices):
+        PROPOSED = "proposed"
+        ACCEPTED = "accepted"
+        REJECTED = "rejected"
+        DISTINCT = "distinct"  # "not the same thing"
+
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="fact_conflicts"
+    )
+    # The later write, proposed to supersede ``other``, the current fact it contradicts.
+    fact = models.ForeignKey(Fact, on_delete=models.CASCADE, related_name="conflicts_raised")
+    other = models.ForeignKey(Fact, on_delete=models.CASCADE, related_name="conflicts_against")
+    chain_low = models.UUIDField()
+    chain_high = models.UUIDField()
+    # The evidence: the cosine of the two stored vectors and the entity words both share.
+    similarity = models.FloatField()
+    matched_words = models.JSONField(default=list, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PROPOSED)
+    decided_by = models.ForeignKey(
+        "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    # Who decided, as text that outlives the user row: a username or "key cops_ab12cd34".
+    decided_actor = models.CharField(max_length=200, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "chain_low", "chain_high"],
+                name="fact_conflict_pair_once",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["organization", "status", "created_at"], name="fact_conflict_queue"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.fact_id} vs {self.other_id} ({self.status})"

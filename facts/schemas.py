@@ -112,6 +112,10 @@ class FactWriteOut(FactOut):
     detected_keywords: list[str] = Field(
         default_factory=list, description="Rule 1's keywords found in `utterance`."
     )
+    proposed_conflicts: list["ConflictOut"] = Field(
+        default_factory=list,
+        description="Supersessions this write proposes against current facts of other subjects (never applied).",
+    )
 
 
 class FactListOut(Schema):
@@ -257,4 +261,51 @@ def working_set_out(item) -> dict[str, Any]:
         "created_at": item.created_at,
         "updated_at": item.updated_at,
         "expires_at": item.expires_at,
+    }
+
+
+class ConflictOut(Schema):
+    """A proposed supersession and its evidence: ``fact`` would supersede ``other``."""
+
+    id: int
+    status: str = Field(..., description="proposed, accepted, rejected or distinct.")
+    fact: str
+    fact_subject: str
+    fact_value: Any
+    fact_source: str
+    other: str
+    other_subject: str
+    other_value: Any
+    other_source: str
+    similarity: float = Field(..., description="Cosine of the two facts' stored vectors.")
+    matched_words: list[str] = Field(..., description="Entity words both subjects/keys share.")
+    created_at: datetime
+    decided_by: str
+    decided_at: datetime | None
+
+
+class ConflictListOut(Schema):
+    items: list[ConflictOut]
+    count: int
+    next_offset: int | None
+
+
+def conflict_out(conflict) -> dict[str, Any]:
+    fact, other = conflict.fact, conflict.other
+    return {
+        "id": conflict.pk,
+        "status": conflict.status,
+        "fact": fact.key,
+        "fact_subject": fact.subject,
+        "fact_value": fact.value,
+        "fact_source": fact.source,
+        "other": other.key,
+        "other_subject": other.subject,
+        "other_value": other.value,
+        "other_source": other.source,
+        "similarity": conflict.similarity,
+        "matched_words": list(conflict.matched_words or []),
+        "created_at": conflict.created_at,
+        "decided_by": conflict.decided_actor,
+        "decided_at": conflict.decided_at,
     }

@@ -36,7 +36,7 @@ from frames.models import Session
 
 from . import supersession as rules
 from . import validtime
-from .models import Fact, FactDependency, WorkingSetItem
+from .models import Fact, FactConflict, FactDependency, WorkingSetItem
 from .vectors import facts_semantic_candidates
 
 # What a context pack uses of a fact (the ranking orders by more, in SQL).
@@ -965,3 +965,41 @@ def fact_timeline_problems() -> Iterator[str]:
         ]
         for problem in problems:
             yield f"fact chain of {found[0][1]}: valid time: {problem}"
+
+
+def _conflicts() -> QuerySet[FactConflict]:
+    return FactConflict.objects.select_related("fact", "other", "decided_by")
+
+
+def conflict_get(*, organization: Organization, conflict_id: int) -> FactConflict:
+    """One proposed supersession with its two facts; NotFound for another organization's."""
+    conflict = _conflicts().filter(organization=organization, pk=conflict_id).first()
+    if conflict is None:
+        raise NotFound(f"No proposed supersession {conflict_id}.")
+    return conflict
+
+
+def conflict_list(
+    *,
+    organization: Organization,
+    status: str = FactConflict.Status.PROPOSED,
+    subject: str = "",
+    source: str = "",
+    older_than: datetime | None = None,
+    newer_than: datetime | None = None,
+) -> QuerySet[FactConflict]:
+    """Proposed supersessions of the organization, newest first: ``status`` (blank: any),
+    ``subject`` and ``source`` matching either fact, and proposed before ``older_than`` /
+    after ``newer_than`` (their age)."""
+    queryset = _conflicts().filter(organization=organization)
+    if status:
+        queryset = queryset.filter(status=status)
+    if subject:
+        queryset = queryset.filter(Q(fact__subject=subject) | Q(other__subject=subject))
+    if source:
+        queryset = queryset.filter(Q(fact__source=source) | Q(other__source=source))
+    if older_than is not None:
+        queryset = queryset.filter(created_at__lt=older_than)
+    if newer_than is not None:
+        queryset = queryset.filter(created_at__gte=newer_than)
+    return queryset.order_by("-created_at", "-id")
