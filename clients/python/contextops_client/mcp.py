@@ -478,6 +478,11 @@ TOOLS: tuple[Tool, ...] = (
                 "session's log (what the agent saw when it made a call).",
                 minimum=1,
             ),
+            "valid_at": _str(
+                "Valid time (ISO 8601 with a zone): the facts that held then instead of the "
+                "current ones; the other sections as now.",
+                format="date-time",
+            ),
         },
         required=("budget_tokens",),
         path_descriptions={"session_id": SESSION_ID},
@@ -547,6 +552,34 @@ TOOLS: tuple[Tool, ...] = (
         "version (`needs_review` when a dependency changed).",
         read_only=True,
         path_descriptions={"key": _str("A fact's key (any version of its chain).")},
+    ),
+    Tool(
+        "fact_conflicts",
+        "GET",
+        "/fact-conflicts",
+        "Proposed supersessions waiting for a decision (GET /fact-conflicts), newest first: "
+        "pairs of current facts under different subjects that seem to say different things "
+        "about one entity, each with both values, the similarity of their vectors and the "
+        "words that matched. Nothing is applied until someone decides (fact_conflict_decide).",
+        read_only=True,
+    ),
+    Tool(
+        "fact_conflict_decide",
+        "POST",
+        "/fact-conflicts/{conflict_id}/{decision}",
+        "Settle a proposed supersession (POST /fact-conflicts/{id}/{decision}): `accept` "
+        "makes the proposing fact supersede the other (rule 2; 403 authority_too_low when "
+        "your authority, or the proposing fact's writer's, ranks below the other fact's "
+        "writer), `reject` or `distinct` (not the same thing) keep both and the pair is never "
+        "proposed again. 409 already_decided.",
+        path_descriptions={
+            "conflict_id": _str("The proposal's id, from fact_conflicts or a write's answer."),
+            "decision": {
+                "type": "string",
+                "enum": ["accept", "reject", "distinct"],
+                "description": "accept, reject, or distinct (not the same thing).",
+            },
+        },
     ),
     Tool(
         "working_set_put",
