@@ -1,11 +1,14 @@
 """The facts dashboard: the organization's facts, and the lineage of a key."""
 
+from datetime import timedelta
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from contextops.dashboard import organization_required, render_page
@@ -13,8 +16,9 @@ from contextops.errors import DomainError, NotFound
 from contextops.http import MemberRequest
 
 from . import selectors, services
+from .admin import admin_authority
 from .lineage_graph import lineage_graph
-from .models import Fact
+from .models import Fact, FactConflict
 from .selectors import Lineage
 
 PAGE_SIZE = 25
@@ -138,3 +142,75 @@ def fact_review_clear(request: MemberRequest, key: str) -> HttpResponse:
             partial="lineage-body",
         )
     return redirect(reverse("facts:lineage", args=[back]))
+
+
+# The review queue of proposed supersessions -------------------------------------------
+
+# Who may settle a proposal in the dashboard: an organization's admins and its approvers.
+CONFLICT_DECIDERS = ("facts.edit_policy", "frames.approve_suspension")
+AGES = {"": None, "1": 1, "24": 24, "168": 168}
+
+
+def _can_decide(request: MemberRequest) -> bool:
+    return any(request.user.has_perm(p) for p in CONFLICT_DECIDERS)
+
+
+def _conflict_queue(request: MemberRequest, error: str = "", status: int = 200) -> HttpResponse:
+    request.nav_section = "conflicts"
+    params = request.GET
+    filters = {
+        "subject": params.get("subject", "").strip()[:200].replace("\x00", ""),
+        "source": params.get("source", "").strip()[:120].replace("\x00", ""),
+        "age": params.get("age", "") if params.get("age", "") in AGES else "",
+    }
+    hours = AGES[filters["age"]]
+    conflicts = selectors.conflict_list(
+        organization=request.organization,
+        subject=filters["subject"],
+        source=filters["source"],
+        older_than=timezone.now() - timedelta(hours=hours) if hours else None,
+    )
+    page = Paginator(conflicts, PAGE_SIZE).get_page(params.get("page"))
+    decided = selectors.conflict_list(organization=request.organization, status="").exclude(
+        status=FactConflict.Status.PROPOSED
+    )[:10]
+    context = {
+        "page": page,
+        "conflicts": page.object_list,
+        "decided": decided,
+        "filters": filters,
+        "can_decide": _can_decide(request),
+        "error": error,
+    }
+    return render_page(request, "facts/conflicts.html", context, status=status)
+
+
+@require_GET
+@organization_required
+def conflict_queue(request: MemberRequest) -> HttpResponse:
+    return _conflict_queue(request)
+
+
+@require_POST
+@organization_required
+def conflict_decide(request: MemberRequest, conflict_id: int, decision: str) -> HttpResponse:
+    """Accept, reject, or "not the same thing"; the person who decided is recorded (and
+    audited), with the authority an admin writes with. A refused decision shows why."""
+    if decision not in services.CONFLICT_DECISIONS:
+        raise Http404("No such decision.")
+    if not _can_decide(request):
+        raise PermissionDenied("You may not settle proposed supersessions.")
+    try:
+        services.conflict_decide(
+            organization=request.organization,
+            conflict_id=conflict_id,
+            decision=decision,
+            authority=admin_authority(request.user, request.organization),
+            actor=request.user.get_username(),
+            user=request.user,
+        )
+    except NotFound:
+        raise Http404("No such proposal.") from None
+    except DomainError as exc:
+        return _conflict_queue(request, error=exc.detail, status=exc.status)
+    return redirect(reverse("facts:conflicts"))
