@@ -149,3 +149,14 @@ def test_no_proposal_is_ever_applied_without_a_decision(api, write):
     assert FactConflict.objects.exclude(status="proposed").count() == 0
     assert Fact.objects.filter(is_valid=False).count() == 0
     assert not AuditEntry.objects.filter(target__startswith="fact conflict").exists()
+
+
+@pytest.mark.django_db
+def test_the_labelled_pairs_meet_the_precision_and_recall_targets(api):
+    """The same measure `make bench-conflicts` reports, through the real write path."""
+    from tests.bench.conflict_pairs import measure
+
+    figures = measure(api.organization, api.agent.authority)
+    assert figures["pairs"] >= 200
+    assert figures["precision"] >= 0.9, figures["misses"]
+    assert figures["recall"] >= 0.7, figures["misses"]
