@@ -76,7 +76,8 @@ def markdown(figures: dict[str, Any]) -> str:
 
 `make bench-conflicts` writes the {figures["pairs"]} labelled pairs of
 `tests/fixtures/conflict_pairs.json` through the fact write path (each pair in a task scope
-of its own, with the default wordllama vectors) and counts the proposed supersessions:
+of its own, under keys suffixed `__<n>` and subjects as labelled, with the default
+wordllama vectors) and counts the proposed supersessions:
 pairs labelled `same` (one entity, a changed value) should be proposed, `alike` (they only
 look alike) and `unrelated` never. Similarity floor {figures["threshold"]}
 (`facts.conflicts.SIMILARITY_THRESHOLD`).
