@@ -1,6 +1,6 @@
 """The facts dashboard: the organization's facts, and the lineage of a key."""
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -20,6 +20,7 @@ from .admin import admin_authority
 from .lineage_graph import lineage_graph
 from .models import Fact, FactConflict
 from .selectors import Lineage
+from .valid_timeline import picked, valid_timeline
 
 PAGE_SIZE = 25
 VALIDITY = {"valid": True, "invalid": False, "all": None}
@@ -68,13 +69,27 @@ def _lineage_context(
 ) -> dict[str, Any]:
     """The lineage page of ``key``: ``lineage`` when a write already read it, else read now
     (the page of versions below ``?before_version=``, the newest by default)."""
+    at_text = request.GET.get("at", "")[:20]
+    at = picked(at_text, UTC) if at_text else None
+    held: Fact | None = None
+    at_notice = ""
+    if at_text and at is None:
+        at_notice = "Pick a date (YYYY-MM-DD)."
+    elif at is not None:
+        try:
+            held = selectors.fact_current_get(organization=request.organization, key=key, at=at)
+        except NotFound as exc:
+            if "held at" not in exc.detail:
+                raise Http404("No such fact.") from None
+            at_notice = f"No version of this chain held on {at_text}."
     if lineage is None:
         before = request.GET.get("before_version", "")
+        before_version = int(before) if before.isdigit() and int(before) < 2**31 else None
+        if before_version is None and held is not None:
+            before_version = held.version + 1  # the chain as it stood then: up to that version
         try:
             lineage = selectors.fact_lineage(
-                organization=request.organization,
-                key=key,
-                before_version=int(before) if before.isdigit() and int(before) < 2**31 else None,
+                organization=request.organization, key=key, before_version=before_version
             )
         except NotFound:
             raise Http404("No such fact.") from None
@@ -99,6 +114,10 @@ def _lineage_context(
         "to_review": to_review,
         "timeline": list(reversed(timeline)),
         "graph": lineage_graph(lineage),
+        "valid": valid_timeline(lineage.chain, timezone.now(), at),
+        "at": at_text if at is not None else "",
+        "held": held,
+        "at_notice": at_notice,
         "error": error,
     }
 
