@@ -1,14 +1,13 @@
 """The lineage page's valid-time timeline in a real Chromium: bars over the time each
 version held, a date picked shows the chain as it stood then; a 1,000-version chain pages."""
 
-import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from playwright.sync_api import expect
 
-from facts.models import Fact
 from tests.browser.conftest import screenshot
+from tests.facts.chains import valid_chain
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,25 +51,8 @@ def test_picking_a_date_shows_the_version_that_held_then(logged_in, api):
 
 def test_a_1000_version_chain_pages_its_bars_and_finds_a_date_deep_in_it(logged_in, api):
     page = logged_in
-    chain, start = uuid.uuid4(), datetime(2020, 1, 1, tzinfo=UTC)
-    facts = Fact.objects.bulk_create(
-        Fact(
-            organization=api.organization,
-            key=f"rate_v{i}",
-            subject="rate",
-            value=i,
-            chain=chain,
-            version=i,
-            is_valid=i == 1000,
-            status=Fact.Status.ACTIVE if i == 1000 else Fact.Status.SUPERSEDED,
-            valid_from=start + timedelta(days=i),
-            valid_until=None if i == 1000 else start + timedelta(days=i + 1),
-        )
-        for i in range(1, 1001)
-    )
-    for older, newer in zip(facts, facts[1:], strict=False):
-        newer.supersedes = older
-    Fact.objects.bulk_update(facts[1:], ["supersedes"], batch_size=500)
+    start = datetime(2020, 1, 1, tzinfo=UTC)
+    valid_chain(api.organization, "rate", 1000, start)
 
     page.goto("/facts/rate_v1/lineage/")
     expect(page.locator("#valid-time .valid-bar")).to_have_count(100)

@@ -1,7 +1,6 @@
 """Valid time through the API: versions that know when they held, reads as of a date,
 retroactive corrections, and packs of the facts true then."""
 
-import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -9,6 +8,7 @@ import time_machine
 
 from facts.models import Fact
 from facts.selectors import fact_current_get, fact_links
+from tests.facts.chains import valid_chain
 
 NOW = datetime(2026, 4, 1, 12, tzinfo=UTC)
 
@@ -148,35 +148,11 @@ def test_a_bad_at_is_a_422(api, write, query):
     assert api.get("/facts", {"valid_at": query["at"]}).status_code == 422
 
 
-def _long_chain(org, versions: int) -> list[Fact]:
-    chain = uuid.uuid4()
-    start = datetime(2020, 1, 1, tzinfo=UTC)
-    facts = Fact.objects.bulk_create(
-        Fact(
-            organization=org,
-            key=f"rate_v{i}",
-            subject="rate",
-            value=i,
-            chain=chain,
-            version=i,
-            is_valid=i == versions,
-            status=Fact.Status.ACTIVE if i == versions else Fact.Status.SUPERSEDED,
-            valid_from=start + timedelta(days=i),
-            valid_until=None if i == versions else start + timedelta(days=i + 1),
-        )
-        for i in range(1, versions + 1)
-    )
-    for older, newer in zip(facts, facts[1:], strict=False):
-        newer.supersedes = older
-    Fact.objects.bulk_update(facts[1:], ["supersedes"], batch_size=500)
-    return facts
-
-
 @pytest.mark.django_db
 def test_a_1000_version_chain_reads_as_of_a_date_in_three_queries(
     api, django_assert_max_num_queries
 ):
-    _long_chain(api.organization, 1000)
+    valid_chain(api.organization, "rate", 1000, datetime(2020, 1, 1, tzinfo=UTC))
     at = datetime(2020, 1, 1, tzinfo=UTC) + timedelta(days=437, hours=5)
     with django_assert_max_num_queries(3):
         fact = fact_current_get(organization=api.organization, key="rate_v3", at=at)
