@@ -110,3 +110,41 @@ def test_timeline_problems_name_a_gap_and_an_overlap():
     assert timeline_problems([Interval(a), Interval(b)]) == [
         "version 1 is open but version 2 follows it"
     ]
+
+
+def test_any_order_of_stored_writes_keeps_every_chain_whole_and_reads_one_version(db):
+    """The same properties through the real write path and the database's reads."""
+    from django.db import transaction
+    from hypothesis import settings
+
+    from contextops.models import Organization
+    from facts.models import Fact
+    from facts.selectors import fact_timeline_problems, held_at
+    from facts.services import fact_write
+
+    organization = Organization.objects.create(name="Props")
+    base = datetime(2025, 6, 1, tzinfo=UTC)
+
+    @settings(max_examples=25, deadline=None)
+    @given(st.lists(st.integers(min_value=0, max_value=60), min_size=1, max_size=10))
+    def run(days):
+        with transaction.atomic():
+            for i, day in enumerate(days):
+                fact_write(
+                    organization=organization,
+                    key=f"price_{i}",
+                    subject="price",
+                    value=i,
+                    source="user",
+                    authority="employee",
+                    valid_from=base + timedelta(days=day),
+                )
+            assert list(fact_timeline_problems()) == []
+            first = base + timedelta(days=days[0])  # a later write starting earlier is outdated
+            for probe in range(-3, 70, 2):
+                at = base + timedelta(days=probe, hours=3)
+                held = Fact.objects.filter(held_at(at), organization=organization, subject="price")
+                assert held.count() == (1 if at >= first else 0)
+            transaction.set_rollback(True)
+
+    run()
