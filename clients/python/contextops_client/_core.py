@@ -39,6 +39,7 @@ from .types import (
     Environment,
     Event,
     Fact,
+    FactConflict,
     FactPage,
     FactWrite,
     FrameCompaction,
@@ -866,6 +867,40 @@ class Api:
     def fact_current(self, key: str, *, at: str | None = None) -> Fact:
         """The chain's current version; with ``at`` (ISO 8601 with a zone), the one that held then."""
         return self._call("GET", f"/facts/{_seg(key)}/current", params=_drop_none(at=at))
+
+    @endpoint
+    def fact_conflicts(
+        self,
+        *,
+        status: str | None = None,
+        subject: str | None = None,
+        source: str | None = None,
+        min_age_hours: int | None = None,
+        max_age_hours: int | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> JSON:
+        """``GET /fact-conflicts`` → ``{items, count, next_offset}``: proposed supersessions
+        (``status`` proposed by default; ``any`` for all), newest first."""
+        return self._call(
+            "GET",
+            "/fact-conflicts",
+            params=_drop_none(
+                status=status,
+                subject=subject,
+                source=source,
+                min_age_hours=min_age_hours,
+                max_age_hours=max_age_hours,
+                limit=limit,
+                offset=offset,
+            ),
+        )
+
+    @endpoint
+    def fact_conflict_decide(self, conflict_id: int | str, decision: str) -> FactConflict:
+        """``POST /fact-conflicts/{id}/{decision}``: ``accept`` (rule 2, within your
+        authority), ``reject`` or ``distinct`` (not the same thing)."""
+        return self._call("POST", f"/fact-conflicts/{_seg(str(conflict_id))}/{_seg(decision)}")
 
     @endpoint
     def fact_lineage(self, key: str) -> Lineage:
