@@ -461,7 +461,9 @@ def _fact_write(
     )
 
     now = timezone.now()
-    starts = stated_from or now
+    # A write that states no time holds from now, or from when the version it would
+    # replace starts if that is later (an observation from a clock slightly ahead).
+    starts = stated_from or max([now, *(f.valid_from for f in candidates.values())])
     if named is not None and starts < named.valid_from:
         raise _invalid(
             f"{named.key} holds from {named.valid_from.isoformat()}; a version superseding it "

@@ -222,3 +222,14 @@ def test_a_session_export_carries_both_times_of_its_facts(api, write, make_sessi
     assert fact["valid_from"].startswith("2026-03-30T08:00:00")
     assert fact["valid_until"] is None
     assert fact["created_at"].startswith("2026-04-01T12:00:00")
+
+
+@pytest.mark.django_db
+def test_a_write_without_a_time_after_an_observation_slightly_ahead_still_supersedes(
+    api, write, frozen
+):
+    ahead = NOW + timedelta(minutes=3)  # another host's clock, within the allowed skew
+    write(api, key="queue_depth", value=12, observed_at=_iso(ahead))
+    later = write(api, key="queue_depth_v2", value=15)
+    assert later["outcome"] == "superseded"
+    assert later["valid_from"] == _iso(ahead)
