@@ -368,21 +368,7 @@ def conflict_get(request: ApiRequest, conflict_id: int) -> dict[str, Any]:
     )
 
 
-@router.post(
-    "/fact-conflicts/{conflict_id}/{decision}",
-    response=ConflictOut,
-    summary="Settle a proposal: accept, reject, or distinct (not the same thing)",
-    description=(
-        "accept applies rule 2: the proposing fact's chain supersedes the other fact's chain "
-        "(403 authority_too_low when your key, or the proposing fact's writer, ranks below the "
-        "other fact's writer; 409 fact_not_current, 409 outdated when the other holds from a "
-        "later time). reject and distinct are remembered: the pair is never proposed again. "
-        "409 already_decided; 404 for another organization's proposal."
-    ),
-)
-def conflict_decide(
-    request: ApiRequest, conflict_id: int, decision: Literal["accept", "reject", "distinct"]
-) -> dict[str, Any]:
+def _decide(request: ApiRequest, conflict_id: int, decision: str) -> dict[str, Any]:
     conflict = services.conflict_decide(
         organization=request.organization,
         conflict_id=conflict_id,
@@ -391,6 +377,39 @@ def conflict_decide(
         actor=agent_actor(request.agent),
     )
     return conflict_out(conflict)
+
+
+@router.post(
+    "/fact-conflicts/{conflict_id}/accept",
+    response=ConflictOut,
+    summary="Accept a proposal: the proposing fact supersedes the other (rule 2)",
+    description=(
+        "The proposing fact's chain supersedes the other fact's chain and joins it (rule implicit). "
+        "403 authority_too_low when your key, or the proposing fact's writer, ranks below the "
+        "other fact's writer; 409 fact_not_current, 409 outdated when the other holds from a later "
+        "time, 409 already_decided; 404 for another organization's proposal."
+    ),
+)
+def conflict_accept(request: ApiRequest, conflict_id: int) -> dict[str, Any]:
+    return _decide(request, conflict_id, "accept")
+
+
+@router.post(
+    "/fact-conflicts/{conflict_id}/reject",
+    response=ConflictOut,
+    summary="Reject a proposal: both facts stay, the pair is never proposed again",
+)
+def conflict_reject(request: ApiRequest, conflict_id: int) -> dict[str, Any]:
+    return _decide(request, conflict_id, "reject")
+
+
+@router.post(
+    "/fact-conflicts/{conflict_id}/distinct",
+    response=ConflictOut,
+    summary="Not the same thing: both facts stay, the pair is never proposed again",
+)
+def conflict_distinct(request: ApiRequest, conflict_id: int) -> dict[str, Any]:
+    return _decide(request, conflict_id, "distinct")
 
 
 def _session(request: ApiRequest, session_id: str) -> Session:

@@ -42,7 +42,9 @@ TOOL_NAMES = {
     "fact_current",
     "fact_lineage",
     "fact_conflicts",
-    "fact_conflict_decide",
+    "fact_conflict_accept",
+    "fact_conflict_reject",
+    "fact_conflict_distinct",
     "working_set_put",
     "working_set_get",
     "rlm_state_create",
@@ -218,9 +220,7 @@ async def agent_flow(client, ops: Client) -> dict:
     (proposal,) = raised["proposed_conflicts"]
     waiting = await call(client, "fact_conflicts")
     assert [c["id"] for c in waiting["items"]] == [proposal["id"]]
-    decided = await call(
-        client, "fact_conflict_decide", conflict_id=str(proposal["id"]), decision="accept"
-    )
+    decided = await call(client, "fact_conflict_accept", conflict_id=str(proposal["id"]))
     assert decided["status"] == "accepted"
     assert ops.fact_current("meeting_day")["value"] == "Thursday 3pm"
 

@@ -117,7 +117,7 @@ def test_proposals_filter_by_subject_source_and_age_and_stay_in_their_organizati
     first = FactConflict.objects.order_by("id").first()
     assert other_api.get("/fact-conflicts").json()["count"] == 0
     assert other_api.post(f"/fact-conflicts/{first.pk}/accept").status_code == 404
-    assert api.post(f"/fact-conflicts/{first.pk}/maybe").status_code == 422
+    assert api.post(f"/fact-conflicts/{first.pk}/maybe").status_code == 404
     assert api.post("/fact-conflicts/999999/accept").status_code == 404
 
 

@@ -96,6 +96,7 @@ ANY_JSON: dict[str, Any] = {"description": "Any JSON value."}
 SESSION_ID = _str("The session's id (from session_start or a session list).")
 FRAME_ID = _str("The frame's id (from frame_push).")
 STATE_ID = _str("The RLM state's id (state-xxxxxxxx, from rlm_state_create).")
+CONFLICT_ID = _str("The proposal's id, from fact_conflicts or a fact write's proposed_conflicts.")
 # The API's ceiling on any token count (frames.schemas.MAX_BUDGET).
 MAX_TOKENS = 1_000_000_000
 
@@ -560,26 +561,30 @@ TOOLS: tuple[Tool, ...] = (
         "Proposed supersessions waiting for a decision (GET /fact-conflicts), newest first: "
         "pairs of current facts under different subjects that seem to say different things "
         "about one entity, each with both values, the similarity of their vectors and the "
-        "words that matched. Nothing is applied until someone decides (fact_conflict_decide).",
+        "words that matched. Nothing is applied until someone decides (fact_conflict_accept, "
+        "fact_conflict_reject, fact_conflict_distinct).",
         read_only=True,
     ),
     Tool(
-        "fact_conflict_decide",
+        "fact_conflict_accept",
         "POST",
-        "/fact-conflicts/{conflict_id}/{decision}",
-        "Settle a proposed supersession (POST /fact-conflicts/{id}/{decision}): `accept` "
-        "makes the proposing fact supersede the other (rule 2; 403 authority_too_low when "
-        "your authority, or the proposing fact's writer's, ranks below the other fact's "
-        "writer), `reject` or `distinct` (not the same thing) keep both and the pair is never "
-        "proposed again. 409 already_decided.",
-        path_descriptions={
-            "conflict_id": _str("The proposal's id, from fact_conflicts or a write's answer."),
-            "decision": {
-                "type": "string",
-                "enum": ["accept", "reject", "distinct"],
-                "description": "accept, reject, or distinct (not the same thing).",
-            },
-        },
+        "/fact-conflicts/{conflict_id}/accept",
+        "Accept a proposed supersession (POST /fact-conflicts/{id}/accept): the proposing fact supersedes the other (rule 2). 403 authority_too_low when your authority, or the proposing fact's writer's, ranks below the other fact's writer; 409 already_decided.",
+        path_descriptions={"conflict_id": CONFLICT_ID},
+    ),
+    Tool(
+        "fact_conflict_reject",
+        "POST",
+        "/fact-conflicts/{conflict_id}/reject",
+        "Reject a proposed supersession (POST /fact-conflicts/{id}/reject): both facts stay current and the pair is never proposed again. 409 already_decided.",
+        path_descriptions={"conflict_id": CONFLICT_ID},
+    ),
+    Tool(
+        "fact_conflict_distinct",
+        "POST",
+        "/fact-conflicts/{conflict_id}/distinct",
+        "Say the two facts of a proposal are not the same thing (POST /fact-conflicts/{id}/distinct): both stay current and the pair is never proposed again. 409 already_decided.",
+        path_descriptions={"conflict_id": CONFLICT_ID},
     ),
     Tool(
         "working_set_put",
