@@ -1000,7 +1000,7 @@ def _conflicts_propose(fact: Fact) -> list[FactConflict]:
         )
         .exclude(subject=fact.subject)
         .exclude(chain=fact.chain)
-        .only("id", "key", "subject", "value", "chain", "embedding")
+        .only("id", "key", "subject", "value", "source", "chain", "embedding")
         .order_by("-created_at", "-id")[:CONFLICT_CANDIDATES]
     )
     if not candidates:
@@ -1168,3 +1168,21 @@ def conflict_decide(
         raise Conflict(
             "write_conflict", "A concurrent write changed one of the chains; retry."
         ) from exc
+
+
+def conflict_decide_in_queue(
+    *, queue: dict[str, Any], limit: int, **decision: Any
+) -> tuple[list[FactConflict], list[FactConflict]]:
+    """``conflict_decide`` from the dashboard's queue: returns the proposals still waiting
+    (filtered by ``queue``, at most ``limit``) and the latest decisions, read before the
+    commit."""
+    with transaction.atomic():
+        conflict_decide(**decision)
+        organization = decision["organization"]
+        pending = list(selectors.conflict_list(organization=organization, **queue)[:limit])
+        decided = list(
+            selectors.conflict_list(organization=organization, status="").exclude(
+                status=FactConflict.Status.PROPOSED
+            )[:10]
+        )
+        return pending, decided

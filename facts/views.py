@@ -174,8 +174,8 @@ def _can_decide(request: MemberRequest) -> bool:
     return any(request.user.has_perm(p) for p in CONFLICT_DECIDERS)
 
 
-def _conflict_queue(request: MemberRequest, error: str = "", status: int = 200) -> HttpResponse:
-    request.nav_section = "conflicts"
+def _queue_filters(request: MemberRequest) -> tuple[dict[str, str], dict[str, Any]]:
+    """The queue's filters as the page shows them, and as ``selectors.conflict_list`` takes them."""
     params = request.GET
     filters = {
         "subject": params.get("subject", "").strip()[:200].replace("\x00", ""),
@@ -183,13 +183,19 @@ def _conflict_queue(request: MemberRequest, error: str = "", status: int = 200) 
         "age": params.get("age", "") if params.get("age", "") in AGES else "",
     }
     hours = AGES[filters["age"]]
-    conflicts = selectors.conflict_list(
-        organization=request.organization,
-        subject=filters["subject"],
-        source=filters["source"],
-        older_than=timezone.now() - timedelta(hours=hours) if hours else None,
-    )
-    page = Paginator(conflicts, PAGE_SIZE).get_page(params.get("page"))
+    query = {
+        "subject": filters["subject"],
+        "source": filters["source"],
+        "older_than": timezone.now() - timedelta(hours=hours) if hours else None,
+    }
+    return filters, query
+
+
+def _conflict_queue(request: MemberRequest, error: str = "", status: int = 200) -> HttpResponse:
+    request.nav_section = "conflicts"
+    filters, query = _queue_filters(request)
+    conflicts = selectors.conflict_list(organization=request.organization, **query)
+    page = Paginator(conflicts, PAGE_SIZE).get_page(request.GET.get("page"))
     decided = selectors.conflict_list(organization=request.organization, status="").exclude(
         status=FactConflict.Status.PROPOSED
     )[:10]
@@ -219,15 +225,29 @@ def conflict_decide(request: MemberRequest, conflict_id: int, decision: str) -> 
         raise Http404("No such decision.")
     if not _can_decide(request):
         raise PermissionDenied("You may not settle proposed supersessions.")
+    request.nav_section = "conflicts"
+    settle = {
+        "organization": request.organization,
+        "conflict_id": conflict_id,
+        "decision": decision,
+        "authority": admin_authority(request.user, request.organization),
+        "actor": request.user.get_username(),
+        "user": request.user,
+    }
     try:
-        services.conflict_decide(
-            organization=request.organization,
-            conflict_id=conflict_id,
-            decision=decision,
-            authority=admin_authority(request.user, request.organization),
-            actor=request.user.get_username(),
-            user=request.user,
-        )
+        if request.htmx:
+            filters, query = _queue_filters(request)
+            pending, decided = services.conflict_decide_in_queue(
+                queue=query, limit=PAGE_SIZE, **settle
+            )
+            context = {
+                "conflicts": pending,
+                "decided": decided,
+                "filters": filters,
+                "can_decide": True,
+            }
+            return render_page(request, "facts/conflicts.html", context, partial="queue")
+        services.conflict_decide(**settle)
     except NotFound:
         raise Http404("No such proposal.") from None
     except DomainError as exc:

@@ -54,7 +54,8 @@ WRITES = {
     # No global fact holds the draft's subject, so any authority may promote it (docs/api.md).
     ("POST", "/facts/{key}/promote"): Write(own=200, ids={"key": "acme_draft_fact"}),
     ("POST", "/facts/{key}/review"): Write(own=200),
-    ("POST", "/fact-conflicts/{conflict_id}/accept"): Write(own=200),
+    # The proposal's facts were written by an employee: a guest may not let one replace the other.
+    ("POST", "/fact-conflicts/{conflict_id}/accept"): Write(own=200, guest=403),
     ("POST", "/fact-conflicts/{conflict_id}/reject"): Write(own=200),
     ("POST", "/fact-conflicts/{conflict_id}/distinct"): Write(own=200),
     ("POST", "/frames/{frame_id}/handles"): Write(
