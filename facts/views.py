@@ -226,7 +226,7 @@ def conflict_decide(request: MemberRequest, conflict_id: int, decision: str) -> 
     if not _can_decide(request):
         raise PermissionDenied("You may not settle proposed supersessions.")
     request.nav_section = "conflicts"
-    settle = {
+    settle: dict[str, Any] = {
         "organization": request.organization,
         "conflict_id": conflict_id,
         "decision": decision,
