@@ -14,7 +14,7 @@ UV_EXPORT := export --frozen --format requirements.txt --no-emit-project --no-de
 CLIENT := $(wildcard clients/python/pyproject.toml)
 
 .DEFAULT_GOAL := help
-.PHONY: help install lock run test test-fast bench bench-recall load drill fuzz security lint format migrate demo clean
+.PHONY: help install lock run test test-fast bench bench-recall bench-conflicts load drill fuzz security lint format migrate demo clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -61,6 +61,9 @@ bench: install ## Benchmarks: prints figures, asserts nothing about time (see do
 bench-recall: install ## Retrieval recall on LoCoMo (LOCOMO_PATH; RECALL_CONVERSATIONS, RECALL_BUDGETS, RECALL_WRITE=0)
 	$(PY) -m pip install --quiet --require-virtualenv --require-hashes -r requirements/bench.txt
 	$(PY) -m tests.bench.recall
+
+bench-conflicts: install ## Precision and recall of proposed supersessions on tests/fixtures/conflict_pairs.json (figures.conflicts)
+	$(PY) -m pytest -p no:cacheprovider tests/bench/test_bench_conflicts.py -s -q --bench
 
 load: install ## 50 agents + jobs on gunicorn, a worker, PostgreSQL, Redis (LOAD_SECONDS=60; LOAD_FAULTS=1: kill/restart them)
 	LOAD_FAULTS=$${LOAD_FAULTS:-0} $(PY) -m tests.load.main --agents $${LOAD_AGENTS:-50} --seconds $${LOAD_SECONDS:-60}

@@ -324,7 +324,8 @@ LINK_PRODUCERS: dict[tuple[str, str], dict[str, str]] = {
     ("put", "/api/v1/sessions/{session_id}/working-set/{key}"): {"key": "$request.path.key"},
     ("post", "/api/v1/sessions/{session_id}/compactions"): {"compaction_id": "id"},
     ("post", "/api/v1/imports"): {"import_id": "id"},
-    ("post", "/api/v1/facts"): {"key": "key"},
+    ("post", "/api/v1/facts"): {"key": "key", "conflict_id": "proposed_conflicts/0/id"},
+    ("get", "/api/v1/fact-conflicts"): {"conflict_id": "items/0/id"},
     ("post", "/api/v1/rlm/states"): {
         "state_id": "state_id",
         "checkpoint_id": "checkpoints/0/checkpoint_id",

@@ -1,12 +1,14 @@
 """Facts, constraints, the working set and the environment: ``/facts``, ``/constraints``,
 ``/sessions/{id}/working-set``, ``/sessions/{id}/environment``."""
 
+from datetime import timedelta
 from typing import Any, Literal
 
 from django.http import HttpResponse
+from django.utils import timezone
 from ninja import Query, Router, Schema
 from ninja.responses import Status
-from pydantic import Field
+from pydantic import AwareDatetime, Field
 
 from contextops import tracing
 from contextops.actors import agent_actor
@@ -20,6 +22,8 @@ from frames.selectors import session_get
 from . import selectors, services
 from .models import Fact
 from .schemas import (
+    ConflictListOut,
+    ConflictOut,
     ConstraintCheckIn,
     ConstraintCheckOut,
     EnvironmentIn,
@@ -31,6 +35,7 @@ from .schemas import (
     LineageOut,
     WorkingSetIn,
     WorkingSetOut,
+    conflict_out,
     fact_out,
     working_set_out,
 )
@@ -62,6 +67,7 @@ def _write_body(result: services.FactWriteResult) -> dict[str, Any]:
         "notice": result.notice,
         "flagged_for_review": result.flagged,
         "detected_keywords": result.detected,
+        "proposed_conflicts": [conflict_out(c) for c in result.conflicts],
     }
 
 
@@ -115,6 +121,9 @@ class FactFilters(Schema):
     status: str = Field("", max_length=12)
     limit: int = Field(50, ge=1, le=500)
     offset: int = Field(0, ge=0, le=10**9)
+    valid_at: AwareDatetime | None = Field(
+        None, description="Valid time: the versions that held then (`valid` is not applied)."
+    )
 
 
 @router.get(
@@ -140,6 +149,7 @@ def fact_list(request: ApiRequest, filters: Query[FactFilters]) -> dict[str, Any
         needs_review=filters.needs_review,
         memory_type=filters.memory_type,
         status=filters.status,
+        valid_at=filters.valid_at,
     )
     count = facts.count()
     page = list(facts[filters.offset : filters.offset + filters.limit])
@@ -157,14 +167,23 @@ def fact_get(request: ApiRequest, key: str) -> dict[str, Any]:
     return fact_out(fact, links=links)
 
 
+class CurrentAt(Schema):
+    at: AwareDatetime | None = None
+
+
 @router.get(
     "/facts/{key}/current",
     response=FactOut,
-    summary="The valid head of the key's chain (one query)",
-    description="404 when the key is unknown or its chain has no valid version.",
+    summary="The valid head of the key's chain (one query), or the version that held `at` a time",
+    description=(
+        "404 when the key is unknown or its chain has no valid version; with `at` (valid time, "
+        "with a time zone), the version of the chain that held then, 404 when none did."
+    ),
 )
-def fact_current(request: ApiRequest, key: str) -> dict[str, Any]:
-    fact = selectors.fact_current_get(organization=request.organization, key=key_lookup(key))
+def fact_current(request: ApiRequest, key: str, when: Query[CurrentAt]) -> dict[str, Any]:
+    fact = selectors.fact_current_get(
+        organization=request.organization, key=key_lookup(key), at=when.at
+    )
     return fact_out(fact, links=selectors.fact_links(fact))
 
 
@@ -313,6 +332,102 @@ def constraints_check(request: ApiRequest, payload: ConstraintCheckIn) -> dict[s
         "checked": check.checked,
         "violations": check.violations,
     }
+
+
+class ConflictFilters(Schema):
+    status: Literal["proposed", "accepted", "rejected", "distinct", "any"] = "proposed"
+    subject: str = Field("", max_length=200)
+    source: str = Field("", max_length=120)
+    min_age_hours: int | None = Field(None, ge=0, le=24 * 365 * 100)
+    max_age_hours: int | None = Field(None, ge=0, le=24 * 365 * 100)
+    limit: int = Field(50, ge=1, le=500)
+    offset: int = Field(0, ge=0, le=10**9)
+
+
+@router.get(
+    "/fact-conflicts",
+    response=ConflictListOut,
+    summary="Proposed supersessions between facts of different subjects, newest first",
+    description=(
+        "A write that seems to say something else about the same entity as a current fact of "
+        "another subject (similar vectors and a shared entity word) is only proposed here, "
+        "never applied. Filters: status (default proposed; any), subject or source of either "
+        "fact, age in hours."
+    ),
+)
+def conflict_list(request: ApiRequest, filters: Query[ConflictFilters]) -> dict[str, Any]:
+    now = timezone.now()
+    conflicts = selectors.conflict_list(
+        organization=request.organization,
+        status="" if filters.status == "any" else filters.status,
+        subject=filters.subject,
+        source=filters.source,
+        older_than=now - timedelta(hours=filters.min_age_hours)
+        if filters.min_age_hours is not None
+        else None,
+        newer_than=now - timedelta(hours=filters.max_age_hours)
+        if filters.max_age_hours is not None
+        else None,
+    )
+    count = conflicts.count()
+    page = list(conflicts[filters.offset : filters.offset + filters.limit])
+    end = filters.offset + filters.limit
+    return {
+        "items": [conflict_out(c) for c in page],
+        "count": count,
+        "next_offset": end if end < count else None,
+    }
+
+
+@router.get("/fact-conflicts/{conflict_id}", response=ConflictOut, summary="One proposal")
+def conflict_get(request: ApiRequest, conflict_id: int) -> dict[str, Any]:
+    return conflict_out(
+        selectors.conflict_get(organization=request.organization, conflict_id=conflict_id)
+    )
+
+
+def _decide(request: ApiRequest, conflict_id: int, decision: str) -> dict[str, Any]:
+    conflict = services.conflict_decide(
+        organization=request.organization,
+        conflict_id=conflict_id,
+        decision=decision,
+        authority=request.agent.authority,
+        actor=agent_actor(request.agent),
+    )
+    return conflict_out(conflict)
+
+
+@router.post(
+    "/fact-conflicts/{conflict_id}/accept",
+    response=ConflictOut,
+    summary="Accept a proposal: the proposing fact supersedes the other (rule 2)",
+    description=(
+        "The proposing fact's chain supersedes the other fact's chain and joins it (rule implicit). "
+        "403 authority_too_low when your key, or the proposing fact's writer, ranks below the "
+        "other fact's writer; 409 fact_not_current, 409 outdated when the other holds from a later "
+        "time, 409 already_decided; 404 for another organization's proposal."
+    ),
+)
+def conflict_accept(request: ApiRequest, conflict_id: int) -> dict[str, Any]:
+    return _decide(request, conflict_id, "accept")
+
+
+@router.post(
+    "/fact-conflicts/{conflict_id}/reject",
+    response=ConflictOut,
+    summary="Reject a proposal: both facts stay, the pair is never proposed again",
+)
+def conflict_reject(request: ApiRequest, conflict_id: int) -> dict[str, Any]:
+    return _decide(request, conflict_id, "reject")
+
+
+@router.post(
+    "/fact-conflicts/{conflict_id}/distinct",
+    response=ConflictOut,
+    summary="Not the same thing: both facts stay, the pair is never proposed again",
+)
+def conflict_distinct(request: ApiRequest, conflict_id: int) -> dict[str, Any]:
+    return _decide(request, conflict_id, "distinct")
 
 
 def _session(request: ApiRequest, session_id: str) -> Session:

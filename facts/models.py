@@ -44,6 +44,8 @@ class Fact(models.Model):
         ADMIN_EDIT = "admin_edit"
 
     PRIVATE_SCOPES = (Scope.HYPOTHETICAL, Scope.DRAFT)
+    # The versions that held for a while (their valid interval is read); the others never did.
+    TIMELINE_STATUSES = (Status.ACTIVE, Status.SUPERSEDED, Status.INVALIDATED)
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="facts")
     key = models.CharField(max_length=200)
@@ -94,6 +96,14 @@ class Fact(models.Model):
     # the provider was off or failed.
     embedding = models.BinaryField(null=True, blank=True)
     observed_at = models.DateTimeField(null=True, blank=True)
+    # Valid time: when what this version states held in the world (``created_at`` is the
+    # record time: when we learned it). ``valid_from`` is the writer's ``valid_from``, else
+    # ``observed_at``, else the write time; ``valid_until`` stays open (NULL) while the
+    # version is current and is set, once, to the ``valid_from`` of the version that
+    # supersedes it (or to the time it was withdrawn). Proposals, outdated and discarded
+    # writes never held: their interval is never read.
+    valid_from = models.DateTimeField(default=timezone.now)
+    valid_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -113,6 +123,10 @@ class Fact(models.Model):
             models.CheckConstraint(
                 condition=~Q(supersedes=models.F("id")), name="fact_never_supersedes_itself"
             ),
+            models.CheckConstraint(
+                condition=Q(valid_until__isnull=True) | Q(valid_until__gte=models.F("valid_from")),
+                name="fact_valid_interval_ordered",
+            ),
         ]
         indexes = [
             models.Index(
@@ -121,6 +135,9 @@ class Fact(models.Model):
             ),
             models.Index(fields=["organization", "is_valid", "scope"], name="fact_valid_scope"),
             models.Index(fields=["organization", "needs_review"], name="fact_needs_review"),
+            # Reads as of a valid time: one chain's version then, the organization's facts then.
+            models.Index(fields=["chain", "valid_from"], name="fact_chain_valid_from"),
+            models.Index(fields=["organization", "valid_from"], name="fact_valid_from"),
             # A context pack's read of the constraints and policy governing its facts'
             # subjects: the few governing facts, not every current one of each subject.
             models.Index(
@@ -237,3 +254,54 @@ class SourceAuthority(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source} → {self.level}"
+
+
+class FactConflict(models.Model):
+    """A proposed supersession between two current facts of different subjects that seem
+    to say different things about one entity (``facts.conflicts``). Never applied by
+    itself: a person, or an agent whose authority allows, accepts it (``fact`` supersedes
+    ``other``), rejects it, or says the two are not the same thing. A decided pair of
+    chains is never proposed again (``chain_low``/``chain_high``, whatever the order)."""
+
+    class Status(models.TextChoices):
+        PROPOSED = "proposed"
+        ACCEPTED = "accepted"
+        REJECTED = "rejected"
+        DISTINCT = "distinct"  # "not the same thing"
+
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="fact_conflicts"
+    )
+    # The later write, proposed to supersede ``other``, the current fact it contradicts.
+    fact = models.ForeignKey(Fact, on_delete=models.CASCADE, related_name="conflicts_raised")
+    other = models.ForeignKey(Fact, on_delete=models.CASCADE, related_name="conflicts_against")
+    chain_low = models.UUIDField()
+    chain_high = models.UUIDField()
+    # The evidence: the cosine of the two stored vectors and the entity words both share.
+    similarity = models.FloatField()
+    matched_words = models.JSONField(default=list, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PROPOSED)
+    decided_by = models.ForeignKey(
+        "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    # Who decided, as text that outlives the user row: a username or "key cops_ab12cd34".
+    decided_actor = models.CharField(max_length=200, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "chain_low", "chain_high"],
+                name="fact_conflict_pair_once",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["organization", "status", "created_at"], name="fact_conflict_queue"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.fact_id} vs {self.other_id} ({self.status})"

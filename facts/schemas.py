@@ -24,6 +24,14 @@ class FactIn(BodyIn):
         None,
         description="When the value was observed; for such facts the later observation wins (temporal rule).",
     )
+    valid_from: datetime | None = Field(
+        None,
+        description=(
+            "Valid time: when the statement started to hold (default observed_at, else now); "
+            "may be in the past (a retroactive correction ends the current version's interval "
+            "there), never in the future."
+        ),
+    )
     memory_type: str = Field(
         "", description="user, capability or organizational; derived from source when empty."
     )
@@ -75,6 +83,8 @@ class FactOut(Schema):
     status: str
     timestamp: datetime
     observed_at: datetime | None
+    valid_from: datetime
+    valid_until: datetime | None
     version: int
     chain: str
     supersedes: str | None
@@ -101,6 +111,10 @@ class FactWriteOut(FactOut):
     flagged_for_review: int
     detected_keywords: list[str] = Field(
         default_factory=list, description="Rule 1's keywords found in `utterance`."
+    )
+    proposed_conflicts: list["ConflictOut"] = Field(
+        default_factory=list,
+        description="Supersessions this write proposes against current facts of other subjects (never applied).",
     )
 
 
@@ -219,6 +233,8 @@ def fact_out(fact: Fact, *, links: dict[str, Any] | None = None) -> dict[str, An
         "status": fact.status,
         "timestamp": fact.created_at,
         "observed_at": fact.observed_at,
+        "valid_from": fact.valid_from,
+        "valid_until": fact.valid_until,
         "version": fact.version,
         "chain": str(fact.chain),
         "supersedes": links["supersedes"],
@@ -245,4 +261,51 @@ def working_set_out(item) -> dict[str, Any]:
         "created_at": item.created_at,
         "updated_at": item.updated_at,
         "expires_at": item.expires_at,
+    }
+
+
+class ConflictOut(Schema):
+    """A proposed supersession and its evidence: ``fact`` would supersede ``other``."""
+
+    id: int
+    status: str = Field(..., description="proposed, accepted, rejected or distinct.")
+    fact: str
+    fact_subject: str
+    fact_value: Any
+    fact_source: str
+    other: str
+    other_subject: str
+    other_value: Any
+    other_source: str
+    similarity: float = Field(..., description="Cosine of the two facts' stored vectors.")
+    matched_words: list[str] = Field(..., description="Entity words both subjects/keys share.")
+    created_at: datetime
+    decided_by: str
+    decided_at: datetime | None
+
+
+class ConflictListOut(Schema):
+    items: list[ConflictOut]
+    count: int
+    next_offset: int | None
+
+
+def conflict_out(conflict) -> dict[str, Any]:
+    fact, other = conflict.fact, conflict.other
+    return {
+        "id": conflict.pk,
+        "status": conflict.status,
+        "fact": fact.key,
+        "fact_subject": fact.subject,
+        "fact_value": fact.value,
+        "fact_source": fact.source,
+        "other": other.key,
+        "other_subject": other.subject,
+        "other_value": other.value,
+        "other_source": other.source,
+        "similarity": conflict.similarity,
+        "matched_words": list(conflict.matched_words or []),
+        "created_at": conflict.created_at,
+        "decided_by": conflict.decided_actor,
+        "decided_at": conflict.decided_at,
     }

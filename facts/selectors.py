@@ -6,6 +6,8 @@ what, transitively, is one recursive query (``dependents_closure``, ``dependenci
 """
 
 import functools
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -33,7 +35,8 @@ from contextops.text import value_text
 from frames.models import Session
 
 from . import supersession as rules
-from .models import Fact, FactDependency, WorkingSetItem
+from . import validtime
+from .models import Fact, FactConflict, FactDependency, WorkingSetItem
 from .vectors import facts_semantic_candidates
 
 # What a context pack uses of a fact (the ranking orders by more, in SQL).
@@ -234,12 +237,27 @@ def fact_with_links(*, organization: Organization, key: str) -> tuple[Fact, dict
     return found[0], fact_links(found[0])
 
 
-def fact_current_get(*, organization: Organization, key: str) -> Fact:
+def held_at(at: datetime, prefix: str = "") -> Q:
+    """The versions whose valid interval holds at ``at``: versions that held for a while
+    (never proposals, outdated or discarded writes), started by then, not ended by then."""
+    return Q(
+        **{
+            f"{prefix}status__in": Fact.TIMELINE_STATUSES,
+            f"{prefix}valid_from__lte": at,
+        }
+    ) & (Q(**{f"{prefix}valid_until__isnull": True}) | Q(**{f"{prefix}valid_until__gt": at}))
+
+
+def fact_current_get(*, organization: Organization, key: str, at: datetime | None = None) -> Fact:
     """The valid head of the chain ``key`` belongs to: one query whatever the chain's length.
 
     An outdated write leads to the head of the chain it lost to (seed 001 rule 4: the
     later observation stays current). NotFound when the key is unknown, and when its chain
     has no valid version (withdrawn, discarded, or a proposal that never became current).
+
+    ``at``: the version of the chain that held then (valid time) instead of the current
+    one, in the same one query (an index on chain and ``valid_from``); NotFound when
+    none held then.
     """
     chain = (
         Fact.objects.filter(organization=organization, key=key)
@@ -255,11 +273,13 @@ def fact_current_get(*, organization: Organization, key: str) -> Fact:
         )
         .values("lead")[:1]
     )
-    fact = (
-        Fact.objects.filter(organization=organization, chain=Subquery(chain), is_valid=True)
-        .select_related("supersedes")
-        .first()
-    )
+    versions = Fact.objects.filter(organization=organization, chain=Subquery(chain))
+    versions = versions.filter(is_valid=True) if at is None else versions.filter(held_at(at))
+    fact = versions.select_related("supersedes").order_by("-version").first()
+    if fact is None and at is not None:
+        if not Fact.objects.filter(organization=organization, key=key).exists():
+            raise NotFound(f"No fact {key}.")
+        raise NotFound(f"No version of {key}'s chain held at {at.isoformat()}.", at=at.isoformat())
     if fact is None:
         stored = (
             Fact.objects.filter(organization=organization, key=key)
@@ -485,15 +505,20 @@ def fact_list(
     memory_type: str = "",
     status: str = "",
     search: str = "",
+    valid_at: datetime | None = None,
 ) -> QuerySet[Fact]:
     """Facts of the organization, newest first, filtered; ``valid=None`` means any validity.
 
     Hypothetical and draft facts belong to their scope: they are listed only when
-    ``scope`` (or ``scope_id``) asks for them, never beside the organization's facts."""
+    ``scope`` (or ``scope_id``) asks for them, never beside the organization's facts.
+    ``valid_at``: the versions that held at that time (valid time), whatever they are
+    now; ``valid`` is then not applied."""
     queryset = Fact.objects.filter(organization=organization)
     if not scope and not scope_id:
         queryset = queryset.exclude(scope__in=Fact.PRIVATE_SCOPES)
-    if valid is not None:
+    if valid_at is not None:
+        queryset = queryset.filter(held_at(valid_at))
+    elif valid is not None:
         queryset = queryset.filter(is_valid=valid)
     if scope:
         queryset = queryset.filter(scope=scope)
@@ -724,6 +749,7 @@ def facts_for_context(
     reader_authority: str | None = None,
     as_of: datetime | None = None,
     query_vector: Any = None,
+    valid_at: datetime | None = None,
 ) -> list[ContextFact]:
     """Valid facts a context for ``session`` may hold, best first: two queries, the ranked
     facts whole, then the facts governing their subjects that the ranking left out.
@@ -734,6 +760,9 @@ def facts_for_context(
 
     ``as_of``: the facts valid at that time instead: written by then, and current then
     (superseded or withdrawn only later).
+
+    ``valid_at``: the facts that held at that time (valid time, ``held_at``) instead of
+    the current ones; with ``as_of`` too, only those written by then.
 
     Only current facts (never superseded, proposed, outdated, hypothetical or draft),
     global ones plus those of ``scope_ids``, whose ``read_permission`` (if any) the session's
@@ -760,6 +789,8 @@ def facts_for_context(
             | Q(status=Fact.Status.SUPERSEDED, superseded_by__created_at__gt=as_of)
             | Q(status=Fact.Status.INVALIDATED, updated_at__gt=as_of)
         )
+    if valid_at is not None:
+        valid = held_at(valid_at) & (Q() if as_of is None else Q(created_at__lte=as_of))
     base = (
         Fact.objects.filter(
             valid,
@@ -783,7 +814,7 @@ def facts_for_context(
         for row in _top(base, _relevance(terms), max(1, limit)):
             relevance = row.pop("relevance")
             rows.append((ContextFact.from_row(row), relevance))
-    if query_vector is not None and as_of is None:
+    if query_vector is not None and as_of is None and valid_at is None:
         nearest = facts_semantic_candidates(organization.pk, query_vector, max(1, limit))
         known = {fact.pk for fact, _ in rows}
         missing = [pk for pk in nearest if pk not in known]
@@ -910,3 +941,69 @@ def working_set_for_context(*, session: Session, query: str = "") -> list[Workin
         return sum(1 for term in terms if term in text)
 
     return sorted(items, key=lambda item: -hits(item))
+
+
+def fact_timeline_problems() -> Iterator[str]:
+    """What is wrong with the valid times of every chain (``validtime.timeline_problems``
+    on the versions that held, in version order; a current version that is closed, or a
+    replaced one left open): one line per problem, naming the chain's first key. Reads
+    the table once, streamed."""
+    rows = (
+        Fact.objects.filter(status__in=Fact.TIMELINE_STATUSES)
+        .order_by("chain", "version")
+        .values_list("chain", "key", "is_valid", "valid_from", "valid_until")
+    )
+    for _, versions in itertools.groupby(rows.iterator(chunk_size=2000), key=lambda r: r[0]):
+        found = list(versions)
+        intervals = [validtime.Interval(start, end) for _, _, _, start, end in found]
+        problems = validtime.timeline_problems(intervals)
+        problems += [
+            f"{key} is current but its interval is closed"
+            for _, key, valid, _, end in found
+            if valid and end is not None
+        ]
+        problems += [
+            f"{key} was replaced but its interval is open"
+            for _, key, valid, _, end in found[:-1]
+            if not valid and end is None
+        ]
+        for problem in problems:
+            yield f"fact chain of {found[0][1]}: valid time: {problem}"
+
+
+def _conflicts() -> QuerySet[FactConflict]:
+    return FactConflict.objects.select_related("fact", "other", "decided_by")
+
+
+def conflict_get(*, organization: Organization, conflict_id: int) -> FactConflict:
+    """One proposed supersession with its two facts; NotFound for another organization's."""
+    conflict = _conflicts().filter(organization=organization, pk=conflict_id).first()
+    if conflict is None:
+        raise NotFound(f"No proposed supersession {conflict_id}.")
+    return conflict
+
+
+def conflict_list(
+    *,
+    organization: Organization,
+    status: str = FactConflict.Status.PROPOSED,
+    subject: str = "",
+    source: str = "",
+    older_than: datetime | None = None,
+    newer_than: datetime | None = None,
+) -> QuerySet[FactConflict]:
+    """Proposed supersessions of the organization, newest first: ``status`` (blank: any),
+    ``subject`` and ``source`` matching either fact, and proposed before ``older_than`` /
+    after ``newer_than`` (their age)."""
+    queryset = _conflicts().filter(organization=organization)
+    if status:
+        queryset = queryset.filter(status=status)
+    if subject:
+        queryset = queryset.filter(Q(fact__subject=subject) | Q(other__subject=subject))
+    if source:
+        queryset = queryset.filter(Q(fact__source=source) | Q(other__source=source))
+    if older_than is not None:
+        queryset = queryset.filter(created_at__lt=older_than)
+    if newer_than is not None:
+        queryset = queryset.filter(created_at__gte=newer_than)
+    return queryset.order_by("-created_at", "-id")

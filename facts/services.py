@@ -15,10 +15,11 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, connection, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from contextops.audit import audit_person_act
-from contextops.embeddings import vector_for_storage
+from contextops.embeddings import vector_for_storage, vector_from_bytes
 from contextops.errors import AuthorityTooLow, Conflict, Invalid, NotFound
 from contextops.models import AuditEntry, Organization
 from contextops.text import key_lookup, key_normalize, keyed_text, value_text
@@ -28,9 +29,9 @@ from frames.events import event_append
 from frames.locks import session_lock
 from frames.models import Session
 
-from . import selectors
+from . import conflicts, selectors
 from . import supersession as rules
-from .models import Fact, FactDependency, SourceAuthority, WorkingSetItem
+from .models import Fact, FactConflict, FactDependency, SourceAuthority, WorkingSetItem
 from .selectors import Lineage, dependencies_closure, dependents_closure
 
 MAX_KEY_LENGTH = 200
@@ -56,6 +57,8 @@ class FactWriteResult:
     # An explicit supersession a lower authority asked for: the write is kept as its
     # proposal, and ``fact_write`` raises this once that is committed.
     refusal: AuthorityTooLow | None = None
+    # Proposed supersessions this write raised against current facts of other subjects.
+    conflicts: list[FactConflict] = field(default_factory=list)
 
 
 def _invalid(detail: str, field: str) -> Invalid:
@@ -100,6 +103,7 @@ def _validate(
     constraint: Any,
     read_authority: str,
     observed_at: datetime | None,
+    valid_from: datetime | None = None,
 ) -> None:
     if not key or not key.strip():
         raise _invalid("key may not be empty.", "key")
@@ -150,6 +154,12 @@ def _validate(
             "observed_at is in the future: an observation cannot be later than now.",
             "observed_at",
         )
+    if valid_from is not None and timezone.is_naive(valid_from):
+        raise _invalid("valid_from needs a time zone (e.g. 2026-03-01T00:00:00Z).", "valid_from")
+    if valid_from is not None and valid_from > timezone.now() + OBSERVED_AT_SKEW:
+        raise _invalid(
+            "valid_from is in the future: write the fact when it starts to hold.", "valid_from"
+        )
 
 
 def fact_authority(*, organization: Organization, writer_level: str, source: str) -> str:
@@ -169,15 +179,24 @@ def fact_authority(*, organization: Organization, writer_level: str, source: str
     return writer_level
 
 
+def _stated_time(fact: Fact) -> datetime | None:
+    """The time the writer gave for ``fact`` (``valid_from`` or ``observed_at``): the
+    temporal rule compares these; None when it holds from its write time."""
+    if fact.observed_at is not None or fact.valid_from != fact.created_at:
+        return fact.valid_from
+    return None
+
+
 def _version(fact: Fact, organization: Organization) -> rules.Version:
     return rules.Version(
         key=fact.key,
         value=fact.value,
         authority_rank=organization.authority_rank(fact.authority),
-        observed_at=fact.observed_at,
+        observed_at=_stated_time(fact),
         is_constraint=fact.is_constraint,
         constraint=fact.constraint,
         chain=fact.chain,
+        valid_from=fact.valid_from,
     )
 
 
@@ -239,9 +258,11 @@ def _current_of_subject(
     raise Conflict("write_contention", f"The facts of {subject!r} keep changing; retry the write.")
 
 
-def _supersede(target: Fact, now: datetime) -> None:
+def _supersede(target: Fact, now: datetime, until: datetime) -> None:
+    """``target`` stops being current; its valid interval ends at ``until``, where the
+    version superseding it starts to hold."""
     updated = Fact.objects.filter(pk=target.pk, is_valid=True).update(
-        is_valid=False, status=Fact.Status.SUPERSEDED, updated_at=now
+        is_valid=False, status=Fact.Status.SUPERSEDED, updated_at=now, valid_until=until
     )
     if not updated:
         raise _already_superseded(target)
@@ -275,6 +296,7 @@ def fact_write(
     author: str = "",
     subject: str = "",
     observed_at: datetime | None = None,
+    valid_from: datetime | None = None,
     memory_type: str = "",
     scope: str = Fact.Scope.GLOBAL,
     scope_id: str = "",
@@ -332,6 +354,7 @@ def fact_write(
         constraint=constraint,
         read_authority=read_authority,
         observed_at=observed_at,
+        valid_from=valid_from,
     )
     subject = (subject or "").strip() or rules.subject_for_key(key)
     detected = rules.explicit_keywords(utterance) if utterance and not supersedes else []
@@ -363,6 +386,7 @@ def fact_write(
                 author=author,
                 subject=subject,
                 observed_at=observed_at,
+                stated_from=valid_from or observed_at,
                 memory_type=memory_type or rules.memory_type_for_source(source),
                 scope=scope,
                 scope_id=scope_id,
@@ -408,6 +432,7 @@ def _fact_write(
     depends_on: list[str],
     supersedes: str,
     rule: str,
+    stated_from: datetime | None,
     **fields: Any,
 ) -> FactWriteResult:
     """``fact_write`` inside its transaction: load what the rules need, ask
@@ -438,14 +463,25 @@ def _fact_write(
         else set()
     )
 
+    now = timezone.now()
+    # A write that states no time holds from now, or from when the version it would
+    # replace starts if that is later (an observation from a clock slightly ahead).
+    starts = stated_from or max([now, *(f.valid_from for f in candidates.values())])
+    if named is not None and starts < named.valid_from:
+        raise _invalid(
+            f"{named.key} holds from {named.valid_from.isoformat()}; a version superseding it "
+            "cannot start to hold before that.",
+            "valid_from",
+        )
     decision = rules.decide_write(
         new=rules.Version(
             key=key,
             value=value,
             authority_rank=organization.authority_rank(fields["authority"]),
-            observed_at=fields["observed_at"],
+            observed_at=stated_from,
             is_constraint=fields["is_constraint"],
             constraint=fields["constraint"],
+            valid_from=starts,
         ),
         named=_version(named, organization) if named else None,
         current=[_version(f, organization) for f in current],
@@ -464,7 +500,6 @@ def _fact_write(
         )
     if decision.outcome == rules.CYCLE:
         raise _invalid(decision.reason, "depends_on")
-    now = timezone.now()
     text = value_text(value)
     row = {
         "organization": organization,
@@ -475,12 +510,13 @@ def _fact_write(
         "tokens": count_tokens(keyed_text(key, value)),
         "created_at": now,
         "updated_at": now,
+        "valid_from": starts,
         **fields,
     }
     flagged = 0
     if decision.outcome == rules.SUPERSEDE:
         assert target is not None
-        _supersede(target, now)
+        _supersede(target, now, until=starts)
         fact = Fact.objects.create(
             **row,
             chain=target.chain,
@@ -491,11 +527,16 @@ def _fact_write(
         if decision.flag_dependents:
             flagged = _flag_dependents([target.pk])
         outcome, notice = "superseded", f"Supersedes {target.key} (rule: {rule or decision.rule})."
+        if starts < now:
+            notice += f" {target.key} held until {starts.isoformat()}."
     elif decision.outcome in (rules.PROPOSAL, rules.OUTDATED, rules.FORBIDDEN):
         status = (
             Fact.Status.OUTDATED if decision.outcome == rules.OUTDATED else Fact.Status.PROPOSAL
         )
-        fact = Fact.objects.create(**row, is_valid=False, status=status, contested=target)
+        # It never held: its interval is closed where it would have started.
+        fact = Fact.objects.create(
+            **row, is_valid=False, status=status, contested=target, valid_until=starts
+        )
         outcome = rules.OUTDATED if decision.outcome == rules.OUTDATED else rules.PROPOSAL
         notice = decision.reason
     else:
@@ -505,7 +546,9 @@ def _fact_write(
         FactDependency.objects.bulk_create(
             [FactDependency(fact=fact, depends_on=d) for d in dependencies]
         )
+    raised = _conflicts_propose(fact) if fact.is_valid else []
     return FactWriteResult(
+        conflicts=raised,
         fact=fact,
         created=True,
         outcome=outcome,
@@ -652,7 +695,9 @@ def fact_promote(
             flagged = 0
             target = by_key[head.key] if head and decision.outcome == rules.SUPERSEDE else None
             if target is not None:
-                _supersede(target, now)
+                # It holds from its promotion, never before the version it replaces.
+                fact.valid_from = max(now, target.valid_from)
+                _supersede(target, now, until=fact.valid_from)
                 fact.chain, fact.version, fact.supersedes = target.chain, target.version + 1, target
                 if not rules.same_statement(new, _version(target, organization)):
                     flagged = _flag_dependents([target.pk])
@@ -688,8 +733,10 @@ def _withdraw(
             raise Invalid(f"{key} is {fact.scope}; only hypothetical or draft facts are discarded.")
         if not fact.is_valid:
             raise _not_current(fact)
-        fact.is_valid, fact.status, fact.updated_at = False, status, timezone.now()
-        fact.save(update_fields=["is_valid", "status", "updated_at"])
+        now = timezone.now()
+        fact.is_valid, fact.status, fact.updated_at = False, status, now
+        fact.valid_until = max(now, fact.valid_from)
+        fact.save(update_fields=["is_valid", "status", "updated_at", "valid_until"])
         _flag_dependents([fact.pk])
         return selectors.fact_get(organization=organization, key=key)
 
@@ -919,3 +966,227 @@ def environment_update(
             payload={"changed": sorted(changed)},
         )
     return session
+
+
+# Proposed supersessions (facts.conflicts) -----------------------------------------------
+
+CONFLICT_CANDIDATES = 200  # current facts sharing an entity word that a write compares with
+
+
+def _pair(a: Any, b: Any) -> tuple[Any, Any]:
+    return (a, b) if str(a) <= str(b) else (b, a)
+
+
+def _conflicts_propose(fact: Fact) -> list[FactConflict]:
+    """Inside the write's transaction: record a proposed supersession for every current
+    fact of the organization in ``fact``'s scope (another subject, another chain, the same
+    kind) that ``conflicts.conflict_evidence`` finds to say something else about the same
+    entity, unless that pair of chains was proposed before (whatever was decided then).
+    Nothing is superseded here."""
+    if fact.embedding is None or fact.is_private_scope:
+        return []
+    words = conflicts.entity_words(fact.key, fact.subject)
+    searched = conflicts.search_words(words)
+    if not searched:
+        return []
+    lexical = Q()
+    for word in searched:
+        lexical |= Q(search_text__contains=word)
+    candidates = list(
+        Fact.objects.filter(
+            lexical,
+            organization_id=fact.organization_id,
+            scope=fact.scope,
+            scope_id=fact.scope_id,
+            is_valid=True,
+            is_constraint=fact.is_constraint,
+            embedding__isnull=False,
+        )
+        .exclude(subject=fact.subject)
+        .exclude(chain=fact.chain)
+        .only("id", "key", "subject", "value", "source", "chain", "embedding")
+        .order_by("-created_at", "-id")[:CONFLICT_CANDIDATES]
+    )
+    if not candidates:
+        return []
+    known = {
+        (str(low), str(high))
+        for low, high in FactConflict.objects.filter(
+            organization_id=fact.organization_id,
+            chain_low__in=[_pair(fact.chain, c.chain)[0] for c in candidates],
+        ).values_list("chain_low", "chain_high")
+    }
+    new = conflicts.Candidate(fact.key, fact.subject, fact.value, vector_from_bytes(fact.embedding))
+    raised = []
+    for other in candidates:
+        low, high = _pair(fact.chain, other.chain)
+        if (str(low), str(high)) in known:
+            continue
+        evidence = conflicts.conflict_evidence(
+            new,
+            conflicts.Candidate(
+                other.key, other.subject, other.value, vector_from_bytes(other.embedding)
+            ),
+        )
+        if evidence is None:
+            continue
+        known.add((str(low), str(high)))
+        raised.append(
+            FactConflict(
+                organization_id=fact.organization_id,
+                fact=fact,
+                other=other,
+                chain_low=low,
+                chain_high=high,
+                similarity=evidence.similarity,
+                matched_words=evidence.words,
+            )
+        )
+    return FactConflict.objects.bulk_create(raised) if raised else []
+
+
+CONFLICT_DECISIONS = {
+    "accept": FactConflict.Status.ACCEPTED,
+    "reject": FactConflict.Status.REJECTED,
+    "distinct": FactConflict.Status.DISTINCT,
+}
+
+
+def _head(organization: Organization, chain: Any) -> Fact | None:
+    return (
+        Fact.objects.select_for_update(no_key=True)
+        .filter(organization=organization, chain=chain, is_valid=True)
+        .first()
+    )
+
+
+def _conflict_accept(conflict: FactConflict, authority: str) -> Fact:
+    """Rule 2 applied to the pair: the current version of the proposing fact's chain
+    supersedes the current version of the other chain, which it joins (its versions
+    numbered after the other's). 409 when either chain has no current version any more or
+    the proposing chain started to hold before the other did; 403 when the decider, or
+    the proposing fact's writer, ranks below the other fact's writer."""
+    organization = conflict.organization
+    proposing, other = (
+        _head(organization, conflict.fact.chain),
+        _head(organization, conflict.other.chain),
+    )
+    if proposing is None or other is None:
+        raise Conflict(
+            "fact_not_current",
+            "One of the two facts is no longer current; reject the proposal instead.",
+        )
+    if organization.authority_rank(authority) > organization.authority_rank(other.authority):
+        raise AuthorityTooLow(
+            f"Your authority ({authority}) ranks below {other.authority}, which wrote "
+            f"{other.key}; a lower authority never supersedes a higher one.",
+            fact_key=other.key,
+            fact_authority=other.authority,
+        )
+    first = (
+        Fact.objects.filter(chain=proposing.chain).order_by("version").only("id", "valid_from")
+    ).first()
+    assert first is not None
+    decision = rules.decide_implicit(
+        new=_version(proposing, organization),
+        current=_version(other, organization),
+        allow_unchanged=False,
+    )
+    if decision.outcome == rules.PROPOSAL:
+        raise AuthorityTooLow(
+            f"{proposing.key} was written with {proposing.authority} authority, below "
+            f"{other.authority} which wrote {other.key}: a proposal never lets a lower "
+            "authority supersede a higher one.",
+            fact_key=other.key,
+            fact_authority=other.authority,
+        )
+    if decision.outcome == rules.OUTDATED or first.valid_from < other.valid_from:
+        raise Conflict(
+            "outdated",
+            f"{other.key} holds from a later time ({other.valid_from.isoformat()}) than "
+            f"{proposing.key}'s chain; it stays current.",
+            current=other.key,
+        )
+    now = timezone.now()
+    _supersede(other, now, until=first.valid_from)
+    Fact.objects.filter(chain=proposing.chain).update(
+        chain=other.chain, version=F("version") + other.version, updated_at=now
+    )
+    Fact.objects.filter(pk=first.pk).update(supersedes=other, supersession_rule=Fact.Rule.IMPLICIT)
+    if not rules.same_statement(_version(proposing, organization), _version(other, organization)):
+        _flag_dependents([other.pk])
+    return proposing
+
+
+def conflict_decide(
+    *,
+    organization: Organization,
+    conflict_id: int,
+    decision: str,
+    authority: str,
+    actor: str,
+    user: User | None = None,
+) -> FactConflict:
+    """Settle a proposed supersession: ``accept`` (rule 2, ``_conflict_accept``),
+    ``reject`` or ``distinct`` ("not the same thing"); either way the pair is never
+    proposed again. Records who decided and when; a person's decision is audited. 404 for
+    another organization's proposal, 409 ``already_decided``, 422 for an unknown decision.
+    Returns the proposal as committed, with its two facts."""
+    if decision not in CONFLICT_DECISIONS:
+        raise Invalid(f"decision must be one of {', '.join(CONFLICT_DECISIONS)}.", field="decision")
+    try:
+        with transaction.atomic():
+            conflict = (
+                FactConflict.objects.select_for_update()
+                .filter(organization=organization, pk=conflict_id)
+                .first()
+            )
+            if conflict is None:
+                raise NotFound(f"No proposed supersession {conflict_id}.")
+            if conflict.status != FactConflict.Status.PROPOSED:
+                raise Conflict(
+                    "already_decided",
+                    f"This proposal was already decided: {conflict.status}.",
+                    status=conflict.status,
+                )
+            if decision == "accept":
+                _conflict_accept(conflict, authority)
+            conflict.status = CONFLICT_DECISIONS[decision]
+            conflict.decided_by = user
+            conflict.decided_actor = actor[:200]
+            conflict.decided_at = timezone.now()
+            conflict.save(update_fields=["status", "decided_by", "decided_actor", "decided_at"])
+            audit_person_act(
+                user,
+                action=AuditEntry.Action.FACT_REVIEWED,
+                organization_id=organization.pk,
+                target=f"fact conflict {conflict.pk}",
+                detail={
+                    "decision": conflict.status,
+                    "fact": conflict.fact.key,
+                    "other": conflict.other.key,
+                },
+            )
+            return selectors.conflict_get(organization=organization, conflict_id=conflict.pk)
+    except IntegrityError as exc:
+        raise Conflict(
+            "write_conflict", "A concurrent write changed one of the chains; retry."
+        ) from exc
+
+
+def conflict_decide_in_queue(
+    *, queue: dict[str, Any], limit: int, **decision: Any
+) -> tuple[list[FactConflict], list[FactConflict]]:
+    """``conflict_decide`` from the dashboard's queue: returns the proposals still waiting
+    (filtered by ``queue``, at most ``limit``) and the latest decisions, read before the
+    commit."""
+    with transaction.atomic():
+        conflict_decide(**decision)
+        organization = decision["organization"]
+        pending = list(selectors.conflict_list(organization=organization, **queue)[:limit])
+        decided = list(
+            selectors.conflict_list(organization=organization, status="").exclude(
+                status=FactConflict.Status.PROPOSED
+            )[:10]
+        )
+        return pending, decided

@@ -65,6 +65,10 @@ class Version:
     is_constraint: bool = False
     constraint: dict | None = None
     chain: Any = None  # the chain it belongs to; only the cycle rule of ``decide_write`` reads it
+    # When the statement started to hold (valid time): stored versions always have one; a
+    # new write has it when the writer gave ``valid_from`` or ``observed_at``, else it
+    # holds from the write, after every stored version.
+    valid_from: datetime | None = None
 
 
 def same_statement(new: Version, old: Version) -> bool:
@@ -157,6 +161,15 @@ def decide_implicit(
                 f"{current.key} was observed later ({current.observed_at.isoformat()}); it stays current.",
             )
         return Decision(SUPERSEDE, "temporal", current)
+    if new.valid_from and current.valid_from and new.valid_from < current.valid_from:
+        # The temporal rule on valid times: a statement that started to hold before the
+        # current one did never replaces it (nor splits an older interval).
+        return Decision(
+            OUTDATED,
+            "temporal",
+            current,
+            f"{current.key} holds from a later time ({current.valid_from.isoformat()}); it stays current.",
+        )
     if new.authority_rank < current.authority_rank:
         return Decision(SUPERSEDE, "authority", current)
     return Decision(SUPERSEDE, "implicit", current)

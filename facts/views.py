@@ -1,11 +1,14 @@
 """The facts dashboard: the organization's facts, and the lineage of a key."""
 
+from datetime import UTC, timedelta
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from contextops.dashboard import organization_required, render_page
@@ -13,9 +16,11 @@ from contextops.errors import DomainError, NotFound
 from contextops.http import MemberRequest
 
 from . import selectors, services
+from .admin import admin_authority
 from .lineage_graph import lineage_graph
-from .models import Fact
+from .models import Fact, FactConflict
 from .selectors import Lineage
+from .valid_timeline import picked, valid_timeline
 
 PAGE_SIZE = 25
 VALIDITY = {"valid": True, "invalid": False, "all": None}
@@ -64,13 +69,27 @@ def _lineage_context(
 ) -> dict[str, Any]:
     """The lineage page of ``key``: ``lineage`` when a write already read it, else read now
     (the page of versions below ``?before_version=``, the newest by default)."""
+    at_text = request.GET.get("at", "")[:20]
+    at = picked(at_text, UTC) if at_text else None
+    held: Fact | None = None
+    at_notice = ""
+    if at_text and at is None:
+        at_notice = "Pick a date (YYYY-MM-DD)."
+    elif at is not None:
+        try:
+            held = selectors.fact_current_get(organization=request.organization, key=key, at=at)
+        except NotFound as exc:
+            if "held at" not in exc.detail:
+                raise Http404("No such fact.") from None
+            at_notice = f"No version of this chain held on {at_text}."
     if lineage is None:
         before = request.GET.get("before_version", "")
+        before_version = int(before) if before.isdigit() and int(before) < 2**31 else None
+        if before_version is None and held is not None:
+            before_version = held.version + 1  # the chain as it stood then: up to that version
         try:
             lineage = selectors.fact_lineage(
-                organization=request.organization,
-                key=key,
-                before_version=int(before) if before.isdigit() and int(before) < 2**31 else None,
+                organization=request.organization, key=key, before_version=before_version
             )
         except NotFound:
             raise Http404("No such fact.") from None
@@ -95,6 +114,10 @@ def _lineage_context(
         "to_review": to_review,
         "timeline": list(reversed(timeline)),
         "graph": lineage_graph(lineage),
+        "valid": valid_timeline(lineage.chain, timezone.now(), at),
+        "at": at_text if at is not None else "",
+        "held": held,
+        "at_notice": at_notice,
         "error": error,
     }
 
@@ -138,3 +161,95 @@ def fact_review_clear(request: MemberRequest, key: str) -> HttpResponse:
             partial="lineage-body",
         )
     return redirect(reverse("facts:lineage", args=[back]))
+
+
+# The review queue of proposed supersessions -------------------------------------------
+
+# Who may settle a proposal in the dashboard: an organization's admins and its approvers.
+CONFLICT_DECIDERS = ("facts.edit_policy", "frames.approve_suspension")
+AGES = {"": None, "1": 1, "24": 24, "168": 168}
+
+
+def _can_decide(request: MemberRequest) -> bool:
+    return any(request.user.has_perm(p) for p in CONFLICT_DECIDERS)
+
+
+def _queue_filters(request: MemberRequest) -> tuple[dict[str, str], dict[str, Any]]:
+    """The queue's filters as the page shows them, and as ``selectors.conflict_list`` takes them."""
+    params = request.GET
+    filters = {
+        "subject": params.get("subject", "").strip()[:200].replace("\x00", ""),
+        "source": params.get("source", "").strip()[:120].replace("\x00", ""),
+        "age": params.get("age", "") if params.get("age", "") in AGES else "",
+    }
+    hours = AGES[filters["age"]]
+    query = {
+        "subject": filters["subject"],
+        "source": filters["source"],
+        "older_than": timezone.now() - timedelta(hours=hours) if hours else None,
+    }
+    return filters, query
+
+
+def _conflict_queue(request: MemberRequest, error: str = "", status: int = 200) -> HttpResponse:
+    request.nav_section = "conflicts"
+    filters, query = _queue_filters(request)
+    conflicts = selectors.conflict_list(organization=request.organization, **query)
+    page = Paginator(conflicts, PAGE_SIZE).get_page(request.GET.get("page"))
+    decided = selectors.conflict_list(organization=request.organization, status="").exclude(
+        status=FactConflict.Status.PROPOSED
+    )[:10]
+    context = {
+        "page": page,
+        "conflicts": page.object_list,
+        "decided": decided,
+        "filters": filters,
+        "can_decide": _can_decide(request),
+        "error": error,
+    }
+    return render_page(request, "facts/conflicts.html", context, status=status)
+
+
+@require_GET
+@organization_required
+def conflict_queue(request: MemberRequest) -> HttpResponse:
+    return _conflict_queue(request)
+
+
+@require_POST
+@organization_required
+def conflict_decide(request: MemberRequest, conflict_id: int, decision: str) -> HttpResponse:
+    """Accept, reject, or "not the same thing"; the person who decided is recorded (and
+    audited), with the authority an admin writes with. A refused decision shows why."""
+    if decision not in services.CONFLICT_DECISIONS:
+        raise Http404("No such decision.")
+    if not _can_decide(request):
+        raise PermissionDenied("You may not settle proposed supersessions.")
+    request.nav_section = "conflicts"
+    settle: dict[str, Any] = {
+        "organization": request.organization,
+        "conflict_id": conflict_id,
+        "decision": decision,
+        "authority": admin_authority(request.user, request.organization),
+        "actor": request.user.get_username(),
+        "user": request.user,
+    }
+    try:
+        if request.htmx:
+            filters, query = _queue_filters(request)
+            pending, decided = services.conflict_decide_in_queue(
+                queue=query, limit=PAGE_SIZE, **settle
+            )
+            context = {
+                "conflicts": pending,
+                "decided": decided,
+                "filters": filters,
+                "can_decide": True,
+            }
+            return render_page(request, "facts/conflicts.html", context, partial="queue")
+        services.conflict_decide(**settle)
+    except NotFound:
+        raise Http404("No such proposal.") from None
+    except DomainError as exc:
+        return _conflict_queue(request, error=exc.detail, status=exc.status)
+    return redirect(reverse("facts:conflicts"))

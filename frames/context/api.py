@@ -121,6 +121,7 @@ def context_pack_create(request: ApiRequest, session_id: UUID, payload: ContextP
             reader_authority=request.agent.authority,
             actor=request_actor(request),
             as_of_seq=payload.as_of_seq,
+            valid_at=payload.valid_at,
         )
         body = context_pack_out(pack)
         tracing.span_set(

@@ -109,6 +109,7 @@ def _facts(
     reader_authority: str | None,
     as_of: AsOf | None = None,
     query_vector: Any = None,
+    valid_at: datetime | None = None,
 ) -> list[packing.FactItem]:
     scope_ids = [str(session.pk), *(str(f.pk) for f in frames)]
     rows = facts_for_context(
@@ -120,6 +121,7 @@ def _facts(
         reader_authority=reader_authority,
         as_of=as_of.moment if as_of is not None else None,
         query_vector=query_vector,
+        valid_at=valid_at,
     )
     vectors, present = vectors_from_bytes([fact.embedding for fact in rows])
     return [
@@ -332,6 +334,7 @@ def context_pack_assemble(
     store: bool = True,
     actor: str = "",
     as_of_seq: int | None = None,
+    valid_at: datetime | None = None,
 ) -> ContextPack:
     """Assemble, store and return the context pack of ``session`` (at ``frame`` or its top).
 
@@ -350,6 +353,9 @@ def context_pack_assemble(
     with the recorded ones, in an ended session too, and moving no lifecycle.
     Invalid(field="as_of_seq") for an event the session has not; Invalid(field="frame_id")
     for a frame pushed after it.
+
+    ``valid_at``: the facts that held at that time (valid time) instead of the current
+    ones; every other section is as now (or as at ``as_of_seq``).
     """
     if budget_tokens < packing.MIN_BUDGET:
         raise Invalid(
@@ -403,7 +409,9 @@ def context_pack_assemble(
             for f in ancestry
         ],
         segments=segments,
-        facts=_facts(session, ancestry, query, limit, reader_authority, as_of, query_vector),
+        facts=_facts(
+            session, ancestry, query, limit, reader_authority, as_of, query_vector, valid_at
+        ),
         working_set=_working_set(session, query, as_of),
         min_compaction=packing.format_min_level(pack_format, min_compaction),
         skipped=skipped,
@@ -416,7 +424,9 @@ def context_pack_assemble(
         limit = min(FACTS_LIMIT_MAX, limit * 4)
         data = replace(
             data,
-            facts=_facts(session, ancestry, query, limit, reader_authority, as_of, query_vector),
+            facts=_facts(
+                session, ancestry, query, limit, reader_authority, as_of, query_vector, valid_at
+            ),
         )
         result = packing.pack(data)
     record = ContextPackRecord(

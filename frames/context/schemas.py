@@ -6,7 +6,7 @@ from typing import Any, Literal
 from uuid import UUID
 
 from ninja import Schema
-from pydantic import Field
+from pydantic import AwareDatetime, Field
 
 from contextops.bodies import BodyIn
 from frames.models.context import SCORE_PARTS
@@ -34,6 +34,10 @@ class ContextPackIn(BodyIn):
         ge=1,
         le=2**62,
         description="Replay: the pack as it would have been right after this event of the session.",
+    )
+    valid_at: AwareDatetime | None = Field(
+        None,
+        description="Valid time: the facts that held at this time instead of the current ones; the other sections as now.",
     )
 
 

@@ -228,6 +228,21 @@ def test_it_writes_facts_and_raises_already_superseded_with_the_winner(ops):
     assert check["allowed"] is False and check["violations"][0]["fact_key"] == "discount_cap"
 
 
+def test_it_reads_facts_as_of_a_valid_time_and_settles_proposals(ops):
+    ops.fact_write("refund_limit", "15%", source="policy", valid_from="2026-02-01T00:00:00Z")
+    ops.fact_write("refund_limit_v2", "10%", source="policy", valid_from="2026-03-01T00:00:00Z")
+    assert ops.fact_current("refund_limit", at="2026-02-10T00:00:00Z")["value"] == "15%"
+    listed = ops.facts(valid_at="2026-03-05T00:00:00Z", subject="refund_limit")
+    assert [f["key"] for f in listed["items"]] == ["refund_limit_v2"]
+    ops.fact_write("meeting_day", "Tuesday 2pm", source="user")
+    raised = ops.fact_write("sync_meeting", "Thursday 3pm", source="user")
+    (proposal,) = raised["proposed_conflicts"]
+    assert [c["id"] for c in ops.fact_conflicts()["items"]] == [proposal["id"]]
+    assert ops.fact_conflict_decide(proposal["id"], "distinct")["status"] == "distinct"
+    assert ops.fact_conflicts()["count"] == 0
+    assert ops.fact_current("meeting_day")["value"] == "Tuesday 2pm"
+
+
 def test_it_keeps_a_working_set_and_the_environment(ops):
     session = ops.session(environment={"timezone": "UTC"})
     ops.working_set_put(session, "draft title", "TLS notes", ttl_seconds=60)

@@ -41,6 +41,10 @@ TOOL_NAMES = {
     "fact_write",
     "fact_current",
     "fact_lineage",
+    "fact_conflicts",
+    "fact_conflict_accept",
+    "fact_conflict_reject",
+    "fact_conflict_distinct",
     "working_set_put",
     "working_set_get",
     "rlm_state_create",
@@ -207,6 +211,18 @@ async def agent_flow(client, ops: Client) -> dict:
     assert current == ops.fact_current("offsite_budget_v1")
     lineage = await call(client, "fact_lineage", key="offsite_budget_v2")
     assert [v["key"] for v in lineage["chain"]] == ["offsite_budget_v1", "offsite_budget_v2"]
+
+    # Two agents name one meeting differently: proposed, then settled by a decision.
+    await call(client, "fact_write", key="meeting_day", value="Tuesday 2pm", source="user")
+    raised = await call(
+        client, "fact_write", key="sync_meeting", value="Thursday 3pm", source="user"
+    )
+    (proposal,) = raised["proposed_conflicts"]
+    waiting = await call(client, "fact_conflicts")
+    assert [c["id"] for c in waiting["items"]] == [proposal["id"]]
+    decided = await call(client, "fact_conflict_accept", conflict_id=str(proposal["id"]))
+    assert decided["status"] == "accepted"
+    assert ops.fact_current("meeting_day")["value"] == "Thursday 3pm"
 
     await call(
         client, "working_set_put", session_id=session["id"], key="venue", value={"city": "Lyon"}

@@ -1,13 +1,14 @@
 """The lineage answer reads a page and its links in set-based queries: a 1,000-version
 chain costs exactly the queries of a 3-version one."""
 
-import uuid
+from datetime import UTC, datetime
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from facts.models import Fact, FactDependency
+from tests.facts.chains import valid_chain
 
 LINEAGE_QUERIES = 7  # the whole request, authentication included
 
@@ -15,24 +16,10 @@ LINEAGE_QUERIES = 7  # the whole request, authentication included
 def _chain(org, prefix: str, versions: int) -> list[Fact]:
     """``versions`` versions of one chain, the newest valid, each superseding the last,
     with a fact depending on the head and the head depending on a fact of its own."""
-    chain = uuid.uuid4()
-    facts = Fact.objects.bulk_create(
-        Fact(
-            organization=org,
-            key=f"{prefix}_v{i}",
-            subject=prefix,
-            value=i,
-            chain=chain,
-            version=i,
-            is_valid=i == versions,
-            status=Fact.Status.ACTIVE if i == versions else Fact.Status.SUPERSEDED,
-            supersession_rule=Fact.Rule.EXPLICIT if i > 1 else "",
-        )
-        for i in range(1, versions + 1)
+    facts = valid_chain(org, prefix, versions, datetime(2020, 1, 1, tzinfo=UTC))
+    Fact.objects.filter(pk__in=[f.pk for f in facts[1:]]).update(
+        supersession_rule=Fact.Rule.EXPLICIT
     )
-    for older, newer in zip(facts, facts[1:], strict=False):
-        newer.supersedes = older
-    Fact.objects.bulk_update(facts[1:], ["supersedes"], batch_size=500)
     base = Fact.objects.create(organization=org, key=f"{prefix}_base", value=0)
     dependent = Fact.objects.create(organization=org, key=f"{prefix}_total", value=0)
     FactDependency.objects.bulk_create(

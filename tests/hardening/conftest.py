@@ -85,8 +85,23 @@ def acme(api):
             },
         )
     )
+    # Two facts that name one meeting differently: a proposed supersession to settle.
+    created(
+        api.post(
+            "/facts",
+            {"key": "acme_secret_meeting_day", "value": "Tuesday 2pm", "source": "user"},
+        )
+    )
+    conflict = created(
+        api.post(
+            "/facts",
+            {"key": "acme_secret_sync_meeting", "value": "Thursday 3pm", "source": "user"},
+        )
+    )["proposed_conflicts"][0]
+    ids["conflict_id"] = str(conflict["id"])
     ids["key"] = "acme_secret_fact"
     secrets |= {"acme_secret_fact", "acme_draft_fact", "acme_budget_cap"}
+    secrets |= {"acme_secret_meeting_day", "acme_secret_sync_meeting"}
     created(
         api.put(
             f"/sessions/{session.pk}/working-set/acme_secret_fact", {"value": "acme-secret-ws"}

@@ -16,6 +16,7 @@ ORGANIZATION_PATHS = {
     "SourceAuthority": "organization",
     "RlmState": "organization",
     "FactDependency": "fact__organization",
+    "FactConflict": "organization",
     "RlmVariable": "state__organization",
     "RlmMutation": "state__organization",
     "RlmCheckpoint": "state__organization",

@@ -311,6 +311,7 @@ def _dashboard_urls(ids: dict) -> dict[str, bool]:
         "/": False,
         "/inbox/": False,
         "/facts/": False,
+        "/facts/conflicts/": False,
         "/rlm/": False,
         f"/sessions/{ids['session_id']}/": True,
         f"/frames/{ids['frame_id']}/": True,

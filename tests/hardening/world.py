@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from django.test import Client
 
-from facts.models import Fact
+from facts.models import Fact, FactConflict
 from frames import services
 from frames.conversation.models import CompactionRun
 from frames.models import ContextHandle, Session, Suspension, token_hash
@@ -54,6 +54,10 @@ WRITES = {
     # No global fact holds the draft's subject, so any authority may promote it (docs/api.md).
     ("POST", "/facts/{key}/promote"): Write(own=200, ids={"key": "acme_draft_fact"}),
     ("POST", "/facts/{key}/review"): Write(own=200),
+    # The proposal's facts were written by an employee: a guest may not let one replace the other.
+    ("POST", "/fact-conflicts/{conflict_id}/accept"): Write(own=200, guest=403),
+    ("POST", "/fact-conflicts/{conflict_id}/reject"): Write(own=200),
+    ("POST", "/fact-conflicts/{conflict_id}/distinct"): Write(own=200),
     ("POST", "/frames/{frame_id}/handles"): Write(
         {"kind": "document", "content": "intruder content", "priority": "high"}, own=201
     ),
@@ -263,6 +267,15 @@ ACTIONS = {
         "",
         lambda acme, jobs: not Fact.objects.get(key="acme_secret_fact").needs_review,
         "/facts/{key}/lineage/",
+    ),
+    "fact conflict reject": Action(
+        "/facts/conflicts/{conflict_id}/reject/",
+        {},
+        "approver",
+        lambda acme, jobs: (
+            FactConflict.objects.get(pk=acme["ids"]["conflict_id"]).status == "rejected"
+        ),
+        "/facts/conflicts/",
     ),
     "RLM rollback": Action(
         "/rlm/{state_id}/rollback/",

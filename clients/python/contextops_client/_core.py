@@ -39,6 +39,7 @@ from .types import (
     Environment,
     Event,
     Fact,
+    FactConflict,
     FactPage,
     FactWrite,
     FrameCompaction,
@@ -818,6 +819,7 @@ class Api:
         source: str,
         subject: str | None = None,
         observed_at: str | None = None,
+        valid_from: str | None = None,
         memory_type: str | None = None,
         scope: str | None = None,
         scope_id: str | None = None,
@@ -842,6 +844,7 @@ class Api:
             source=source,
             subject=subject,
             observed_at=observed_at,
+            valid_from=valid_from,
             memory_type=memory_type,
             scope=scope,
             scope_id=scope_id,
@@ -861,8 +864,43 @@ class Api:
         return self._call("GET", f"/facts/{_seg(key)}")
 
     @endpoint
-    def fact_current(self, key: str) -> Fact:
-        return self._call("GET", f"/facts/{_seg(key)}/current")
+    def fact_current(self, key: str, *, at: str | None = None) -> Fact:
+        """The chain's current version; with ``at`` (ISO 8601 with a zone), the one that held then."""
+        return self._call("GET", f"/facts/{_seg(key)}/current", params=_drop_none(at=at))
+
+    @endpoint
+    def fact_conflicts(
+        self,
+        *,
+        status: str | None = None,
+        subject: str | None = None,
+        source: str | None = None,
+        min_age_hours: int | None = None,
+        max_age_hours: int | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> JSON:
+        """``GET /fact-conflicts`` → ``{items, count, next_offset}``: proposed supersessions
+        (``status`` proposed by default; ``any`` for all), newest first."""
+        return self._call(
+            "GET",
+            "/fact-conflicts",
+            params=_drop_none(
+                status=status,
+                subject=subject,
+                source=source,
+                min_age_hours=min_age_hours,
+                max_age_hours=max_age_hours,
+                limit=limit,
+                offset=offset,
+            ),
+        )
+
+    @endpoint
+    def fact_conflict_decide(self, conflict_id: int | str, decision: str) -> FactConflict:
+        """``POST /fact-conflicts/{id}/{decision}``: ``accept`` (rule 2, within your
+        authority), ``reject`` or ``distinct`` (not the same thing)."""
+        return self._call("POST", f"/fact-conflicts/{_seg(str(conflict_id))}/{_seg(decision)}")
 
     @endpoint
     def fact_lineage(self, key: str) -> Lineage:
@@ -881,8 +919,10 @@ class Api:
         status: str | None = None,
         limit: int | None = None,
         offset: int = 0,
+        valid_at: str | None = None,
     ) -> FactPage:
-        """``GET /facts`` → ``{items, count, next_offset}``; ``valid=None`` lists every version."""
+        """``GET /facts`` → ``{items, count, next_offset}``; ``valid=None`` lists every version,
+        ``valid_at`` (ISO 8601) the versions that held at that time."""
         valid_param = "any" if valid is None else valid
         return self._call(
             "GET",
@@ -897,6 +937,7 @@ class Api:
                 status=status,
                 limit=limit,
                 offset=offset,
+                valid_at=valid_at,
             ),
         )
 

@@ -96,6 +96,7 @@ ANY_JSON: dict[str, Any] = {"description": "Any JSON value."}
 SESSION_ID = _str("The session's id (from session_start or a session list).")
 FRAME_ID = _str("The frame's id (from frame_push).")
 STATE_ID = _str("The RLM state's id (state-xxxxxxxx, from rlm_state_create).")
+CONFLICT_ID = _str("The proposal's id, from fact_conflicts or a fact write's proposed_conflicts.")
 # The API's ceiling on any token count (frames.schemas.MAX_BUDGET).
 MAX_TOKENS = 1_000_000_000
 
@@ -478,6 +479,11 @@ TOOLS: tuple[Tool, ...] = (
                 "session's log (what the agent saw when it made a call).",
                 minimum=1,
             ),
+            "valid_at": _str(
+                "Valid time (ISO 8601 with a zone): the facts that held then instead of the "
+                "current ones; the other sections as now.",
+                format="date-time",
+            ),
         },
         required=("budget_tokens",),
         path_descriptions={"session_id": SESSION_ID},
@@ -499,6 +505,11 @@ TOOLS: tuple[Tool, ...] = (
             "source": _str("policy, finance_system, user, observation, ...", maxLength=120),
             "observed_at": _str(
                 "When it was observed (ISO 8601): a later observation wins.", format="date-time"
+            ),
+            "valid_from": _str(
+                "When it started to hold (ISO 8601, default observed_at, else now); a past "
+                "time corrects the current value from then on.",
+                format="date-time",
             ),
             "memory_type": _str("user, capability or organizational (default: from source)."),
             "scope": _str("global (default), task, hypothetical, draft or session."),
@@ -542,6 +553,38 @@ TOOLS: tuple[Tool, ...] = (
         "version (`needs_review` when a dependency changed).",
         read_only=True,
         path_descriptions={"key": _str("A fact's key (any version of its chain).")},
+    ),
+    Tool(
+        "fact_conflicts",
+        "GET",
+        "/fact-conflicts",
+        "Proposed supersessions waiting for a decision (GET /fact-conflicts), newest first: "
+        "pairs of current facts under different subjects that seem to say different things "
+        "about one entity, each with both values, the similarity of their vectors and the "
+        "words that matched. Nothing is applied until someone decides (fact_conflict_accept, "
+        "fact_conflict_reject, fact_conflict_distinct).",
+        read_only=True,
+    ),
+    Tool(
+        "fact_conflict_accept",
+        "POST",
+        "/fact-conflicts/{conflict_id}/accept",
+        "Accept a proposed supersession (POST /fact-conflicts/{id}/accept): the proposing fact supersedes the other (rule 2). 403 authority_too_low when your authority, or the proposing fact's writer's, ranks below the other fact's writer; 409 already_decided.",
+        path_descriptions={"conflict_id": CONFLICT_ID},
+    ),
+    Tool(
+        "fact_conflict_reject",
+        "POST",
+        "/fact-conflicts/{conflict_id}/reject",
+        "Reject a proposed supersession (POST /fact-conflicts/{id}/reject): both facts stay current and the pair is never proposed again. 409 already_decided.",
+        path_descriptions={"conflict_id": CONFLICT_ID},
+    ),
+    Tool(
+        "fact_conflict_distinct",
+        "POST",
+        "/fact-conflicts/{conflict_id}/distinct",
+        "Say the two facts of a proposal are not the same thing (POST /fact-conflicts/{id}/distinct): both stay current and the pair is never proposed again. 409 already_decided.",
+        path_descriptions={"conflict_id": CONFLICT_ID},
     ),
     Tool(
         "working_set_put",

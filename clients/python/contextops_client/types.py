@@ -210,6 +210,8 @@ class Fact(TypedDict):
     status: str
     timestamp: str
     observed_at: str | None
+    valid_from: str
+    valid_until: str | None
     version: int
     chain: str
     supersedes: str | None
@@ -236,6 +238,28 @@ class FactWrite(Fact):
     notice: str
     flagged_for_review: int
     detected_keywords: list[str]
+    proposed_conflicts: list["FactConflict"]
+
+
+class FactConflict(TypedDict):
+    """``ConflictOut``: a proposed supersession (``fact`` would supersede ``other``) with
+    its evidence; ``status`` proposed, accepted, rejected or distinct."""
+
+    id: int
+    status: str
+    fact: str
+    fact_subject: str
+    fact_value: Any
+    fact_source: str
+    other: str
+    other_subject: str
+    other_value: Any
+    other_source: str
+    similarity: float
+    matched_words: list[str]
+    created_at: str
+    decided_by: str
+    decided_at: str | None
 
 
 class FactPage(TypedDict):

@@ -6,6 +6,7 @@ storage (``frames.archive``), then whatever is still in the event table.
 
 from django.core.management.base import BaseCommand, CommandError
 
+from facts.selectors import fact_timeline_problems
 from frames.models import Session
 from frames.projections import budget_audit, projection_diff, projections_rebuild
 
@@ -53,12 +54,19 @@ class Command(BaseCommand):
                 projections_rebuild(item)
         if problems:
             raise CommandError(f"{problems} budget problem(s) in {checked} session(s).")
+        if verify:
+            # Facts are no session's projection, but their valid times are checked here too:
+            # every chain's intervals ordered, without gap or overlap, open only at the head.
+            for problem in fact_timeline_problems():
+                differences += 1
+                self.stdout.write(problem)
         if budgets:
             self.stdout.write(f"{checked} session(s) audited: every budget sum is exact.")
         if verify:
             if differences:
                 raise CommandError(
-                    f"{differences} difference(s) between the tables and the event log in {checked} session(s)."
+                    f"{differences} difference(s) between the tables and the event log in {checked} session(s)"
+                    " or in the valid times of facts."
                 )
             self.stdout.write(
                 self.style.SUCCESS(f"{checked} session(s) checked: the tables match the event log.")
