@@ -436,7 +436,14 @@ def test_an_import_reports_its_bad_lines_also_when_the_session_was_there(
     again = json.loads(cli(agent, "import", str(broken), "--json").stdout)
     assert again["session_id"] == first["session_id"]
     assert again["skipped_lines"] == 1 and again["skipped"] == first["skipped"], again
-    # a session the Claude Code hook captured live, then imported whole
+
+
+def test_a_session_captured_live_then_imported_whole_reports_its_bad_lines(
+    agent, celery_worker, tmp_path
+):
+    # Its own organization: the same session under another file name would continue the
+    # transcript the first test's import holds (a re-import adds only what is new).
+    lines = SHORT.read_text().splitlines()
     live = tmp_path / "live.jsonl"
     live.write_text("\n".join([*lines[:5], "{half a line", *lines[5:]]) + "\n")
     with Client(agent.url, agent.key) as ops:
