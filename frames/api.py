@@ -66,7 +66,7 @@ def session_body_with_top(
 
 
 @router.post("/sessions", response={201: SessionOut}, summary="Start a session")
-def session_create(request, payload: SessionIn):
+def session_create(request: ApiRequest, payload: SessionIn):
     session = services.session_create(
         organization=request.organization,
         agent=request.agent,
@@ -119,7 +119,7 @@ class SessionFilters(Schema):
     response=SessionListOut,
     summary="The organization's sessions, filtered and ordered (newest first by default)",
 )
-def session_list(request, filters: Query[SessionFilters]):
+def session_list(request: ApiRequest, filters: Query[SessionFilters]):
     sessions = selectors.session_list(
         organization=request.organization,
         search=filters.search,
@@ -143,7 +143,7 @@ def session_list(request, filters: Query[SessionFilters]):
     response=SessionOut,
     summary="A session with its pressure and usage totals",
 )
-def session_get(request, session_id: str):
+def session_get(request: ApiRequest, session_id: str):
     return session_body(
         selectors.session_get(organization=request.organization, session_id=session_id)
     )
@@ -168,7 +168,7 @@ def session_patch(request: ApiRequest, session_id: str, payload: SessionPatchIn)
     response={409: dict},
     summary="Identity is read-only once set",
 )
-def session_identity_put(request, session_id: str):
+def session_identity_put(request: ApiRequest, session_id: str):
     selectors.session_get(organization=request.organization, session_id=session_id)
     raise Conflict(
         "identity_read_only",
@@ -181,7 +181,7 @@ def session_identity_put(request, session_id: str):
     response={201: FrameOut},
     summary="Push a frame (root or child)",
 )
-def frame_push(request, session_id: str, payload: FrameIn):
+def frame_push(request: ApiRequest, session_id: str, payload: FrameIn):
     frame = services.frame_push(
         organization=request.organization,
         session=session_id,
@@ -208,7 +208,7 @@ class FrameFilters(Schema):
     response=FrameListOut,
     summary="The session's frames in the order they were pushed",
 )
-def frame_list(request, session_id: str, filters: Query[FrameFilters]):
+def frame_list(request: ApiRequest, session_id: str, filters: Query[FrameFilters]):
     session = selectors.session_get(organization=request.organization, session_id=session_id)
     frames, count = selectors.frame_list(
         session=session, limit=filters.limit, offset=filters.offset, status=filters.status or ""
@@ -224,7 +224,7 @@ def frame_list(request, session_id: str, filters: Query[FrameFilters]):
 @router.get(
     "/frames/{frame_id}", response=FrameDetailOut, summary="A frame with its budget and cost"
 )
-def frame_get(request, frame_id: str):
+def frame_get(request: ApiRequest, frame_id: str):
     frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
     if services.frame_suspension_expire_if_overdue(frame):  # a read applies an expiry at once
         frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
@@ -241,7 +241,7 @@ def frame_get(request, frame_id: str):
     response=list[FrameOut],
     summary="The frame's ancestors and itself, root first",
 )
-def frame_ancestry(request, frame_id: str):
+def frame_ancestry(request: ApiRequest, frame_id: str):
     frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
     return [frame_out(f) for f in selectors.frame_ancestry(frame)]
 
@@ -254,7 +254,7 @@ class ChildrenFilters(Schema):
 @router.get(
     "/frames/{frame_id}/children", response=list[FrameOut], summary="One page of a frame's children"
 )
-def frame_children(request, frame_id: str, filters: Query[ChildrenFilters]):
+def frame_children(request: ApiRequest, frame_id: str, filters: Query[ChildrenFilters]):
     frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
     children = selectors.frame_children(
         frame=frame, session=frame.session, limit=filters.limit, offset=filters.offset
@@ -265,7 +265,7 @@ def frame_children(request, frame_id: str, filters: Query[ChildrenFilters]):
 @router.post(
     "/frames/{frame_id}/reserve", response=FrameOut, summary="Reserve tokens for a purpose"
 )
-def frame_reserve(request, frame_id: str, payload: ReserveIn):
+def frame_reserve(request: ApiRequest, frame_id: str, payload: ReserveIn):
     frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
     return frame_out(
         services.frame_reserve(
@@ -275,7 +275,7 @@ def frame_reserve(request, frame_id: str, payload: ReserveIn):
 
 
 @router.post("/frames/{frame_id}/usage", response=FrameOut, summary="Record one model call's usage")
-def usage_record(request, frame_id: str, payload: UsageIn):
+def usage_record(request: ApiRequest, frame_id: str, payload: UsageIn):
     usage = services.usage_record(
         organization=request.organization,
         frame=frame_id,
@@ -291,7 +291,7 @@ def usage_record(request, frame_id: str, payload: UsageIn):
     response=FrameOut,
     summary="Record results an open frame has produced so far",
 )
-def frame_results_add(request, frame_id: str, payload: ResultsIn):
+def frame_results_add(request: ApiRequest, frame_id: str, payload: ResultsIn):
     frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
     return frame_out(
         services.frame_results_add(
@@ -305,7 +305,7 @@ def frame_results_add(request, frame_id: str, payload: ResultsIn):
     response=FrameOut,
     summary="Pop a frame and settle its budget with the parent",
 )
-def frame_pop(request, frame_id: str, payload: PopIn):
+def frame_pop(request: ApiRequest, frame_id: str, payload: PopIn):
     return frame_out(
         services.frame_pop(
             organization=request.organization,
@@ -321,7 +321,7 @@ def frame_pop(request, frame_id: str, payload: PopIn):
 @router.post(
     "/frames/{frame_id}/handles", response={201: FrameHandleOut}, summary="Add a context handle"
 )
-def handle_add(request, frame_id: str, payload: HandleIn):
+def handle_add(request: ApiRequest, frame_id: str, payload: HandleIn):
     frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
     handle = services.handle_add(
         frame=frame,
@@ -345,7 +345,7 @@ def handle_add(request, frame_id: str, payload: HandleIn):
     description="Also appends `actor.resumed` to the session's event log: who resumed, when, "
     "at which frame, with how much pending work.",
 )
-def session_resume(request, session_id: str):
+def session_resume(request: ApiRequest, session_id: str):
     session = selectors.session_get(organization=request.organization, session_id=session_id)
     state = selectors.session_resume_state(session)
     services.actor_resumed_record(
@@ -367,7 +367,7 @@ def session_resume(request, session_id: str):
     response=SessionAtOut,
     summary="The session as it stood after event seq, rebuilt from its event log",
 )
-def session_at(request, session_id: str, seq: int = Path(..., ge=0, le=2**62)):
+def session_at(request: ApiRequest, session_id: str, seq: int = Path(..., ge=0, le=2**62)):
     session = selectors.session_get(organization=request.organization, session_id=session_id)
     if seq > session.last_event_seq:
         raise NotFound(f"The session has no event {seq}; its newest is {session.last_event_seq}.")
@@ -394,7 +394,7 @@ class CallFilters(Schema):
     response=CallListOut,
     summary="The session's model calls in order: timing, model, tokens and cost",
 )
-def call_list(request, session_id: str, filters: Query[CallFilters]):
+def call_list(request: ApiRequest, session_id: str, filters: Query[CallFilters]):
     session = selectors.session_get(organization=request.organization, session_id=session_id)
     frame = None
     if filters.frame_id is not None:
@@ -422,7 +422,7 @@ class EventFilters(Schema):
     response=list[EventOut],
     summary="The session's events in order",
 )
-def event_list(request, session_id: str, filters: Query[EventFilters]):
+def event_list(request: ApiRequest, session_id: str, filters: Query[EventFilters]):
     session = selectors.session_get(organization=request.organization, session_id=session_id)
     frame = None
     if filters.frame_id is not None:
