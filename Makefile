@@ -85,10 +85,13 @@ fuzz: install ## Schemathesis, fresh seed (printed; CONTEXTOPS_FUZZ_SEED=N repla
 	CONTEXTOPS_FUZZ_STEPS=$${CONTEXTOPS_FUZZ_STEPS:-16} \
 	$(PY) -m pytest -p no:cacheprovider tests/hardening/test_fuzz.py -n 2
 
-lint: install ## ruff check and format check, mypy, import contracts (.importlinter)
+lint: install ## ruff check and format check, mypy (server, and the client strictly), import contracts (.importlinter)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	@if [ -n "$(CLIENT)" ]; then \
+		echo "cd clients/python && mypy"; cd clients/python && ../../$(BIN)/mypy; \
+	fi
 	@if [ -f .importlinter ]; then \
 		echo "$(BIN)/lint-imports"; $(BIN)/lint-imports; \
 	else \

@@ -96,13 +96,13 @@ def current_frame(session: Any) -> Frame | None:
     return stack[-1] if stack else None
 
 
-def _stack_push(frame: Frame) -> contextvars.Token:
+def _stack_push(frame: Frame) -> contextvars.Token[dict[str, tuple[Frame, ...]]]:
     stacks = dict(_stacks())
     stacks[frame.session_id] = (*stacks.get(frame.session_id, ()), frame)
     return _frame_stacks.set(stacks)
 
 
-def _stack_pop(frame: Frame, token: contextvars.Token) -> None:
+def _stack_pop(frame: Frame, token: contextvars.Token[dict[str, tuple[Frame, ...]]]) -> None:
     try:
         _frame_stacks.reset(token)
     except ValueError:  # exited in another context than entered: drop it by hand
@@ -141,7 +141,10 @@ def _drop_none(**fields: Any) -> JSON:
 
 
 class _Remote:
-    """An object of the server as the client holds it: its JSON, equal by id."""
+    """An object of the server as the client holds it: its JSON, equal by id.
+
+    Its shortcut methods return what the client's method returns: the answer with a
+    ``Client``, an awaitable of it with an ``AsyncClient`` (hence ``Any``)."""
 
     def __init__(self, client: Any, data: JSON) -> None:
         self._client = client
@@ -188,25 +191,25 @@ class Session(_Remote):
         value = self.data.get("top_frame_id")
         return str(value) if value else None
 
-    def refresh(self):
+    def refresh(self) -> Any:
         return self._client._call("GET", f"/sessions/{self.id}", wrap=self._absorb)
 
-    def frame(self, goal: str, budget: int, **kwargs: Any):
+    def frame(self, goal: str, budget: int, **kwargs: Any) -> Any:
         return self._client.frame(self, goal=goal, budget=budget, **kwargs)
 
-    def resume(self):
+    def resume(self) -> Any:
         return self._client.session_resume(self)
 
-    def events(self, after: int = 0, **kwargs: Any):
+    def events(self, after: int = 0, **kwargs: Any) -> Any:
         return self._client.events(self, after=after, **kwargs)
 
-    def pressure_get(self):
+    def pressure_get(self) -> Any:
         return self._client.pressure(self)
 
-    def context_pack(self, budget_tokens: int, **kwargs: Any):
+    def context_pack(self, budget_tokens: int, **kwargs: Any) -> Any:
         return self._client.context_pack(self, budget_tokens=budget_tokens, **kwargs)
 
-    def end(self):
+    def end(self) -> Any:
         return self._client.session_end(self)
 
 
@@ -252,7 +255,7 @@ class Frame(_Remote):
         return self.data.get("budget") or {}
 
     @property
-    def result_refs(self) -> list:
+    def result_refs(self) -> list[Any]:
         return self.data.get("result_refs") or []
 
     @property
@@ -264,45 +267,45 @@ class Frame(_Remote):
     def dashboard_url(self) -> str:
         return self._client.absolute_url(self.data.get("dashboard_url") or f"/frames/{self.id}/")
 
-    def refresh(self):
+    def refresh(self) -> Any:
         return self._client._call("GET", f"/frames/{self.id}", wrap=self._absorb)
 
-    def context_pack(self, budget_tokens: int, **kwargs: Any):
+    def context_pack(self, budget_tokens: int, **kwargs: Any) -> Any:
         return self._client.context_pack(
             self.session_id, budget_tokens=budget_tokens, frame=self, **kwargs
         )
 
-    def handle(self, kind: str, content: str | None = None, **kwargs: Any):
+    def handle(self, kind: str, content: str | None = None, **kwargs: Any) -> Any:
         return self._client.handle_add(self, kind=kind, content=content, **kwargs)
 
-    def usage(self, input_tokens: int, output_tokens: int, **kwargs: Any):
+    def usage(self, input_tokens: int, output_tokens: int, **kwargs: Any) -> Any:
         return self._client.usage_record(
             self, input_tokens=input_tokens, output_tokens=output_tokens, **kwargs
         )
 
-    def reserve(self, purpose: str, amount: int):
+    def reserve(self, purpose: str, amount: int) -> Any:
         return self._client.frame_reserve(self, purpose=purpose, amount=amount)
 
-    def suspend(self, reason: str, **kwargs: Any):
+    def suspend(self, reason: str, **kwargs: Any) -> Any:
         return self._client.frame_suspend(self, reason=reason, **kwargs)
 
-    def add_results(self, *result_refs: Any):
+    def add_results(self, *result_refs: Any) -> Any:
         return self._client.frame_results_add(self, list(result_refs))
 
     def pop(
         self,
         status: str = "completed",
-        result_refs: list | None = None,
+        result_refs: list[Any] | None = None,
         failure_reason: str | None = None,
-    ):
+    ) -> Any:
         return self._client.frame_pop(
             self, status=status, result_refs=result_refs, failure_reason=failure_reason
         )
 
-    def ancestry(self):
+    def ancestry(self) -> Any:
         return self._client.frame_ancestry(self)
 
-    def children(self, **kwargs: Any):
+    def children(self, **kwargs: Any) -> Any:
         return self._client.frame_children(self, **kwargs)
 
 
@@ -337,15 +340,15 @@ class Suspension:
     def approve_url(self) -> str:
         return self._client.absolute_url(self.data.get("approve_url") or "/inbox/")
 
-    def refresh(self):
+    def refresh(self) -> Any:
         return self._client._call("GET", f"/suspensions/{_seg(self.token)}", wrap=self._absorb)
 
-    def wait(self, timeout: float = 30.0):
+    def wait(self, timeout: float = 30.0) -> Any:
         """Long-poll until the status is no longer ``pending`` or ``timeout`` seconds pass;
         returns the status then."""
         return self._client.suspension_wait(self, timeout=timeout)
 
-    def resume(self):
+    def resume(self) -> Any:
         return self._client.suspension_resume(self)
 
 
@@ -434,7 +437,7 @@ class Api:
     def _frame(self, data: JSON) -> Frame:
         return Frame(self, data)
 
-    def _frames(self, data: list) -> list[Frame]:
+    def _frames(self, data: list[JSON]) -> list[Frame]:
         return [Frame(self, d) for d in data]
 
     def _frame_wrap(self, frame: Any) -> Callable[[JSON], Frame]:
@@ -597,7 +600,7 @@ class Api:
         )
 
     @endpoint
-    def frame_results_add(self, frame: Any, result_refs: list) -> Frame:
+    def frame_results_add(self, frame: Any, result_refs: list[Any]) -> Frame:
         """``POST /frames/{id}/results``: results the open frame has produced so far (they
         stay with it and are there when it pops) → the frame."""
         return self._call(
@@ -654,7 +657,7 @@ class Api:
         frame: Any,
         *,
         status: str = "completed",
-        result_refs: list | None = None,
+        result_refs: list[Any] | None = None,
         failure_reason: str | None = None,
     ) -> Frame:
         """``POST /frames/{id}/pop`` (completed or failed) → the frame; settles the parent.

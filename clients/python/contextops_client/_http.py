@@ -56,7 +56,7 @@ class RetryPolicy:
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait before retry number ``attempt + 1``: doubling, with a little jitter."""
-        base = min(self.max_backoff, self.backoff * (2**attempt))
+        base = min(self.max_backoff, self.backoff * (2.0**attempt))
         return base * (0.9 + 0.2 * random.random())
 
     def retry_after(self, response: httpx.Response, attempt: int) -> float:

@@ -579,7 +579,8 @@ class Recorder:
         block = current_frame(self.session_id)
         if block is not None:
             return block.id
-        return self.ops.session_get(self.session_id).top_frame_id
+        top: str | None = self.ops.session_get(self.session_id).top_frame_id
+        return top
 
     def check(self, estimate: int) -> str | None:
         """The id of the frame that pays for a call estimated at ``estimate`` tokens (None
@@ -757,7 +758,8 @@ class AsyncRecorder(Recorder):
         block = current_frame(self.session_id)
         if block is not None:
             return block.id
-        return (await self.ops.session_get(self.session_id)).top_frame_id
+        top: str | None = (await self.ops.session_get(self.session_id)).top_frame_id
+        return top
 
     async def check(self, estimate: int) -> str | None:  # type: ignore[override]
         self.last_estimate = estimate

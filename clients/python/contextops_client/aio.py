@@ -128,7 +128,7 @@ class AsyncClient(AsyncApi):
             wait = round(min(MAX_LONG_POLL, max(0.0, remaining)), 3)
             await self.suspension_get(suspension, wait=wait or None)
             if suspension.status != "pending" or remaining <= 0:
-                return suspension.status
+                return str(suspension.status)
 
     async def compaction_wait(
         self, compaction: Any, *, timeout: float = 60.0, interval: float = 0.25

@@ -84,7 +84,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import anthropic
@@ -293,7 +293,7 @@ def _observe_stream(stream: Any, on_done: Callable[[Any], None]) -> Any:
     inner = stream._iterator
     events: list[Any] = []
 
-    def observed():
+    def observed() -> Iterator[Any]:
         for event in inner:
             events.append(event)
             yield event
@@ -308,7 +308,7 @@ def _observe_async_stream(stream: Any, on_done: Callable[[Any], Any]) -> Any:
     inner = stream._iterator
     events: list[Any] = []
 
-    async def observed():
+    async def observed() -> AsyncIterator[Any]:
         async for event in inner:
             events.append(event)
             yield event
@@ -327,11 +327,11 @@ class _RecordingStreamManager(MessageStreamManager):
         self._on_done = on_done
         self._stream: Any = None
 
-    def __enter__(self):
+    def __enter__(self) -> Any:  # the SDK's MessageStream
         self._stream = self._inner.__enter__()
         return self._stream
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         try:
             if exc_type is None and self._stream is not None:
                 self._on_done(self._stream.get_final_message())
@@ -345,11 +345,11 @@ class _AsyncRecordingStreamManager(AsyncMessageStreamManager):
         self._on_done = on_done
         self._stream: Any = None
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> Any:  # the SDK's AsyncMessageStream
         self._stream = await self._inner.__aenter__()
         return self._stream
 
-    async def __aexit__(self, exc_type, exc, tb):
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         try:
             if exc_type is None and self._stream is not None:
                 await self._on_done(await self._stream.get_final_message())
@@ -491,7 +491,7 @@ class _AsyncMessages:
             async def _done(self, message: Any) -> None:
                 await recorder.after(self._canon, original, message, self._frame_id)
 
-            async def __aenter__(self):
+            async def __aenter__(self) -> Any:
                 sent, self._canon, self._frame_id = await recorder.before(kwargs)
                 self._inner = inner_messages.stream(**sent)
                 return await super().__aenter__()

@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -149,7 +149,7 @@ class Imported:
         result = self.last.get("result") if self.last else None
         if not result:
             return None
-        parts = [job.get("result") or {} for job in self.seen]
+        parts: list[Mapping[str, object]] = [job.get("result") or {} for job in self.seen]
         return {**result, "unchanged": all(part.get("unchanged") for part in parts)}
 
 

@@ -17,12 +17,13 @@ page. A thread belongs to a session: ``session=`` names the one new threads go t
 from __future__ import annotations
 
 import base64
+import builtins
 import dataclasses
 import json
 import math
 import random
 import uuid
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Generator, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, unquote
@@ -108,14 +109,15 @@ def _encode(typed: tuple[str, bytes | None]) -> dict[str, str]:
 
 def _json_metadata(metadata: Any) -> dict[str, Any]:
     """The metadata as JSON for the server's filters (the exact value travels as a blob)."""
-    return json.loads(json.dumps(metadata, default=lambda v: preview(v)))
+    encoded: dict[str, Any] = json.loads(json.dumps(metadata, default=lambda v: preview(v)))
+    return encoded
 
 
 def _configurable(config: RunnableConfig) -> dict[str, Any]:
     return dict(config.get("configurable") or {})
 
 
-def _decision_command(suspension: dict[str, Any]) -> Command:
+def _decision_command(suspension: dict[str, Any]) -> Command[Any]:
     """LangGraph's ``Command(resume=...)`` for a decided suspension."""
     if Command is None:
         raise RuntimeError("interrupt decisions need LangGraph itself: pip install langgraph")
@@ -128,6 +130,11 @@ def _decision_command(suspension: dict[str, Any]) -> Command:
             "decided_by": suspension.get("decided_by"),
         }
     )
+
+
+# One API call of the store's work: (method, path, query parameters, JSON body); the
+# generator receives its answer.
+_Call = tuple[str, str, dict[str, Any] | None, dict[str, Any] | None]
 
 
 class ContextopsSaver(BaseCheckpointSaver[str]):
@@ -402,10 +409,13 @@ class ContextopsSaver(BaseCheckpointSaver[str]):
 
     # -- interrupts: a person decides in the approval inbox ----------------------------
 
-    def interrupts(self, config: RunnableConfig) -> list[dict[str, Any]]:
+    # ``builtins.list``: in this class, ``list`` is the checkpoint listing above.
+    def interrupts(self, config: RunnableConfig) -> builtins.list[dict[str, Any]]:
         """The thread's interrupts, newest first (``GET .../interrupts``)."""
         thread_id = _seg(_configurable(config)["thread_id"])
-        return self.client.request("GET", f"/langgraph/threads/{thread_id}/interrupts")["items"]
+        answer = self.client.request("GET", f"/langgraph/threads/{thread_id}/interrupts")
+        items: builtins.list[dict[str, Any]] = answer["items"]
+        return items
 
     def interrupt_decision(self, config: RunnableConfig, *, timeout: float = 30.0) -> Any:
         """Wait up to ``timeout`` seconds for a person to decide the thread's latest
@@ -429,12 +439,13 @@ class ContextopsSaver(BaseCheckpointSaver[str]):
             self.client.frame_pop(frame, status="completed")
         return _decision_command(seen.data)
 
-    async def ainterrupts(self, config: RunnableConfig) -> list[dict[str, Any]]:
+    async def ainterrupts(self, config: RunnableConfig) -> builtins.list[dict[str, Any]]:
         thread_id = _seg(_configurable(config)["thread_id"])
         answer = await self.async_client.request(
             "GET", f"/langgraph/threads/{thread_id}/interrupts"
         )
-        return answer["items"]
+        items: builtins.list[dict[str, Any]] = answer["items"]
+        return items
 
     async def ainterrupt_decision(self, config: RunnableConfig, *, timeout: float = 30.0) -> Any:
         """:meth:`interrupt_decision`, awaited."""
@@ -599,12 +610,12 @@ class ContextopsStore(BaseStore):
     # (method, path, params, json) and receives its answer, so the synchronous and the
     # asynchronous store share every rule.
 
-    def _facts(self, subject: str | None = None):
+    def _facts(self, subject: str | None = None) -> Generator[_Call, Any, list[dict[str, Any]]]:
         """Every valid fact of the store's scope (``subject``'s alone, given one); a search
         and the namespaces read them all and keep what they want, as ``GET /facts``
         filters by exact subject only."""
         offset = 0
-        found = []
+        found: list[dict[str, Any]] = []
         while True:
             params: dict[str, Any] = {
                 "scope": STORE_SCOPE,
@@ -633,11 +644,11 @@ class ContextopsStore(BaseStore):
             value=fact["value"], key=place[1], namespace=place[0], created_at=when, updated_at=when
         )
 
-    def _get(self, op: GetOp):
+    def _get(self, op: GetOp) -> Generator[_Call, Any, Item | None]:
         facts = yield from self._facts(subject=store_subject(op.namespace, op.key))
         return self._item(facts[0]) if facts else None
 
-    def _put(self, op: PutOp):
+    def _put(self, op: PutOp) -> Generator[_Call, Any, None]:
         subject = store_subject(op.namespace, op.key)
         current = yield from self._facts(subject=subject)
         if op.value is None:
@@ -657,9 +668,9 @@ class ContextopsStore(BaseStore):
         yield ("POST", "/facts", None, body)
         return None
 
-    def _search(self, op: SearchOp):
+    def _search(self, op: SearchOp) -> Generator[_Call, Any, list[Item]]:
         facts = yield from self._facts()
-        items = []
+        items: list[Item] = []
         for fact in facts:
             item = self._item(fact, SearchItem)
             if item is None or item.namespace[: len(op.namespace_prefix)] != op.namespace_prefix:
@@ -672,9 +683,9 @@ class ContextopsStore(BaseStore):
         items.sort(key=lambda i: i.updated_at, reverse=True)
         return items[op.offset : op.offset + op.limit]
 
-    def _namespaces(self, op: ListNamespacesOp):
+    def _namespaces(self, op: ListNamespacesOp) -> Generator[_Call, Any, list[tuple[str, ...]]]:
         facts = yield from self._facts()
-        found = set()
+        found: set[tuple[str, ...]] = set()
         for fact in facts:
             item = self._item(fact)
             if item is None:
@@ -687,7 +698,7 @@ class ContextopsStore(BaseStore):
             found.add(namespace[: op.max_depth] if op.max_depth is not None else namespace)
         return sorted(found)[op.offset : op.offset + op.limit]
 
-    def _work(self, op: Op):
+    def _work(self, op: Op) -> Generator[_Call, Any, Result]:
         if isinstance(op, GetOp):
             return self._get(op)
         if isinstance(op, PutOp):

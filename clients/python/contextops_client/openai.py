@@ -88,7 +88,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -509,7 +509,7 @@ def _observe_chat_stream(stream: Any, call: _Call, on_done: Callable[[_Outcome],
     inner = stream._iterator
     chunks = _ChunkAccumulator()
 
-    def observed():
+    def observed() -> Iterator[Any]:
         for chunk in inner:
             chunks.add(chunk)
             if not _hidden(chunk, call):
@@ -523,7 +523,7 @@ def _observe_chat_stream(stream: Any, call: _Call, on_done: Callable[[_Outcome],
 def _observe_response_stream(stream: Any, on_done: Callable[[_Outcome], None]) -> Any:
     inner = stream._iterator
 
-    def observed():
+    def observed() -> Iterator[Any]:
         for event in inner:
             if getattr(event, "type", "") in _FINAL_EVENTS:
                 on_done(_response_outcome(event.response))
@@ -539,7 +539,7 @@ def _observe_async_chat_stream(
     inner = stream._iterator
     chunks = _ChunkAccumulator()
 
-    async def observed():
+    async def observed() -> AsyncIterator[Any]:
         async for chunk in inner:
             chunks.add(chunk)
             if not _hidden(chunk, call):
@@ -555,7 +555,7 @@ def _observe_async_response_stream(
 ) -> Any:
     inner = stream._iterator
 
-    async def observed():
+    async def observed() -> AsyncIterator[Any]:
         async for event in inner:
             if getattr(event, "type", "") in _FINAL_EVENTS:
                 await on_done(_response_outcome(event.response))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -142,7 +142,7 @@ class Client(SyncApi):
             wait = round(min(MAX_LONG_POLL, max(0.0, remaining)), 3)
             self.suspension_get(suspension, wait=wait or None)
             if suspension.status != "pending" or remaining <= 0:
-                return suspension.status
+                return str(suspension.status)
 
     def compaction_wait(
         self, compaction: Any, *, timeout: float = 60.0, interval: float = 0.25
@@ -194,7 +194,7 @@ class FrameBlock:
         self._token = _stack_push(self.frame)
         return self.frame
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         frame = self.frame
         assert frame is not None
         _stack_pop(frame, self._token)
