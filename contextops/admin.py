@@ -1,11 +1,16 @@
-from typing import Any
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import admin
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.contrib.auth import get_user_model
-from django.db.models import CASCADE, Model, QuerySet
+from django.contrib.auth.models import User
+from django.db.models import CASCADE, ForeignKey, ManyToManyField, Model, QuerySet
 from django.db.models.signals import post_save
 from django.dispatch import receiver
+from django.forms import ModelChoiceField, ModelMultipleChoiceField
 from django.http import Http404, HttpRequest
 from django.template.response import TemplateResponse
 from django.utils import timezone
@@ -13,6 +18,16 @@ from django.utils.cache import add_never_cache_headers
 
 from .audit import audit_record
 from .models import Agent, ApiKey, AuditEntry, Member, Organization
+
+if TYPE_CHECKING:  # generic in django-stubs only: subscripted, the classes fail at runtime
+    from django.contrib.admin.options import _ListFilterT
+    from django.utils.datastructures import _ListOrTuple
+
+    ModelAdmin = admin.ModelAdmin[Any]
+    TabularInline = admin.TabularInline[Any, Any]
+else:
+    ModelAdmin = admin.ModelAdmin
+    TabularInline = admin.TabularInline
 
 ADMIN_ACTIONS = {
     ADDITION: AuditEntry.Action.ADMIN_ADDED,
@@ -22,7 +37,7 @@ ADMIN_ACTIONS = {
 
 
 @receiver(post_save, sender=LogEntry, dispatch_uid="contextops_audit_admin")
-def _admin_logged(sender, instance: LogEntry, created: bool, **kwargs) -> None:
+def _admin_logged(sender: type[LogEntry], instance: LogEntry, created: bool, **kwargs: Any) -> None:
     """Every add, change and delete in the admin (policy facts among them) is audited,
     with what the admin's own change message says was changed."""
     if not created:
@@ -42,20 +57,26 @@ def _admin_logged(sender, instance: LogEntry, created: bool, **kwargs) -> None:
     )
 
 
+def admin_user(request: HttpRequest) -> User:
+    """The user of an admin page: the admin site lets in signed-in staff only."""
+    return cast(User, request.user)
+
+
 def admin_organization(request: HttpRequest) -> Organization | None:
     """The organization whose rows a staff user administers; None for a superuser, who
     administers every organization. A staff user who is no member administers none: an
     unsaved ``Organization()``, without a pk."""
-    user: Any = request.user
+    user = admin_user(request)
     if user.is_superuser:
         return None
     if not hasattr(request, "_admin_organization"):
         member = Member.objects.filter(user=user).select_related("organization").first()
         request._admin_organization = member.organization if member else Organization()  # type: ignore[attr-defined]
-    return request._admin_organization  # type: ignore[attr-defined]
+    organization: Organization = request._admin_organization  # type: ignore[attr-defined]
+    return organization
 
 
-class OrganizationScopedAdmin(admin.ModelAdmin):
+class OrganizationScopedAdmin(ModelAdmin):
     """An admin of organization-owned rows. An organization's admin (staff, not superuser)
     sees, picks and acts on its own organization's rows only; another organization's
     object answers 404, as if it did not exist. ``organization_path`` is the lookup from
@@ -63,7 +84,7 @@ class OrganizationScopedAdmin(admin.ModelAdmin):
 
     organization_path = "organization"
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet:
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         queryset = super().get_queryset(request)
         organization = admin_organization(request)
         if organization is None:
@@ -72,20 +93,24 @@ class OrganizationScopedAdmin(admin.ModelAdmin):
             return queryset.none()  # filtering on None would match rows of no organization
         return queryset.filter(**{self.organization_path: organization.pk})
 
-    def get_object(self, request: HttpRequest, object_id: str, from_field=None) -> Model | None:
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Model | None:
         obj = super().get_object(request, object_id, from_field)
         if obj is None and admin_organization(request) is not None:
             raise Http404  # not "does not exist, perhaps deleted": it is someone else's
         return obj
 
-    def get_list_filter(self, request: HttpRequest):
+    def get_list_filter(self, request: HttpRequest) -> _ListOrTuple[_ListFilterT]:
         filters = super().get_list_filter(request)
         if admin_organization(request) is None:
             return filters
         # Filtering by organization would list every organization's name.
         return [f for f in filters if f != self.organization_path]
 
-    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+    def formfield_for_foreignkey(
+        self, db_field: ForeignKey[Any, Any], request: HttpRequest, **kwargs: Any
+    ) -> ModelChoiceField[Any] | None:
         organization = admin_organization(request)
         if organization is not None:
             kwargs["queryset"] = self._choices(db_field.related_model, request, organization)
@@ -94,13 +119,17 @@ class OrganizationScopedAdmin(admin.ModelAdmin):
                 kwargs.update(initial=organization.pk, disabled=True)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
-    def formfield_for_manytomany(self, db_field, request, **kwargs):
+    def formfield_for_manytomany(
+        self, db_field: ManyToManyField[Any, Any], request: HttpRequest, **kwargs: Any
+    ) -> ModelMultipleChoiceField[Any] | None:
         organization = admin_organization(request)
         if organization is not None:
             kwargs["queryset"] = self._choices(db_field.related_model, request, organization)
         return super().formfield_for_manytomany(db_field, request, **kwargs)
 
-    def _choices(self, model: type[Model], request: HttpRequest, organization: Organization):
+    def _choices(
+        self, model: type[Model], request: HttpRequest, organization: Organization
+    ) -> QuerySet[Any]:
         """The rows of ``model`` an organization's admin may point at: its organization's."""
         if model is get_user_model():
             users = model._default_manager.filter(member__organization=organization.pk)
@@ -119,7 +148,7 @@ class OrganizationAdmin(OrganizationScopedAdmin):
     prepopulated_fields = {"slug": ["name"]}
 
 
-class ApiKeyInline(admin.TabularInline):
+class ApiKeyInline(TabularInline):
     model = ApiKey
     extra = 0
     fields = ["prefix", "label", "scope", "created_at", "last_used_at", "revoked_at"]
@@ -135,7 +164,9 @@ class AgentAdmin(OrganizationScopedAdmin):
     inlines = [ApiKeyInline]
     actions = ["issue_key"]
 
-    def get_deleted_objects(self, objs, request):
+    def get_deleted_objects(
+        self, objs: Sequence[Any] | QuerySet[Any], request: HttpRequest
+    ) -> tuple[list[str], dict[str, int], set[str], list[str]]:
         """Deleting an agent takes its keys (and the resource maps it reported) with it: the
         right to delete the agent is the right to delete those, which no one deletes one by
         one (a key is revoked, and stays listed)."""
@@ -148,16 +179,17 @@ class AgentAdmin(OrganizationScopedAdmin):
         return deleted, counts, {name for name in needed if name not in owned}, protected
 
     @admin.action(description="Issue a new API key (shown once)")
-    def issue_key(self, request, queryset):
+    def issue_key(self, request: HttpRequest, queryset: QuerySet[Agent]) -> TemplateResponse:
         """Issue one key per selected agent and show the secrets once, on a page of their
         own that no cache keeps: never in a message, which would carry it to the next page
         (and, with cookie storage, into a cookie anyone holding it can decode)."""
         issued = []
+        user = admin_user(request)
         for agent in queryset:
-            key, raw = ApiKey.issue(agent=agent, label=f"issued by {request.user}")
+            key, raw = ApiKey.issue(agent=agent, label=f"issued by {user}")
             audit_record(
                 action=AuditEntry.Action.KEY_ISSUED,
-                user=request.user,
+                user=user,
                 organization_id=agent.organization_id,
                 target=f"api key {key.prefix}",
                 detail={"agent": agent.name, "scope": key.scope},
@@ -195,17 +227,17 @@ class ApiKeyAdmin(OrganizationScopedAdmin):
     readonly_fields = ["prefix", "hashed_secret", "scope", "created_at", "last_used_at"]
     actions = ["revoke"]
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # keys are issued from the agent page, where the secret is shown once
 
     @admin.action(description="Revoke selected keys")
-    def revoke(self, request, queryset):
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         keys = list(queryset.filter(revoked_at__isnull=True).select_related("agent"))
         n = ApiKey.objects.filter(pk__in=[k.pk for k in keys]).update(revoked_at=timezone.now())
         for key in keys:
             audit_record(
                 action=AuditEntry.Action.KEY_REVOKED,
-                user=request.user,
+                user=admin_user(request),
                 organization_id=key.agent.organization_id,
                 target=f"api key {key.prefix}",
                 detail={"agent": key.agent.name},
@@ -228,11 +260,11 @@ class AuditEntryAdmin(OrganizationScopedAdmin):
     search_fields = ["actor", "target", "address"]
     date_hierarchy = "created_at"
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False

@@ -9,11 +9,12 @@ import json
 import logging
 import math
 import re
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, NoReturn
 
 from django.db import DataError, InterfaceError, OperationalError
-from django.http import Http404, HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse
+from django.utils.datastructures import MultiValueDict
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
@@ -37,13 +38,13 @@ logger = logging.getLogger(__name__)
 MAX_JSON_DEPTH = 64
 
 
-def _located(loc: list, detail: str) -> Invalid:
+def _located(loc: list[str | int], detail: str) -> Invalid:
     # Found while reading the request itself, before any service: the HTTP location is
     # known here and is the right thing to name.
     return Invalid(detail, errors=[{"loc": loc, "msg": detail}])
 
 
-def _check_text(value, loc: list, depth: int = 0) -> None:
+def _check_text(value: object, loc: list[str | int], depth: int = 0) -> None:
     """Refuse what no database column can hold: NUL characters, lone surrogates, deep nesting."""
     if depth > MAX_JSON_DEPTH:
         raise _located(loc, f"The JSON nests deeper than {MAX_JSON_DEPTH} levels.")
@@ -67,7 +68,7 @@ class _NotJsonNumber(ValueError):
     pass
 
 
-def _refuse_constant(name: str):
+def _refuse_constant(name: str) -> NoReturn:
     # Python's parser reads NaN and Infinity, which JSON has no room for: storing one
     # breaks the database's JSON and answering it breaks every client's parser.
     raise _NotJsonNumber(f"{name} is not a JSON number.")
@@ -83,7 +84,7 @@ def _finite_float(text: str) -> float:
 class StrictJsonParser(Parser):
     """JSON bodies: valid UTF-8, well formed, storable; anything else is a 422, never a 500."""
 
-    def parse_body(self, request: HttpRequest):
+    def parse_body(self, request: HttpRequest) -> Any:  # any JSON value, not only an object
         raw = request.body
         if not raw:
             return {}
@@ -102,7 +103,9 @@ class StrictJsonParser(Parser):
         _check_text(data, ["body"])
         return data
 
-    def parse_querydict(self, data, list_fields, request):
+    def parse_querydict(
+        self, data: MultiValueDict[str, str], list_fields: list[str], request: HttpRequest
+    ) -> dict[str, Any]:
         result = super().parse_querydict(data, list_fields, request)
         _check_text(result, ["query"])
         return result
@@ -132,7 +135,7 @@ api = ContextopsAPI(
 EXTRA_FORBIDDEN = "Extra inputs are not permitted"
 
 
-def declared_query(view_func: Callable) -> frozenset[str]:
+def declared_query(view_func: Callable[..., Any]) -> frozenset[str]:
     """The query parameters the operation of ``view_func`` declares: the fields of its
     ``Query[...]`` schemas (by alias) and its plain arguments that are neither in the path
     nor the body, as its OpenAPI ``parameters`` list them."""
@@ -147,7 +150,7 @@ def declared_query(view_func: Callable) -> frozenset[str]:
     )
 
 
-def undeclared_query_refuse(view_func: Callable) -> Callable:
+def undeclared_query_refuse(view_func: Callable[..., Any]) -> Callable[..., Any]:
     """Refuse a query parameter the operation does not declare, as a body refuses a field
     it does not know: ``?stauts=active`` or ``?limt=5`` would otherwise be dropped and the
     request answered without it. The answer is 422 ``validation_error`` naming each such
@@ -173,14 +176,16 @@ def undeclared_query_refuse(view_func: Callable) -> Callable:
 api.add_decorator(undeclared_query_refuse)  # every operation, /health included
 
 
-def error_response(request: HttpRequest, status: int, code: str, detail: str, **extra):
+def error_response(
+    request: HttpRequest, status: int, code: str, detail: str, **extra: Any
+) -> HttpResponse:
     return api.create_response(request, {"error": code, "detail": detail, **extra}, status=status)
 
 
 READ_METHODS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
 
 
-def field_location(request: HttpRequest, field: tuple) -> tuple[str, ...]:
+def field_location(request: HttpRequest, field: tuple[str | int, ...]) -> tuple[str, ...]:
     """Where the request carried ``field``: a path parameter, the query string or the body."""
     if not field:
         return ()
@@ -193,7 +198,7 @@ def field_location(request: HttpRequest, field: tuple) -> tuple[str, ...]:
 
 
 @api.exception_handler(DomainError)
-def on_domain_error(request, exc: DomainError):
+def on_domain_error(request: HttpRequest, exc: DomainError) -> HttpResponse:
     body = (
         exc.body_at(field_location(request, exc.field))
         if isinstance(exc, Invalid)
@@ -205,23 +210,25 @@ def on_domain_error(request, exc: DomainError):
     return response
 
 
-def _loc(loc) -> list:
+def _loc(loc: Iterable[str | int]) -> list[str | int]:
     # ninja prefixes locations with the parameter kind and name ("body", "payload", ...);
     # keep "body"/"query"/"path" and drop the internal argument name.
-    loc = list(loc)
+    parts = list(loc)
     if (
-        len(loc) >= 2
-        and loc[0] in {"body", "query", "path"}
-        and loc[1] in {"payload", "filters", "params"}
+        len(parts) >= 2
+        and parts[0] in {"body", "query", "path"}
+        and parts[1] in {"payload", "filters", "params"}
     ):
-        loc = [loc[0], *loc[2:]]
-    return loc
+        parts = [parts[0], *parts[2:]]
+    return parts
 
 
 @api.exception_handler(NinjaValidationError)
-def on_validation_error(request, exc: NinjaValidationError):
-    errors = [{"loc": _loc(e.get("loc", [])), "msg": e.get("msg", "invalid")} for e in exc.errors]
-    loc: list = errors[0]["loc"] if errors else []
+def on_validation_error(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
+    errors: list[dict[str, Any]] = [
+        {"loc": _loc(e.get("loc", [])), "msg": e.get("msg", "invalid")} for e in exc.errors
+    ]
+    loc: list[str | int] = errors[0]["loc"] if errors else []
     msg = str(errors[0]["msg"]) if errors else "invalid"
     where = ".".join(str(p) for p in loc[1:] or loc)
     detail = f"{where}: {msg}" if where else msg
@@ -229,7 +236,7 @@ def on_validation_error(request, exc: NinjaValidationError):
 
 
 @api.exception_handler(AuthenticationError)
-def on_auth_error(request, exc):
+def on_auth_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
     return error_response(
         request,
         401,
@@ -239,12 +246,12 @@ def on_auth_error(request, exc):
 
 
 @api.exception_handler(Http404)
-def on_not_found(request, exc):
+def on_not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
     return error_response(request, 404, "not_found", "Not found.")
 
 
 @api.exception_handler(HttpError)
-def on_http_error(request, exc: HttpError):
+def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     if isinstance(exc.__cause__, DomainError):  # raised by StrictJsonParser, wrapped by ninja
         return on_domain_error(request, exc.__cause__)
     if exc.status_code == 400:
@@ -254,7 +261,9 @@ def on_http_error(request, exc: HttpError):
 
 @api.exception_handler(OperationalError)
 @api.exception_handler(InterfaceError)
-def on_database_unavailable(request, exc):
+def on_database_unavailable(
+    request: HttpRequest, exc: OperationalError | InterfaceError
+) -> HttpResponse:
     # The database went away (a restart, a failover, a dropped connection): the request
     # did not happen, and the next one reconnects (CONN_HEALTH_CHECKS).
     logger.warning("database unavailable on %s %s: %s", request.method, request.path, exc)
@@ -270,7 +279,7 @@ def on_database_unavailable(request, exc):
 
 @api.exception_handler(OverflowError)
 @api.exception_handler(DataError)
-def on_data_error(request, exc):
+def on_data_error(request: HttpRequest, exc: OverflowError | DataError) -> HttpResponse:
     # A value the schema let through but the column (or SQLite's driver, which raises
     # OverflowError) cannot hold: a number out of range.
     return error_response(
@@ -283,7 +292,7 @@ def on_data_error(request, exc):
 
 
 @api.exception_handler(Exception)
-def on_unexpected(request, exc):
+def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
     logger.exception("Unhandled error on %s %s", request.method, request.path)
     return error_response(
         request, 500, "internal_error", "Something went wrong on our side; it has been logged."
@@ -291,7 +300,7 @@ def on_unexpected(request, exc):
 
 
 @api.get("/health", auth=None, tags=["meta"], summary="Liveness: the API answers")
-def health(request):
+def health(request: HttpRequest) -> dict[str, str]:
     return {"status": "ok"}
 
 
@@ -379,7 +388,7 @@ def _link(
     }
 
 
-def openapi_links_add(schema: dict) -> dict:
+def openapi_links_add(schema: dict[str, Any]) -> dict[str, Any]:
     """Add links from each producer's success answers to every operation it feeds."""
     paths = schema.get("paths", {})
     operations = {

@@ -15,7 +15,9 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 
+from .http import GetResponse
 from .models import AuditEntry, Member, Organization
 
 _where: ContextVar[tuple[str, str]] = ContextVar("contextops_audit_where", default=("", ""))
@@ -74,7 +76,7 @@ def audit_record(
     organization: Organization | None = None,
     organization_id: int | None = None,
     target: str = "",
-    detail: dict | None = None,
+    detail: dict[str, Any] | None = None,
     request: HttpRequest | None = None,
 ) -> AuditEntry:
     """Append one entry. ``actor`` defaults to the user's name; the organization to the
@@ -98,7 +100,7 @@ def audit_record(
 
 
 def audit_person_act(
-    user: User | None, *, action: str, organization_id: int, target: str, detail: dict
+    user: User | None, *, action: str, organization_id: int, target: str, detail: dict[str, Any]
 ) -> AuditEntry | None:
     """Record a change made in the dashboard when a person (``user``) made it; None,
     the same change made by an agent through the API, is not audited (the session's
@@ -113,10 +115,10 @@ def audit_person_act(
 class AuditRequestMiddleware:
     """Remember where the current request comes from, for the audit entries it writes."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: GetResponse) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         token = _where.set(request_where(request))
         try:
             return self.get_response(request)

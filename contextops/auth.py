@@ -34,7 +34,7 @@ def api_key_resolve(raw: str) -> ApiKey:
 def api_key_of(request: HttpRequest, raw: str) -> ApiKey:
     """``api_key_resolve`` once per request: the idempotency middleware reads the key of a
     write before the API's own authentication does, and both get the same key."""
-    resolved = getattr(request, "_api_key_resolved", None)
+    resolved: tuple[str, ApiKey] | None = getattr(request, "_api_key_resolved", None)
     if resolved is not None and resolved[0] == raw:
         return resolved[1]
     key = api_key_resolve(raw)
@@ -113,7 +113,7 @@ def api_key_scope_check(key: ApiKey, request: HttpRequest) -> None:
 
 
 class ApiKeyAuth(HttpBearer):
-    def __call__(self, request: HttpRequest):
+    def __call__(self, request: HttpRequest) -> ApiKey | None:
         """``Authorization: Bearer <key>``; any other scheme is no credential (401). Unlike
         django-ninja's, this never logs the header: under another scheme it is still a key."""
         scheme, _, token = request.headers.get(self.header, "").partition(" ")
@@ -121,7 +121,7 @@ class ApiKeyAuth(HttpBearer):
             return None
         return self.authenticate(request, token)
 
-    def authenticate(self, request: HttpRequest, token: str):
+    def authenticate(self, request: HttpRequest, token: str) -> ApiKey:
         address = client_address(request)
         auth_failures_check(address=address)
         try:

@@ -23,10 +23,11 @@ from kombu.transport import redis as kombu_redis
 
 
 class Channel(kombu_redis.Channel):
-    _pool_recipe: tuple[Any, Any, dict] | None = None
+    _pool_recipe: tuple[Any, Any, dict[str, Any]] | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)  # opens the pool: it pings Redis
+        # kombu leaves its transports unannotated.
+        super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]  # opens the pool: it pings Redis
         pool = self.pool
         self._pool_recipe = (
             pool.connection_class,
@@ -40,7 +41,7 @@ class Channel(kombu_redis.Channel):
             return redis.ConnectionPool(
                 connection_class=connection_class, max_connections=max_connections, **kwargs
             )
-        return super()._get_pool(asynchronous)
+        return super()._get_pool(asynchronous)  # type: ignore[no-untyped-call]
 
 
 class Transport(kombu_redis.Transport):

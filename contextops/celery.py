@@ -1,5 +1,6 @@
 import os
 from pathlib import Path
+from typing import Any
 
 from celery import Celery
 from celery.signals import (
@@ -28,14 +29,14 @@ app.autodiscover_tasks(["frames.context", "frames.suspensions", "frames.ownershi
 # A job sent while a request was answered carries its id (contextops.jobs): the worker's
 # log lines of that job carry it too.
 @task_prerun.connect
-def request_id_adopt(task=None, **_) -> None:
+def request_id_adopt(task: Any = None, **_: Any) -> None:
     request_id = getattr(task.request, "request_id", None) if task is not None else None
     if request_id:
         task.request.request_id_token = request_id_enter(str(request_id))
 
 
 @task_postrun.connect
-def request_id_drop(task=None, **_) -> None:
+def request_id_drop(task: Any = None, **_: Any) -> None:
     token = getattr(task.request, "request_id_token", None) if task is not None else None
     if token is not None:
         task.request.request_id_token = None
@@ -52,27 +53,27 @@ JOBS = Counter(
 )
 
 
-def _job_count(task, outcome: str) -> None:
+def _job_count(task: Any, outcome: str) -> None:
     JOBS.labels(getattr(task, "name", None) or "unknown", outcome).inc()
 
 
 @task_success.connect
-def job_succeeded(sender=None, **_) -> None:
+def job_succeeded(sender: Any = None, **_: Any) -> None:
     _job_count(sender, "success")
 
 
 @task_failure.connect
-def job_failed(sender=None, **_) -> None:
+def job_failed(sender: Any = None, **_: Any) -> None:
     _job_count(sender, "failure")
 
 
 @task_retry.connect
-def job_retried(sender=None, **_) -> None:
+def job_retried(sender: Any = None, **_: Any) -> None:
     _job_count(sender, "retry")
 
 
 @worker_init.connect
-def metrics_dir_make(**_) -> None:
+def metrics_dir_make(**_: Any) -> None:
     """The directory must exist before the first job writes its figures there; gunicorn
     makes it too, and whichever starts first does."""
     if settings.PROMETHEUS_MULTIPROC_DIR:

@@ -18,7 +18,7 @@ from .models import AuditEntry
 AUDIT_ENTRIES_PER_PAGE = 100
 
 
-def organization_required(view: Callable) -> Callable:
+def organization_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """Login required, and the user must belong to an organization (``request.organization``)."""
 
     @login_required
@@ -36,7 +36,7 @@ def organization_required(view: Callable) -> Callable:
 def render_page(
     request: HttpRequest,
     template: str,
-    context: dict,
+    context: dict[str, Any],
     partial: str | None = None,
     status: int = 200,
 ) -> HttpResponse:
@@ -47,7 +47,7 @@ def render_page(
     return render(request, template, context, status=status)
 
 
-def navigation(request: HttpRequest) -> dict:
+def navigation(request: HttpRequest) -> dict[str, str]:
     return {"nav_section": getattr(request, "nav_section", "")}
 
 

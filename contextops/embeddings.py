@@ -87,7 +87,8 @@ def _normalized(matrix: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length; a zero row (or one that is not finite) stays zero."""
     matrix = np.nan_to_num(np.asarray(matrix, dtype=np.float32), nan=0.0, posinf=0.0, neginf=0.0)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+    normalized: np.ndarray = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+    return normalized
 
 
 # --- wordllama -------------------------------------------------------------------------
@@ -239,7 +240,7 @@ class HostedEmbedder:
 
 # --- choosing a provider -----------------------------------------------------------------
 
-_embedders: dict[tuple, Embedder] = {}
+_embedders: dict[tuple[Any, ...], Embedder] = {}  # by the settings that made each
 _override: Embedder | None = None
 
 
@@ -333,7 +334,8 @@ def embed_query(text: str) -> np.ndarray | None:
     if not embeddings_enabled():
         return None
     try:
-        return embed_texts([text], input_type="query")[0]
+        vector: np.ndarray = embed_texts([text], input_type="query")[0]
+        return vector
     except EmbeddingError as exc:
         logger.warning("embedding the query failed; ranking without it: %s", exc)
         return None

@@ -26,6 +26,7 @@ forgets a worker's live figures when it exits.
 import gc
 import os
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import multiprocess
 
@@ -52,7 +53,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def on_starting(server) -> None:
+def on_starting(server: Any) -> None:  # gunicorn's Arbiter: gunicorn ships no types
     """Before the first worker: the files of processes that are gone (the last run's
     workers) go, so the figures start again from zero; those of a process still running
     (a Celery worker of this host, contextops/celery.py) stay. A file is named after
@@ -66,13 +67,13 @@ def on_starting(server) -> None:
                 path.unlink(missing_ok=True)
 
 
-def child_exit(server, worker) -> None:
+def child_exit(server: Any, worker: Any) -> None:
     """A worker is gone: its counters stay (they add up), its live gauges go."""
     if metrics_dir:
         multiprocess.mark_process_dead(worker.pid, metrics_dir)
 
 
-def when_ready(server) -> None:
+def when_ready(server: Any) -> None:
     """Loaded, before the first fork: what is here now lives as long as the process.
 
     The tokenizer's tables are loaded here too, once for every worker, rather than by

@@ -8,6 +8,7 @@ not be read, so its path is unknown: every such refusal answers JSON.
 """
 
 import json
+import socket
 
 from gunicorn import util
 from gunicorn.workers.gthread import ThreadWorker
@@ -28,7 +29,7 @@ DETAILS = {
 }
 
 
-def write_json_error(sock, status_int: int, reason: str, mesg: str) -> None:
+def write_json_error(sock: socket.socket, status_int: int, reason: str, mesg: str) -> None:
     detail = DETAILS.get(status_int) or f"The request could not be read: {mesg or reason}."
     body = json.dumps({"error": CODES.get(status_int, "bad_request"), "detail": detail}).encode()
     head = (
@@ -38,7 +39,7 @@ def write_json_error(sock, status_int: int, reason: str, mesg: str) -> None:
     util.write_nonblock(sock, head.encode("latin-1") + body)
 
 
-class JsonErrorThreadWorker(ThreadWorker):
+class JsonErrorThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn ships no types
     def init_process(self) -> None:
         util.write_error = write_json_error  # what gunicorn's handle_error writes with
         super().init_process()

@@ -8,16 +8,21 @@ from django-htmx's middleware). Handlers and views annotate ``request`` with one
 """
 
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
 import orjson
 from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django_htmx.middleware import HtmxDetails
 from ninja.renderers import JSONRenderer
 
 from .models import Agent, ApiKey, Organization
+
+# What a middleware is given to call the rest of the chain with.
+GetResponse = Callable[[HttpRequest], HttpResponseBase]
 
 
 class ApiRequest(HttpRequest):
@@ -27,7 +32,7 @@ class ApiRequest(HttpRequest):
 
 
 class MemberRequest(HttpRequest):
-    user: User  # type: ignore[assignment]  # organization_required admits signed-in users only
+    user: User  # organization_required admits signed-in users only
     organization: Organization
     htmx: HtmxDetails
     nav_section: str

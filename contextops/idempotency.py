@@ -24,7 +24,7 @@ import hashlib
 import threading
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import cast
+from typing import Any, cast
 from uuid import UUID
 
 from django.conf import settings
@@ -121,7 +121,7 @@ def _unlock(lock: int) -> None:
 
 
 @receiver(connection_created)
-def _relock_on_reconnect(sender, **kwargs):
+def _relock_on_reconnect(sender: object, **kwargs: Any) -> None:
     """A request whose connection was lost (and its lock with it) and that opens another
     takes its claim's lock again, if the claim is still its own; else it may write
     nothing: a repeat took the claim over, and the write is that repeat's."""
@@ -220,7 +220,7 @@ def _claim_new(fresh: IdempotencyKey) -> bool:
     """Store ``fresh`` by one insert that does nothing (False) when its API key already
     has its key."""
     meta, qn = IdempotencyKey._meta, connection.ops.quote_name
-    fields = [cast(models.Field, meta.get_field(name)) for name in _CLAIM_COLUMNS]
+    fields = [cast("models.Field[Any, Any]", meta.get_field(name)) for name in _CLAIM_COLUMNS]
     sql = (
         f"INSERT INTO {qn(meta.db_table)} ({', '.join(qn(cast(str, field.column)) for field in fields)})"
         f" VALUES ({', '.join(['%s'] * len(fields))})"
@@ -296,7 +296,9 @@ def _claim(fresh: IdempotencyKey, *, claimer_gone: bool | None) -> IdempotencyKe
         )
 
 
-def idempotency_complete(*, record: IdempotencyKey, status: int, content_type: str, body: bytes):
+def idempotency_complete(
+    *, record: IdempotencyKey, status: int, content_type: str, body: bytes
+) -> None:
     """Store the first answer of the request that claimed ``record`` (one statement)."""
     IdempotencyKey.objects.filter(
         pk=record.pk, status__isnull=True, claimed_at=record.claimed_at

@@ -9,6 +9,7 @@ while a request is answered carries that request's id (contextops.requestid) in 
 """
 
 import logging
+from typing import Any
 
 from django.db import transaction
 from kombu.exceptions import OperationalError
@@ -26,7 +27,7 @@ PUBLISH_RETRY_POLICY = {
 }
 
 
-def job_send(task, *args) -> bool:
+def job_send(task: Any, *args: Any) -> bool:  # a Celery task: celery ships no types
     """Send ``task(*args)`` now; False (and a warning in the log) when the broker is unreachable."""
     request_id = request_id_current()
     headers = {"request_id": request_id} if request_id != NONE else None
@@ -38,6 +39,6 @@ def job_send(task, *args) -> bool:
     return True
 
 
-def job_send_on_commit(task, *args) -> None:
+def job_send_on_commit(task: Any, *args: Any) -> None:
     """Send ``task(*args)`` once the current transaction commits; never raises for the broker."""
     transaction.on_commit(lambda: job_send(task, *args))

@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import anthropic
 from django.conf import settings
@@ -63,8 +63,8 @@ class TurnText:
     index: int
     user_message: str = ""
     assistant_response: str = ""
-    tool_calls: Sequence[dict] = ()  # {name, input}
-    tool_results: Sequence[dict] = ()  # {output, is_error}
+    tool_calls: Sequence[dict[str, Any]] = ()  # {name, input}
+    tool_results: Sequence[dict[str, Any]] = ()  # {output, is_error}
     anchor: str = ""
 
 
@@ -76,7 +76,7 @@ class SummaryOutcome:
     failed: bool = False
     attempts: int = 0
     error: str = ""
-    usage: dict = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
     # For a failure: whether the same request may succeed later (see ``is_retryable``).
     retryable: bool = True
 
@@ -164,7 +164,7 @@ class AnthropicSummarizer:
             api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
         )
 
-    def _call(self, transcript: str) -> tuple[str, dict]:
+    def _call(self, transcript: str) -> tuple[str, dict[str, Any]]:
         message = self.client.messages.create(
             model=self.model,
             max_tokens=self.max_tokens,

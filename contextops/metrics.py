@@ -28,22 +28,24 @@ Two kinds of figures:
 import hmac
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from django.conf import settings
 from django.core.exceptions import MiddlewareNotUsed
 from django.db import DatabaseError
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from prometheus_client import REGISTRY, Counter, Histogram, disable_created_metrics
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
 
 from frames.conversation.models import CompactionRun, Import
 from frames.models import ContextHandle, Session, Suspension
 
-from .http import route_template
+from .http import GetResponse, route_template
 from .middleware import probes
 
 logger = logging.getLogger(__name__)
@@ -87,13 +89,13 @@ class MetricsMiddleware:
     answers of the middleware after it (probes, refusals) are counted too. A few dict
     lookups and two writes to memory (or a mapped file) per request; no database."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: GetResponse) -> None:
         if not settings.CONTEXTOPS_METRICS_TOKEN:
             # Off: the middleware leaves the chain, so a request pays nothing for it.
             raise MiddlewareNotUsed("CONTEXTOPS_METRICS_TOKEN is not set")
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         if request.path_info == PATH:
             if request.method in ("GET", "HEAD"):
                 return metrics(request)
@@ -110,7 +112,9 @@ class MetricsMiddleware:
         return response
 
 
-def _gauge(name: str, documentation: str, labels: list[str], values: dict) -> GaugeMetricFamily:
+def _gauge(
+    name: str, documentation: str, labels: list[str], values: Mapping[tuple[str, ...], float]
+) -> GaugeMetricFamily:
     family = GaugeMetricFamily(name, documentation, labels=labels)
     for key, value in values.items():
         family.add_metric(list(key), value)
@@ -137,7 +141,7 @@ class DatabaseCollector:
         yield from families
 
     def _read(self) -> list[Metric]:
-        jobs: dict[tuple[str, str], int] = {}
+        jobs: dict[tuple[str, ...], int] = {}
         for kind, model in (("compaction", CompactionRun), ("import", Import)):
             jobs.update({(kind, status): 0 for status in JOB_STATUSES})
             rows = (
@@ -156,7 +160,7 @@ class DatabaseCollector:
                 "pk", filter=Q(status=Suspension.Status.PENDING, requires_approval=True)
             ),
         )
-        sessions = {(state,): 0 for state in Session.Lifecycle.values}
+        sessions: dict[tuple[str, ...], int] = {(state,): 0 for state in Session.Lifecycle.values}
         sessions.update(
             {
                 (state,): n
@@ -191,7 +195,7 @@ class DatabaseCollector:
 class _Scrape:
     """What one scrape reads: the processes' figures, then the database's."""
 
-    def __init__(self, *sources) -> None:
+    def __init__(self, *sources: Collector) -> None:
         self.sources = sources
 
     def collect(self) -> Iterable[Metric]:
@@ -199,7 +203,7 @@ class _Scrape:
             yield from source.collect()
 
 
-def _processes():
+def _processes() -> Collector:
     """The figures of every process writing to the directory (this host's web workers,
     and its Celery workers when they share it), or without one this process's own."""
     directory = settings.PROMETHEUS_MULTIPROC_DIR

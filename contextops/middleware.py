@@ -4,15 +4,18 @@ page when the database is away."""
 import io
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http.response import HttpResponseBase
 from django.template.loader import render_to_string
 
 from . import health
 from .auth import api_key_of, is_write
 from .errors import DomainError, Invalid
+from .http import GetResponse
 from .idempotency import (
     HEADER,
     Replay,
@@ -28,6 +31,9 @@ from .ratelimit import WRITE_METHODS
 
 logger = logging.getLogger(__name__)
 
+# Where IdempotencyMiddleware keeps a request's claim between the view and the answer.
+_RECORD = "_idempotency_record"
+
 
 def probes() -> dict[str, Callable[[HttpRequest], HttpResponse]]:
     """The probes by path, looked up when a middleware is made (a test may replace one)."""
@@ -40,11 +46,11 @@ class ProbeMiddleware:
     ``ALLOWED_HOSTS`` has no reason to name (Django would answer 400 and log an error on
     every probe). The probes answer nothing but their status, so no host is trusted."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: GetResponse) -> None:
         self.get_response = get_response
         self.probes = probes()
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         probe = self.probes.get(request.path_info)
         if probe is not None and request.method in ("GET", "HEAD"):
             return probe(request)
@@ -52,20 +58,20 @@ class ProbeMiddleware:
 
 
 class ContentSecurityPolicyMiddleware:
-    def __init__(self, get_response):
+    def __init__(self, get_response: GetResponse) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         response = self.get_response(request)
         response.setdefault("Content-Security-Policy", settings.CONTENT_SECURITY_POLICY)
         return response
 
 
-def _api_error(status: int, code: str, detail: str, **extra) -> JsonResponse:
+def _api_error(status: int, code: str, detail: str, **extra: Any) -> JsonResponse:
     return JsonResponse({"error": code, "detail": detail, **extra}, status=status)
 
 
-def _chunked_body_read(request, limit: int):
+def _chunked_body_read(request: HttpRequest, limit: int) -> JsonResponse | None:
     """A body sent in chunks (no Content-Length): Django would read it as empty. Read it
     here, at most ``limit`` bytes (413 past that), when the server ends the chunked stream
     for us (gunicorn: ``wsgi.input_terminated``); a server that does not (the development
@@ -90,10 +96,10 @@ class ApiBodyLimitMiddleware:
     """Refuse an oversized API body from its Content-Length, before reading any of it,
     and a NUL character anywhere in the address."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: GetResponse) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         if "\x00" in request.path or "%00" in request.META.get("QUERY_STRING", ""):
             # No column can hold a NUL character; refuse it before any view sees it.
             if request.path.startswith("/api/"):
@@ -127,10 +133,10 @@ class ApiBodyLimitMiddleware:
 class ApiErrorMiddleware:
     """Turn Django's own HTML error pages under /api/ into the documented JSON format."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: GetResponse) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         response = self.get_response(request)
         if not request.path.startswith("/api/") or response.status_code < 400:
             return response
@@ -146,7 +152,7 @@ class ApiErrorMiddleware:
         code, detail = codes.get(response.status_code, ("error", "The request failed."))
         return _api_error(response.status_code, code, detail)
 
-    def process_exception(self, request, exception):
+    def process_exception(self, request: HttpRequest, exception: Exception) -> None:
         return None
 
 
@@ -155,13 +161,13 @@ class DatabaseUnavailableMiddleware:
     Retry-After and a page that needs no database, instead of a server error. The API
     answers the same in its own format (contextops.api)."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: GetResponse) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         return self.get_response(request)
 
-    def process_exception(self, request, exception):
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not isinstance(exception, OperationalError | InterfaceError):
             return None
         if request.path.startswith("/api/"):
@@ -189,17 +195,18 @@ class IdempotencyMiddleware:
     to the API unchanged, which answers 401 or 403 itself.
     """
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: GetResponse) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         try:
             response = self.get_response(request)
-            record = getattr(request, "_idempotency_record", None)
+            record = getattr(request, _RECORD, None)
             if record is None:
                 return response
             try:
-                if keeps_answer(response.status_code) and not response.streaming:
+                # A streaming answer is not an HttpResponse: it has no content to keep.
+                if keeps_answer(response.status_code) and isinstance(response, HttpResponse):
                     idempotency_complete(
                         record=record,
                         status=response.status_code,
@@ -216,11 +223,17 @@ class IdempotencyMiddleware:
         finally:
             # The claim's advisory lock lives on the connection, which outlives the
             # request (CONN_MAX_AGE): released on every path, exceptions included.
-            record = getattr(request, "_idempotency_record", None)
+            record = getattr(request, _RECORD, None)
             if record is not None:
                 idempotency_unlock(record=record)
 
-    def process_view(self, request, view_func, view_args, view_kwargs):
+    def process_view(
+        self,
+        request: HttpRequest,
+        view_func: Callable[..., HttpResponseBase],
+        view_args: tuple[Any, ...],
+        view_kwargs: dict[str, Any],
+    ) -> HttpResponse | None:
         raw = request.headers.get(HEADER)
         if raw is None or not request.path.startswith("/api/"):
             return None
@@ -258,10 +271,10 @@ class IdempotencyMiddleware:
         except (OperationalError, InterfaceError):
             return _unavailable(key)
         if isinstance(claimed, Replay):
-            response = HttpResponse(
+            replay = HttpResponse(
                 claimed.body, status=claimed.status, content_type=claimed.content_type or None
             )
-            response["Idempotent-Replayed"] = "true"
-            return response
-        request._idempotency_record = claimed
+            replay["Idempotent-Replayed"] = "true"
+            return replay
+        setattr(request, _RECORD, claimed)
         return None

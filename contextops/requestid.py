@@ -20,6 +20,10 @@ import contextvars
 import logging
 import re
 import uuid
+from collections.abc import Callable
+
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 
 HEADER = "X-Request-ID"
 NONE = "-"
@@ -64,12 +68,13 @@ class RequestIdFilter(logging.Filter):
 class RequestIdMiddleware:
     """First of all middleware: every answer carries the id, probes and errors included."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         request_id = request_id_choose(request.headers.get(HEADER))
-        request.request_id = request_id
+        # Read back through getattr by RequestIdFilter, on any request it finds.
+        request.request_id = request_id  # type: ignore[attr-defined]
         token = request_id_enter(request_id)
         try:
             response = self.get_response(request)

@@ -21,7 +21,7 @@ def columns(model: type[Model], alias: str) -> str:
     )
 
 
-def _field(model: type[Model], name: str) -> Field:
+def _field(model: type[Model], name: str) -> "Field[Any, Any]":
     field = model._meta.get_field(name)
     assert isinstance(field, Field), f"{model.__name__}.{name} is not a column"
     return field
@@ -35,7 +35,9 @@ def _column(field: Any) -> Any:
 
 def _converters(field: Any) -> list[Callable[[Any, Any, Any], Any]]:
     column = _column(field)
-    return connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+    converters: list[Callable[[Any, Any, Any], Any]] = connection.ops.get_db_converters(column)
+    converters.extend(column.get_db_converters(connection))
+    return converters
 
 
 def converter(model: type[Model], field_name: str) -> Callable[[Any], Any]:

@@ -61,7 +61,7 @@ def main() -> int:
     )
     processes = [web, worker]
 
-    def stop(*_):
+    def stop(*_: object) -> None:
         for p in processes:
             if p.poll() is None:
                 p.terminate()

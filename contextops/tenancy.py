@@ -158,7 +158,7 @@ def _organization_admin_permissions() -> list[Permission]:
 @transaction.atomic
 def user_create(
     *, org_name: str, username: str, password: str, approver: bool = False, admin: bool = False
-):
+) -> User:
     """Create a dashboard user in ``org_name``, or set an existing member's password.
 
     Rights are only ever granted here (approver: may decide suspensions; admin: the

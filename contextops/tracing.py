@@ -26,7 +26,8 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import MiddlewareNotUsed
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
@@ -34,7 +35,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanKind
 
-from .http import route_template
+from .http import GetResponse, route_template
 
 logger = logging.getLogger(__name__)
 
@@ -137,12 +138,12 @@ class TracingMiddleware:
     """A server span per request (method, route, status); not in the chain when export
     is off (``MiddlewareNotUsed``)."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: GetResponse) -> None:
         if not tracing_on():
             raise MiddlewareNotUsed
         self.get_response = get_response
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         if _tracer is None:  # turned off since the chain was built (tests)
             return self.get_response(request)
         with _tracer.start_as_current_span(

@@ -1,12 +1,13 @@
 """Admins edit facts here, but never in place: saving writes a new version that supersedes
 the old one (author: the admin user, rule ``admin_edit``), and deleting is invalidation."""
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from contextops.actors import admin_actor
@@ -93,7 +94,8 @@ class FactAdminForm(forms.ModelForm):
         )
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if self.instance.pk and not self.instance.is_valid:
             raise ValidationError(
                 f"{self.instance.key} is {self.instance.status}; only the current version of a chain can be edited."
@@ -158,21 +160,26 @@ class FactAdmin(OrganizationScopedAdmin):
     def short_value(self, fact: Fact) -> str:
         return value_text(fact.value)[:80]
 
-    def get_readonly_fields(self, request, obj=None):
+    def get_readonly_fields(self, request: HttpRequest, obj: Fact | None = None) -> list[str]:
         fields = list(self.readonly_fields)
         if obj is not None:
             fields += ["organization", "key", "scope", "scope_id", "memory_type"]
         return fields
 
-    def has_delete_permission(self, request, obj=None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: Fact | None = None) -> bool:
         return False  # invalidation instead: the lineage stays whole
 
-    def get_form(self, request, obj=None, change=False, **kwargs):
-        form = super().get_form(request, obj, change=change, **kwargs)
+    def get_form(
+        self, request: HttpRequest, obj: Fact | None = None, change: bool = False, **kwargs: Any
+    ) -> type[FactAdminForm]:
+        # The admin makes the form class from ``form``: a subclass of FactAdminForm.
+        form = cast("type[FactAdminForm]", super().get_form(request, obj, change=change, **kwargs))
         form.request = request
         return form
 
-    def save_model(self, request, obj: Fact, form, change: bool) -> None:
+    def save_model(
+        self, request: HttpRequest, obj: Fact, form: FactAdminForm, change: bool
+    ) -> None:
         result = form.write()
         # The admin's messages and redirects now point at the version just written.
         saved = result.fact
@@ -180,11 +187,13 @@ class FactAdmin(OrganizationScopedAdmin):
         if change and result.superseded is not None:
             messages.info(request, f"Saved as {saved.key}, superseding {result.superseded.key}.")
 
-    def save_related(self, request, form, formsets, change) -> None:
+    def save_related(
+        self, request: HttpRequest, form: FactAdminForm, formsets: Any, change: bool
+    ) -> None:
         pass  # dependencies are written by the service
 
     @admin.action(description="Invalidate selected facts (they stay in their lineage)")
-    def invalidate_selected(self, request, queryset):
+    def invalidate_selected(self, request: HttpRequest, queryset: QuerySet[Fact]) -> None:
         done = 0
         for fact in queryset.select_related("organization"):
             if not fact.is_valid:
@@ -215,7 +224,8 @@ class SourceAuthorityForm(forms.ModelForm):
         fields = ["organization", "source", "level"]
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         organization, level = data.get("organization"), data.get("level")
         if organization and level and level not in (organization.authority_ladder or []):
             self.add_error(

@@ -63,7 +63,7 @@ class Version:
     authority_rank: int  # 0 is the highest
     observed_at: datetime | None = None
     is_constraint: bool = False
-    constraint: dict | None = None
+    constraint: dict[str, Any] | None = None
     chain: Any = None  # the chain it belongs to; only the cycle rule of ``decide_write`` reads it
     # When the statement started to hold (valid time): stored versions always have one; a
     # new write has it when the writer gave ``valid_from`` or ``observed_at``, else it
@@ -291,7 +291,7 @@ def constraint_errors(constraint: Any) -> list[str]:
     return errors
 
 
-def constraint_violations(constraint: dict, value: Any) -> list[str]:
+def constraint_violations(constraint: dict[str, Any], value: Any) -> list[str]:
     """Why ``value`` breaks ``constraint`` (one sentence per broken bound); empty if allowed."""
     problems = []
     unit = constraint.get("unit", "")
@@ -400,9 +400,10 @@ def query_terms(query: str, limit: int = 8) -> list[str]:
     return terms
 
 
-def has_cycle(edges: dict[Any, set], start: set, targets: set) -> bool:
+def has_cycle(edges: dict[Any, set[Any]], start: set[Any], targets: set[Any]) -> bool:
     """True when following ``edges`` (node -> nodes it depends on) from ``start`` reaches ``targets``."""
-    seen, stack = set(), list(start)
+    seen: set[Any] = set()
+    stack = list(start)
     while stack:
         node = stack.pop()
         if node in targets:
@@ -424,7 +425,7 @@ _TEXT_DEADLINE = re.compile(
 )
 
 
-def constraint_from_text(value: Any) -> dict | None:
+def constraint_from_text(value: Any) -> dict[str, Any] | None:
     """A machine-checkable constraint read from a short text ("max 15%", "before 2026-03-01")."""
     if not isinstance(value, str):
         return None

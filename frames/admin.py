@@ -1,4 +1,6 @@
 from django.contrib import admin
+from django.db.models import Model
+from django.http import HttpRequest
 
 from contextops.admin import OrganizationScopedAdmin
 
@@ -8,13 +10,13 @@ from .models import ContextHandle, Event, Frame, ModelPrice, Session, Suspension
 class ReadOnlyAdmin(OrganizationScopedAdmin):
     """Rows that are projections of the event log: change them through the API, never here."""
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
 
@@ -72,7 +74,7 @@ class SuspensionAdmin(ReadOnlyAdmin):
     def token_digest(self, obj: Suspension) -> str:
         return token_hash(obj.token)[:12]
 
-    def has_view_permission(self, request, obj=None):
+    def has_view_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return obj is None and super().has_view_permission(request)
 
 

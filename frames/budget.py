@@ -9,6 +9,7 @@ what it reserved among them (a closed frame keeps no reservation).
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 from contextops.errors import InsufficientTokens, Invalid
 
@@ -20,7 +21,7 @@ class Budget:
     reserved: int = 0
     subcall_allocation: int = 0
 
-    def segments(self) -> list[dict]:
+    def segments(self) -> list[dict[str, Any]]:
         """The stacked bar's parts: used, reserved, delegated to children, available.
 
         ``width`` is the part's length in the bar, capped so the parts fill 100 % (an

@@ -11,6 +11,7 @@ at the read price and output at the output price. A model without a price has no
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 MILLION = Decimal(1_000_000)
 
@@ -70,7 +71,7 @@ class CostTotal:
         return float(round(self.usd, 6))
 
 
-def cost_total(rows: Iterable[Mapping], prices: Mapping[str, Price]) -> CostTotal:
+def cost_total(rows: Iterable[Mapping[str, Any]], prices: Mapping[str, Price]) -> CostTotal:
     """Sum rows of ``{model, input_tokens, output_tokens, cache_creation_input_tokens,
     cache_read_input_tokens}`` (one per model is enough: cost is linear in tokens)."""
     usd = Decimal(0)

@@ -22,6 +22,7 @@ docs/compaction.md for an example.
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 from django.utils.module_loading import import_string
@@ -183,12 +184,12 @@ def strategy_names(operation: str) -> list[str]:
     return [*builtin, *(n for n in custom_strategies() if n not in builtin)]
 
 
-def strategy_enum(operation: str) -> Callable[[dict], None]:
+def strategy_enum(operation: str) -> Callable[[dict[str, Any]], None]:
     """A pydantic ``json_schema_extra`` that lists ``operation``'s strategies as the field's
     ``enum`` in the OpenAPI schema, read when the schema is built (registered ones too);
     the service, not the schema, refuses an unknown name (422 with ``available``)."""
 
-    def extra(schema: dict) -> None:
+    def extra(schema: dict[str, Any]) -> None:
         schema["enum"] = strategy_names(operation)
 
     return extra

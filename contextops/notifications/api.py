@@ -124,7 +124,7 @@ def _delivery_out(delivery: Delivery) -> DeliveryOut:
     response=list[DestinationOut],
     summary="The organization's notification destinations",
 )
-def destinations_list(request: ApiRequest):
+def destinations_list(request: ApiRequest) -> list[DestinationOut]:
     return [_out(d) for d in destinations_of(request.organization)]
 
 
@@ -133,7 +133,7 @@ def destinations_list(request: ApiRequest):
     response={201: DestinationOut},
     summary="Add a destination (a webhook's signing secret is in this answer only)",
 )
-def destinations_add(request: ApiRequest, payload: DestinationIn):
+def destinations_add(request: ApiRequest, payload: DestinationIn) -> Status[DestinationOut]:
     _admin(request)
     destination, secret = destination_create(
         organization=request.organization,
@@ -151,7 +151,7 @@ def destinations_add(request: ApiRequest, payload: DestinationIn):
     response={204: None},
     summary="Remove a destination and its deliveries",
 )
-def destinations_remove(request: ApiRequest, destination_id: UUID):
+def destinations_remove(request: ApiRequest, destination_id: UUID) -> Status[None]:
     _admin(request)
     destination_delete(
         destination=destination_get(
@@ -166,7 +166,7 @@ def destinations_remove(request: ApiRequest, destination_id: UUID):
     response={202: DeliveryOut},
     summary="Send a test notification to a destination now",
 )
-def destinations_test(request: ApiRequest, destination_id: UUID):
+def destinations_test(request: ApiRequest, destination_id: UUID) -> Status[DeliveryOut]:
     _admin(request)
     destination = destination_get(organization=request.organization, destination_id=destination_id)
     return Status(
@@ -179,7 +179,7 @@ def destinations_test(request: ApiRequest, destination_id: UUID):
     response=list[DeliveryOut],
     summary="Notifications sent, newest first, with status, attempts and the last answer",
 )
-def deliveries_list(request: ApiRequest, filters: Query[DeliveriesQuery]):
+def deliveries_list(request: ApiRequest, filters: Query[DeliveriesQuery]) -> list[DeliveryOut]:
     destination = None
     if filters.destination_id is not None:
         destination = destination_get(

@@ -40,7 +40,7 @@ def signature_valid(secret: str, header: str, body: bytes) -> bool:
     return hmac.compare_digest(signature(secret, timestamp, body), header)
 
 
-def webhook_body(*, delivery_id: str, event: str, created_at: str, data: dict) -> bytes:
+def webhook_body(*, delivery_id: str, event: str, created_at: str, data: dict[str, Any]) -> bytes:
     return json.dumps(
         {"id": delivery_id, "event": event, "created_at": created_at, "data": data},
         separators=(",", ":"),

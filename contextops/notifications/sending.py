@@ -32,7 +32,7 @@ def max_attempts() -> int:
 def retry_after(attempts: int) -> float:
     """Seconds before the next attempt, after ``attempts`` failed ones."""
     base = float(getattr(settings, "CONTEXTOPS_NOTIFY_RETRY_SECONDS", RETRY_SECONDS))
-    return base * 2 ** max(0, attempts - 1)
+    return base * 2.0 ** max(0, attempts - 1)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,9 @@
 """The dashboard's notification settings (destinations, the test button) and the
 Deliveries page: for the organization's admins."""
 
+from typing import Any
+from uuid import UUID
+
 from django.contrib import messages as flash
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
@@ -8,15 +11,16 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from contextops.actors import user_actor
-from contextops.dashboard import MemberRequest, organization_required
+from contextops.dashboard import organization_required
 from contextops.errors import DomainError, NotFound
+from contextops.http import MemberRequest
 
 from .models import EVENTS, Destination
 from .selectors import deliveries_of, destination_get, destinations_of
 from .services import delivery_test, destination_create, destination_delete
 
 
-def _destination(request: MemberRequest, destination_id) -> Destination:
+def _destination(request: MemberRequest, destination_id: UUID) -> Destination:
     try:
         return destination_get(organization=request.organization, destination_id=destination_id)
     except NotFound as error:
@@ -33,7 +37,7 @@ def settings_page(request: MemberRequest) -> HttpResponse:
     """Destinations, and a form for a new one; a webhook's secret is shown once, here."""
     _admin_only(request)
     request.nav_section = "notifications"
-    context: dict = {"events": EVENTS, "kinds": Destination.Kind.choices, "form": {}}
+    context: dict[str, Any] = {"events": EVENTS, "kinds": Destination.Kind.choices, "form": {}}
     status = 200
     if request.method == "POST":
         form = {
@@ -64,7 +68,7 @@ def settings_page(request: MemberRequest) -> HttpResponse:
 
 @require_POST
 @organization_required
-def destination_test(request: MemberRequest, destination_id) -> HttpResponse:
+def destination_test(request: MemberRequest, destination_id: UUID) -> HttpResponse:
     _admin_only(request)
     destination = _destination(request, destination_id)
     delivery_test(destination=destination, actor=user_actor(request.user))
@@ -74,7 +78,7 @@ def destination_test(request: MemberRequest, destination_id) -> HttpResponse:
 
 @require_POST
 @organization_required
-def destination_remove(request: MemberRequest, destination_id) -> HttpResponse:
+def destination_remove(request: MemberRequest, destination_id: UUID) -> HttpResponse:
     _admin_only(request)
     destination = _destination(request, destination_id)
     destination_delete(destination=destination)

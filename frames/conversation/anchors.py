@@ -9,6 +9,7 @@ completion (weight 0.8, confidence 0.92). Only patterns whose confidence reaches
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 
@@ -32,7 +33,7 @@ FILE_PATH_KEYS = ("file_path", "path", "notebook_path")
 class ToolCall:
     id: str
     name: str
-    input: dict = field(default_factory=dict)
+    input: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

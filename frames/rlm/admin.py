@@ -1,6 +1,8 @@
 """Admin: RLM states are written through the protocol (the API and ``protocol``); the admin only shows them."""
 
 from django.contrib import admin
+from django.db.models import Model
+from django.http import HttpRequest
 
 from contextops.admin import OrganizationScopedAdmin
 
@@ -21,8 +23,8 @@ class RlmStateAdmin(OrganizationScopedAdmin):
     search_fields = ["state_id", "tree_id", "session_ref"]
     raw_id_fields = ["session", "frame", "root_frame"]
 
-    def has_add_permission(self, request) -> bool:
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False

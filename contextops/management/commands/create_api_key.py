@@ -1,3 +1,6 @@
+from argparse import ArgumentParser
+from typing import Any
+
 from django.core.management.base import BaseCommand, CommandError
 
 from contextops.errors import DomainError
@@ -12,7 +15,7 @@ class Command(BaseCommand):
         "approve and reject suspensions when that user may (contextops approve TOKEN)."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--org", required=True)
         parser.add_argument(
             "--agent",
@@ -46,24 +49,24 @@ class Command(BaseCommand):
 
     def handle(
         self,
-        *args,
-        org,
-        agent,
-        authority,
-        department,
-        update_authority,
-        user,
-        read_only,
-        **options,
-    ):
-        if not agent and not user:
+        *args: Any,
+        org: str,
+        agent: str | None,
+        authority: str | None,
+        department: str,
+        update_authority: bool,
+        user: str | None,
+        read_only: bool,
+        **options: Any,
+    ) -> None:
+        agent_name = agent or user
+        if not agent_name:
             raise CommandError("Name the key's agent with --agent (or a person with --user).")
-        agent = agent or user
         new_organization = not Organization.objects.filter(name=org).exists()
         try:
             key, raw = api_key_create(
                 org_name=org,
-                agent_name=agent,
+                agent_name=agent_name,
                 authority=authority,
                 department=department,
                 update_authority=update_authority,
@@ -87,7 +90,7 @@ class Command(BaseCommand):
                 f"{org} --username NAME adds one)."
             )
         self.stderr.write(
-            f"Created key {key.prefix} for agent {agent!r} in {org!r} "
+            f"Created key {key.prefix} for agent {agent_name!r} in {org!r} "
             f"(authority {key.agent.authority}{person}{scope}). It is shown once:"
         )
         self.stdout.write(raw)

@@ -1,5 +1,7 @@
 import getpass
 import os
+from argparse import ArgumentParser
+from typing import Any
 
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
@@ -16,7 +18,7 @@ class Command(BaseCommand):
         "Password from CONTEXTOPS_PASSWORD or a prompt."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--org", required=True)
         parser.add_argument("--username", required=True)
         parser.add_argument(
@@ -29,7 +31,9 @@ class Command(BaseCommand):
             "(createsuperuser makes an installation's superuser)",
         )
 
-    def handle(self, *args, org, username, approver, admin, **options):
+    def handle(
+        self, *args: Any, org: str, username: str, approver: bool, admin: bool, **options: Any
+    ) -> None:
         password = os.environ.get("CONTEXTOPS_PASSWORD")
         if not password:
             password = getpass.getpass(f"Password for {username}: ")
