@@ -20,7 +20,7 @@ from django.contrib.staticfiles.storage import staticfiles_storage
 from django.core.files.storage import storages
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, JsonResponse
-from kombu import Connection
+from kombu.connection import Connection
 
 logger = logging.getLogger(__name__)
 
