@@ -1,7 +1,9 @@
 """Who did something, as the event log and the audit trail name them: one rule for every
 API module, view and task."""
 
-from typing import Any, Protocol
+from typing import Protocol
+
+from django.http import HttpRequest
 
 
 class _Named(Protocol):
@@ -27,7 +29,7 @@ def system_actor(job: str) -> str:
     return f"system:{job}"
 
 
-def request_actor(request: Any) -> str:
+def request_actor(request: HttpRequest) -> str:
     """The actor of a request: its agent for an API call, its user in the dashboard."""
     agent = getattr(request, "agent", None)
     return agent_actor(agent) if agent is not None else user_actor(request.user)
