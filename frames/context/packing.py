@@ -174,7 +174,7 @@ class FactItem:
     value: str
     tokens: int
     is_constraint: bool = False
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
     stored: Any = None
     subject: str = ""
     governs: bool = False  # organizational policy: ranks as high priority
