@@ -114,9 +114,13 @@ def _thread_open(
     thread_id: str,
     session: Session | None,
     actor: str,
+    missing: str = "",
 ) -> GraphThread:
-    """The thread to write to, locked; created (in ``session`` or a new one) when new."""
+    """The thread to write to, locked; created (in ``session`` or a new one) when new,
+    unless ``missing`` says why a new one may not be: NotFound with it."""
     thread = _thread_locked(organization=organization, thread_id=thread_id)
+    if thread is None and missing:
+        raise NotFound(missing)
     if thread is not None:
         if session is not None and thread.session_id != session.pk:
             raise Conflict(
@@ -290,12 +294,14 @@ def writes_put(
     LangGraph's rule: a write whose index is already stored for the task is kept (a
     retried task writes nothing twice), except the special channels (negative indexes:
     errors, interrupts, ...), which replace what was there. The checkpoint need not be
-    stored yet (LangGraph sends writes while the checkpoint is on its way); the thread is
-    created as ``checkpoint_put`` would. Conflict ``session_ended`` once its session ended.
+    stored yet: LangGraph's async durability sends a step's writes while its checkpoint
+    is on its way, so a thread that holds a checkpoint takes writes for the next one.
+    NotFound when the organization holds no such thread (neither the checkpoint nor its
+    thread): writes never create a thread or a session. Conflict ``session_ended`` once
+    the thread's session ended, ``thread_in_other_session`` when ``session`` is another.
 
     Long because most of it is the writes' fields written out one a line, with
-    LangGraph's keep-or-replace rule beside them; the thread is opened by the function
-    checkpoint_put uses.
+    LangGraph's keep-or-replace rule beside them.
     """
     thread_id_check(thread_id)
     raws = [_bytes(w.blob, ("writes", i, "data")) for i, w in enumerate(writes)]
@@ -308,6 +314,7 @@ def writes_put(
                 thread_id=thread_id,
                 session=session,
                 actor=actor,
+                missing=f"No checkpoint {checkpoint_id!r} and no thread {thread_id!r}.",
             )
             at: dict[str, Any] = {
                 "thread": thread,

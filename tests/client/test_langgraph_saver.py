@@ -2,9 +2,11 @@
 
 import asyncio
 import operator
+import threading
 from pathlib import Path
 from typing import Annotated, TypedDict
 
+import pytest
 from contextops_client.langgraph import ContextopsSaver
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.report import ProgressCallbacks
@@ -153,3 +155,45 @@ def test_a_thread_saved_with_whole_number_versions_goes_on_under_this_saver(agen
     assert set(map(type, saver.get_tuple(fresh).checkpoint["channel_versions"].values())) == {str}
     old.close()
     saver.close()
+
+
+def _first_checkpoint(saver, thread_id: str):
+    """A thread's first checkpoint as LangGraph puts it, and the config its writes name."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    checkpoint = empty_checkpoint()
+    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    return checkpoint, config, {**config["configurable"], "checkpoint_id": checkpoint["id"]}
+
+
+def test_writes_sent_beside_a_new_threads_first_checkpoint_wait_for_it(agent):
+    """LangGraph's async and exit durability send a step's writes while its checkpoint is
+    still on its way; the server refuses writes to a thread it does not hold, so the
+    saver tries them again until the checkpoint lands, synchronously and asynchronously."""
+    from contextops_client.errors import NotFound
+
+    saver = ContextopsSaver(agent.url, agent.key, retries=1, backoff=0.01)
+
+    async def on_the_loop(config, writes):
+        await saver.aput_writes(config, writes, "task-1")
+        await saver.aclose()
+
+    for thread_id, mode in (("sync-race", "sync"), ("async-race", "async")):
+        checkpoint, config, written = _first_checkpoint(saver, thread_id)
+        late = threading.Timer(0.3, saver.put, (config, checkpoint, {"step": -1}, {}))
+        late.start()
+        if mode == "sync":
+            saver.put_writes({"configurable": written}, [("ch", "v")], "task-1")
+        else:
+            asyncio.run(on_the_loop({"configurable": written}, [("ch", "v")]))
+        late.join()
+        stored = saver.get_tuple({"configurable": written})
+        assert stored.pending_writes == [("task-1", "ch", "v")], thread_id
+    saver.close()
+    # A thread nobody stores: the 404 stands once the wait is over, and nothing is created.
+    brief = ContextopsSaver(agent.url, agent.key, retries=1, backoff=0.01, checkpoint_wait=0.3)
+    _, _, written = _first_checkpoint(brief, "never-stored")
+    with pytest.raises(NotFound):
+        brief.put_writes({"configurable": written}, [("ch", "v")], "task-1")
+    assert not GraphThread.objects.filter(thread_id="never-stored").exists()
+    brief.close()

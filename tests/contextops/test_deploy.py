@@ -192,3 +192,27 @@ def test_compose_runs_postgres_redis_web_worker_and_one_beat_from_the_image():
     for name in ("web", "worker", "beat"):
         given = set(services[name]["environment"])
         assert given <= read, f"{name} sets variables nothing reads: {sorted(given - read)}"
+
+
+def _compose_default(value: str) -> str:
+    """``value`` as compose reads it with nothing set: each ``${NAME:-default}`` its default."""
+    return re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", value)
+
+
+def test_compose_publishes_only_on_this_host_and_trusts_only_its_gateway():
+    """Published on every interface, the web port let anyone send their own
+    X-Forwarded-For past the proxy; by default it listens on 127.0.0.1, for a proxy on
+    this host, and believes the header only from the network's gateway."""
+    import ipaddress
+
+    compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+    published = [
+        _compose_default(str(port))
+        for service in compose["services"].values()
+        for port in service.get("ports", [])
+    ]
+    assert published == ["127.0.0.1:8000:8000"]
+    [network] = compose["networks"]["default"]["ipam"]["config"]
+    trusted = _compose_default(compose["x-contextops"]["environment"]["CONTEXTOPS_TRUSTED_PROXIES"])
+    assert trusted == network["gateway"]
+    assert ipaddress.ip_address(trusted) in ipaddress.ip_network(network["subnet"])

@@ -157,19 +157,38 @@ def test_writes_keep_the_first_regular_write_and_replace_special_ones(api, put):
 
 
 def test_writes_sent_before_their_checkpoint_wait_for_it(api, put):
-    # LangGraph sends a step's writes while the checkpoint may still be on its way.
+    # LangGraph's async durability sends a step's writes while its checkpoint is on its way.
+    put()
     body = {
         "thread_id": "t-1",
-        "checkpoint_id": "0001",
+        "checkpoint_id": "0002",
         "task_id": "x",
         "writes": [{"idx": 0, "channel": "ch", **blob("v")}],
     }
     assert api.post("/langgraph/writes", body).json() == {"stored": 1}
-    assert listed(api, thread_id="t-1") == []
-    put()
-    [item] = listed(api, thread_id="t-1")
-    assert [w["channel"] for w in item["pending_writes"]] == ["ch"]
+    assert [i["checkpoint_id"] for i in listed(api, thread_id="t-1")] == ["0001"]
+    put(checkpoint_id="0002", parent="0001")
+    latest = listed(api, thread_id="t-1")[0]
+    assert latest["checkpoint_id"] == "0002"
+    assert [w["channel"] for w in latest["pending_writes"]] == ["ch"]
     assert GraphThread.objects.count() == 1
+
+
+def test_writes_for_a_thread_not_stored_are_not_found_and_create_nothing(api):
+    body = {
+        "thread_id": "never-checkpointed",
+        "checkpoint_id": "0001",
+        "task_id": "x",
+        "writes": [{"idx": 0, "channel": "ch", **blob("v")}],
+    }
+    sessions = Session.objects.count()
+    response = api.post("/langgraph/writes", body)
+    assert response.status_code == 404, response.content
+    assert response.json()["error"] == "not_found"
+    assert "never-checkpointed" in response.json()["detail"]
+    assert not GraphThread.objects.exists()
+    assert Session.objects.count() == sessions
+    assert api.get("/langgraph/threads/never-checkpointed").status_code == 404
 
 
 def test_deleting_a_thread_removes_every_namespace_and_leaves_others(api, put):
@@ -292,7 +311,7 @@ def test_another_organizations_threads_are_invisible(api, other_api, put, start_
         == 404
     )
     assert other_api.delete("/langgraph/threads/t-1").status_code == 404
-    other_api.post("/langgraph/writes", body)  # lands in a t-1 of its own organization
+    assert other_api.post("/langgraph/writes", body).status_code == 404  # no t-1 of its own
     other_api.post("/langgraph/threads/prune", {"thread_ids": ["t-1"], "strategy": "delete"})
     other_api.post("/langgraph/runs/delete", {"run_ids": ["run-1"]})
     [ours] = listed(api, thread_id="t-1")

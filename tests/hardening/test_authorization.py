@@ -11,14 +11,20 @@ gets back (not an id, a key, a count or a search hit) and nothing of Acme may ch
 """
 
 import json
+import re
+from urllib.parse import urlencode
 
 import pytest
 from django.test import Client
 from django.urls import URLResolver, get_resolver, resolve
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from contextops.api import api as ninja_api
 from contextops.models import ApiKey
 from facts.models import Fact
+from frames.models import Session
 from tests.hardening.snapshots import organization_rows
 from tests.hardening.world import (
     ACTIONS,
@@ -62,6 +68,54 @@ def _query_params() -> dict[tuple[str, str], list[str]]:
 
 OPERATIONS = _operations()
 QUERY_PARAMS = _query_params()
+# What an outsider puts in each query parameter: Acme's id of that kind (``{name}``, from
+# the acme world) or a value that selects by time. Parameters that select nothing by
+# themselves (paging, order, a status or a kind) are named with None: every parameter of
+# the schema is here, so a new one must be sorted in the day it appears.
+QUERY_PROBES: dict[str, str | None] = {
+    "session_id": "{session_id}",
+    "frame_id": "{frame_id}",
+    "thread_id": "{thread_id}",
+    "checkpoint_id": "{graph_checkpoint_id}",
+    "destination_id": "{destination_id}",
+    "tree_id": "{state_id}",
+    "subject": "acme-secret-subject",
+    "scope_id": "acme-secret-scope",
+    "search": "acme-secret-title",
+    "agent": "researcher",
+    "source": "user",
+    "metadata": '{"run_id": "acme-secret-run"}',
+    "before": "acme-secret-checkpoint~",
+    # valid time and event time: as of now, when every one of Acme's facts holds
+    "valid_at": "2999-01-01T00:00:00Z",
+    "at": "2999-01-01T00:00:00Z",
+    "since": "2000-01-01T00:00:00Z",
+    "until": "2999-01-01T00:00:00Z",
+    "after": "0",
+    "before_version": "99",
+    "scope": "draft",
+    **dict.fromkeys(
+        [
+            "limit",
+            "offset",
+            "order",
+            "status",
+            "pressure",
+            "valid",
+            "needs_review",
+            "memory_type",
+            "completion_status",
+            "checkpoint_ns",
+            "snapshots",
+            "branch",
+            "threshold",
+            "mode",
+            "wait",
+            "min_age_hours",
+            "max_age_hours",
+        ]
+    ),
+}
 LISTS = [op for op in OPERATIONS if op[0] == "GET" and "{" not in op[1] and op not in PUBLIC]
 
 
@@ -106,6 +160,104 @@ def test_every_operation_refuses_a_missing_or_revoked_key(method, path, api, acm
     revoked = call(client, method, target, api.key)
     assert revoked.status_code == 401
     assert revoked.json()["error"] == "unauthenticated"
+
+
+def test_the_probes_visit_every_operation_of_the_served_schema(client):
+    """The operations probed are every one the served document lists (none left out: the
+    allow-list is empty), the round's new ones among them, and each query parameter is
+    sorted into QUERY_PROBES."""
+    served = client.get("/api/v1/openapi.json").json()
+    operations = {
+        (method.upper(), path.removeprefix("/api/v1"))
+        for path, item in served["paths"].items()
+        for method in item
+        if method in {"get", "post", "put", "delete", "patch"}
+    }
+    assert len(OPERATIONS) == len(operations) and set(OPERATIONS) == operations
+    for new_this_round in (
+        ("GET", "/notifications/destinations"),
+        ("GET", "/notifications/deliveries"),
+        ("POST", "/notifications/destinations/{destination_id}/test"),
+        ("GET", "/fact-conflicts/{conflict_id}"),
+        ("POST", "/fact-conflicts/{conflict_id}/accept"),
+        ("GET", "/facts/{key}/current"),
+        ("GET", "/context-packs/{a}/diff/{b}"),
+        ("GET", "/sessions/{session_id}/context-packs"),
+    ):
+        assert new_this_round in operations, new_this_round
+    assert {p for op in OPERATIONS for p in QUERY_PARAMS[op]} <= set(QUERY_PROBES), (
+        "sort the new query parameters into QUERY_PROBES",
+        sorted({p for op in OPERATIONS for p in QUERY_PARAMS[op]} - set(QUERY_PROBES)),
+    )
+
+
+def test_every_path_parameter_names_one_of_acmes_objects(acme):
+    """An id left to the placeholder would make an outsider's 404 prove nothing."""
+    for method, path in OPERATIONS:
+        ids = {**acme["ids"], **REQUESTS.get((method, path), Write()).ids}
+        named = re.findall(r"\{(\w+)\}", path)
+        assert set(named) <= set(ids), (method, path, set(named) - set(ids))
+
+
+QUERIED = [(op, param) for op in OPERATIONS for param in QUERY_PARAMS[op] if QUERY_PROBES[param]]
+
+
+@pytest.mark.parametrize("op,param", QUERIED, ids=[f"{m} {p} {q}" for (m, p), q in QUERIED])
+def test_acmes_values_in_any_query_parameter_find_nothing(op, param, acme, api, other_api):
+    """Ids and times in query strings, on every operation that takes them (valid-time
+    reads, checkpoints by thread, deliveries by destination...), not only on lists."""
+    method, path = op
+    target, body = request_for(method, path, acme["ids"])
+    value = fill(QUERY_PROBES[param], acme["ids"])
+    url = f"{target}{'&' if '?' in target else '?'}{urlencode({param: value})}"
+    own = call(Client(), method, url, api.key, body)
+    assert own.status_code < 400 or method != "GET", (url, own.content)  # the control
+    before = _acme_rows()
+    response = call(Client(), method, url, other_api.key, body)
+    expected = REQUESTS[method, path].other if method != "GET" else 404 if "{" in path else 200
+    if (method, response.status_code) == ("GET", 404):
+        expected = 404  # a list filtered by a foreign id: as unknown as a path's
+    assert response.status_code == expected, (url, response.status_code, response.content)
+    assert _leaks(response, acme["secrets"], sent=url + json.dumps(body)) == [], url
+    if expected == 404:
+        assert response.json()["error"] == "not_found"
+    elif method == "GET":
+        answer = response.json()
+        listed = answer if isinstance(answer, list) else answer.get("items", [])
+        assert listed == [] and (isinstance(answer, list) or answer.get("count", 0) == 0), url
+    assert _acme_rows() == before
+
+
+def test_otlp_spans_of_acmes_trace_sent_by_another_organization_stay_its_own(
+    acme, api, other_api, client
+):
+    """The OTLP receiver is not in the schema (its bodies are OTLP's): another
+    organization sending the very spans of Acme's trace gets a session of its own and
+    leaves Acme's as it was."""
+    from tests.otel.test_receiver import PROTOBUF, _body, _llm
+
+    provider = TracerProvider()
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    _llm(provider.get_tracer("tests"), name="chat acme-secret-model")
+    body = _body(exporter)
+    provider.shutdown()
+    sent = client.post(
+        "/v1/traces", body, content_type=PROTOBUF, HTTP_AUTHORIZATION=f"Bearer {api.key}"
+    )
+    assert sent.status_code == 200
+    [acme_trace] = Session.objects.filter(organization=api.organization, source__kind="otel")
+    before = _acme_rows()
+    for path in ("/v1/traces", "/api/v1/otel/v1/traces"):
+        response = client.post(
+            path, body, content_type=PROTOBUF, HTTP_AUTHORIZATION=f"Bearer {other_api.key}"
+        )
+        assert response.status_code == 200, response.content
+        assert _leaks(response, acme["secrets"]) == []
+    assert _acme_rows() == before
+    theirs = Session.objects.get(organization=other_api.organization, source__kind="otel")
+    assert theirs.source == acme_trace.source  # the same trace, held apart
+    assert theirs.api_calls_total == 1 and theirs.pk != acme_trace.pk
 
 
 def test_every_write_has_a_valid_request():

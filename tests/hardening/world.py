@@ -169,7 +169,7 @@ CREATES = {
             "task_id": "intruder-task",
             "writes": [{"idx": 0, "channel": "messages", **GRAPH_BLOB}],
         },
-        other=200,  # a thread of the same name in its own organization
+        other=404,  # it holds no thread of that name: writes create none
     ),
     ("POST", "/langgraph/threads/prune"): Write(
         {"thread_ids": ["{thread_id}"], "strategy": "delete"}, other=200

@@ -16,12 +16,14 @@ page. A thread belongs to a session: ``session=`` names the one new threads go t
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import builtins
 import dataclasses
 import json
 import math
 import random
+import time
 import uuid
 from collections.abc import AsyncIterator, Generator, Iterable, Iterator, Sequence
 from datetime import datetime
@@ -70,6 +72,8 @@ PAGE = 1000  # the most checkpoints one GET answers
 PREVIEW_TEXT = 2000
 PREVIEW_ITEMS = 100
 EMPTY = "empty"  # a channel that has a version but no value
+# How long a step's writes wait for their thread's first checkpoint (see put_writes).
+CHECKPOINT_WAIT = 5.0
 
 
 def preview(value: Any, depth: int = 0) -> Any:
@@ -113,6 +117,17 @@ def _json_metadata(metadata: Any) -> dict[str, Any]:
     return encoded
 
 
+def _checkpoint_waits(seconds: float) -> Iterator[float | None]:
+    """The pauses before each new try of writes whose thread is not stored yet, growing
+    from 10 ms to 250 ms within ``seconds``; then None: the last try's 404 stands."""
+    deadline = time.monotonic() + seconds
+    pause = 0.01
+    while time.monotonic() + pause < deadline:
+        yield pause
+        pause = min(pause * 2, 0.25)
+    yield None
+
+
 def _configurable(config: RunnableConfig) -> dict[str, Any]:
     return dict(config.get("configurable") or {})
 
@@ -142,7 +157,8 @@ class ContextopsSaver(BaseCheckpointSaver[str]):
 
     ``url`` and ``api_key`` default to ``$CONTEXTOPS_URL`` and ``$CONTEXTOPS_API_KEY``;
     ``client`` / ``async_client`` reuse clients you already hold. ``session`` (a session
-    or its id) is where threads this saver starts belong.
+    or its id) is where threads this saver starts belong. ``checkpoint_wait`` is how many
+    seconds a task's writes wait for the first checkpoint of their thread to be stored.
     """
 
     def __init__(
@@ -154,9 +170,11 @@ class ContextopsSaver(BaseCheckpointSaver[str]):
         client: Client | None = None,
         async_client: AsyncClient | None = None,
         serde: SerializerProtocol | None = None,
+        checkpoint_wait: float = CHECKPOINT_WAIT,
         **client_options: Any,
     ) -> None:
         super().__init__(serde=serde)
+        self.checkpoint_wait = checkpoint_wait
         self._url, self._api_key, self._options = url, api_key, client_options
         self._client = client
         self._async_client = async_client
@@ -381,8 +399,19 @@ class ContextopsSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        """Store a task's writes. The server refuses (404) writes to a thread it does not
+        hold, and LangGraph's async and exit durability send a step's writes beside the
+        checkpoint they belong to; so a 404 is tried again until that checkpoint lands,
+        for ``checkpoint_wait`` seconds, and raised after."""
         body = self._writes_body(config, writes, task_id, task_path)
-        self.client.request("POST", "/langgraph/writes", json=body)
+        for pause in _checkpoint_waits(self.checkpoint_wait):
+            try:
+                self.client.request("POST", "/langgraph/writes", json=body)
+                return
+            except NotFound:
+                if pause is None:
+                    raise
+            time.sleep(pause)
 
     def delete_thread(self, thread_id: str) -> None:
         try:
@@ -510,8 +539,16 @@ class ContextopsSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        """``put_writes``, on the event loop."""
         body = self._writes_body(config, writes, task_id, task_path)
-        await self.async_client.request("POST", "/langgraph/writes", json=body)
+        for pause in _checkpoint_waits(self.checkpoint_wait):
+            try:
+                await self.async_client.request("POST", "/langgraph/writes", json=body)
+                return
+            except NotFound:
+                if pause is None:
+                    raise
+            await asyncio.sleep(pause)
 
     async def adelete_thread(self, thread_id: str) -> None:
         try:
