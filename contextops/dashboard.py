@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET
 
 from .http import MemberRequest
 from .models import AuditEntry
+from .version import __version__
 
 AUDIT_ENTRIES_PER_PAGE = 100
 
@@ -56,7 +57,7 @@ def render_page(
 
 
 def navigation(request: HttpRequest) -> dict:
-    return {"nav_section": getattr(request, "nav_section", "")}
+    return {"nav_section": getattr(request, "nav_section", ""), "contextops_version": __version__}
 
 
 def audit_detail_text(value: Any) -> str:
