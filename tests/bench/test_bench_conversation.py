@@ -19,7 +19,8 @@ from django.test.utils import CaptureQueriesContext
 
 from frames.conversation.compaction import _select
 from frames.conversation.models import CompactionRun, Turn
-from frames.services import frame_push, session_create
+from frames.services.sessions import session_create
+from frames.services.stack import frame_push
 from tests.bench.report import database_vendor, record, write_section
 
 TURNS = 1_000
@@ -38,7 +39,7 @@ COPIES = 4
 def _import_throughput(organization, tmp_path) -> dict:
     """A large Claude Code file (the spotter session repeated, ids made unique per copy)."""
     from contextops.tokens import count_tokens
-    from frames.conversation.importing import transcript_import
+    from frames.conversation.importing.executing import transcript_import
     from frames.conversation.readers import read_transcript
 
     original = SPOTTER.read_text()
