@@ -666,7 +666,7 @@ def test_it_tells_caches_that_a_page_and_its_fragment_differ(api, member_client)
     """One URL answers the whole page or, for htmx, a fragment: every answer says so, or the
     back button can show a bare fragment a cache kept."""
     session = _session(api)
-    root = services.frame_push(session=session, goal="Root goal", budget_total=1000)
+    root = frame_push(session=session, goal="Root goal", budget_total=1000)
     for url in ("/", f"/sessions/{session.pk}/", f"/frames/{root.pk}/", "/facts/"):
         page = member_client.get(url)
         fragment = member_client.get(url, HTTP_HX_REQUEST="true")
