@@ -340,6 +340,10 @@ def fact_write(
     unchanged (``created`` False, nothing stored), unless it carries a higher authority
     or a later observation; dependents are only flagged when the superseding version
     states something else.
+
+    Long because its docstring states every outcome of a write; the body only prepares
+    the arguments, opens the transaction for _fact_write and says who won a race the
+    locks could not see.
     """
     if isinstance(key, str) and key:
         key = key_normalize(key)  # 422 for look-alikes; NFKC so one key is stored one way
@@ -441,7 +445,12 @@ def _fact_write(
     **fields: Any,
 ) -> FactWriteResult:
     """``fact_write`` inside its transaction: load what the rules need, ask
-    ``rules.decide_write`` once, then write what the decision says."""
+    ``rules.decide_write`` once, then write what the decision says.
+
+    Long because it reads straight through in the three steps the rules ask for (load,
+    decide once with rules.decide_write, write what the decision says), each marked by a
+    comment; the loads it calls are already their own functions.
+    """
     # Most writes are of a new key: a bare existence check, and the stored version with
     # its relations read only for a key written before (compiling that read cost more CPU
     # than the rest of a write).

@@ -305,6 +305,11 @@ def facts_for_context(
     each contains, a LIKE per word). Constraints, then
     organizational policy, that govern a subject in the result come first, fetched even when their own
     words did not match.
+
+    Long because its docstring states every rule of what a context may hold; the body
+    reads as the steps it names (the readable facts, the ranking by one of two back
+    ends, the nearest by vector, the governing facts first), the back ends already their
+    own functions.
     """
     identity = session.identity or {}
     permissions = [str(p) for p in identity.get("permissions") or []]

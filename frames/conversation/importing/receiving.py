@@ -183,6 +183,10 @@ def import_receive(
     the transcript would hold more than ``import_max_bytes()``, Invalid for a bad name, a
     format that cannot be told, subagents of a format that has none, or a final JSON or
     YAML document that cannot be read. Nothing is stored then.
+
+    Long because an upload is checked whole (names, format, offsets, size, a final
+    document's readability) before one transaction stores it and queues its job; the
+    checks it calls are already their own functions.
     """
     main = UploadFile(file_name, content, offset)
     name = _basename(file_name, "file_name")
