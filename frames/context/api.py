@@ -10,6 +10,7 @@ from pydantic import Field
 
 from contextops import tracing
 from contextops.actors import request_actor
+from contextops.collector import cyclic_collector_paused
 from contextops.errors import NotFound
 from contextops.http import ApiRequest, prebuilt_json_response
 from frames.api import session_body_with_top
@@ -109,7 +110,8 @@ def context_pack_create(request: ApiRequest, session_id: UUID, payload: ContextP
     if payload.frame_id is not None:
         frame = session_frame_get(session=session, frame_id=payload.frame_id)
     searched = {"gen_ai.operation.name": "search_memory", "gen_ai.conversation.id": str(session.pk)}
-    with tracing.span("search_memory", searched) as current:
+    # The pack and its answer make tens of thousands of objects, none in a cycle.
+    with tracing.span("search_memory", searched) as current, cyclic_collector_paused():
         pack = context_pack_assemble(
             session=session,
             frame=frame,
@@ -127,7 +129,7 @@ def context_pack_create(request: ApiRequest, session_id: UUID, payload: ContextP
         tracing.span_set(
             current, tracing.memory_search_attributes(session_id=session.pk, pack=body)
         )
-    return prebuilt_json_response(request, body)
+        return prebuilt_json_response(request, body)
 
 
 class PackListFilters(Schema):

@@ -19,6 +19,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from contextops.collector import cyclic_collector_paused
 from contextops.embeddings import embed_query, vector_from_bytes, vectors_from_bytes
 from contextops.errors import Invalid, NotFound
 from contextops.rows import converter, param
@@ -307,21 +308,7 @@ def _included_entry(item: packing.PackedItem[Any]) -> dict[str, Any]:
     return entry
 
 
-def _dropped_entry(drop: packing.Dropped) -> dict[str, Any]:
-    """A dropped item as the pack's record keeps it (and its answer shows it)."""
-    entry: dict[str, Any] = {
-        "section": drop.section,
-        "id": drop.id,
-        "reason": drop.reason,
-        "level": drop.level,
-        "tokens": drop.tokens,
-        "rank": drop.rank,
-        "score": drop.score,  # the record keeps the parts' list (read back as a mapping)
-        "older_than": drop.older_than,
-    }
-    return entry
-
-
+@cyclic_collector_paused()
 def context_pack_assemble(
     *,
     session: Session,
@@ -442,7 +429,7 @@ def context_pack_assemble(
         query=query[:2000],
         as_of_seq=as_of_seq,
     )
-    record.dropped = [_dropped_entry(d) for d in result.dropped]
+    record.dropped_keep(result.dropped)
     if store and session.lifecycle_state == Session.Lifecycle.LOADING:
         with transaction.atomic():
             record.save(force_insert=True)

@@ -590,10 +590,11 @@ def _form_tokens(section: str, source: Any, form: str, cache: dict[int, str]) ->
             return int(source.summary_tokens)
         if form == "full":
             return int(source.tokens)
-        return _segment_tokens(source, "shown", cache)
-    if form == "full":
+        text = source.content
+    elif form == "full":
         return int(source.tokens)
-    text = source.text() if section == "facts" else source.value
+    else:
+        text = source.text() if section == "facts" else source.value
     return _render_text(text, int(source.tokens), "light", cache)[1]
 
 
@@ -629,8 +630,8 @@ def pack(data: PackInput) -> PackResult:
     first_rank = len(required)
     chosen: list[PackedItem[Any]] = []
     facts_room = math.floor(max(0, remaining) * FACTS_SHARE)
-    held: list[int] = []
     deepest = max(floor, required_level)
+    older_than = ranking.older_than
 
     def offer(position: int, index: int) -> bool:
         """Put candidate ``index`` in, in its fullest form that fits; False if none does."""
@@ -647,7 +648,7 @@ def pack(data: PackInput) -> PackResult:
             item.rank = first_rank + position
             item.score = rows[index]
             item.reason = "ranked"
-            item.older_than = ranking.older_than.get(index)
+            item.older_than = older_than.get(index)
             chosen.append(item)
             remaining -= item.tokens
             if section == "facts":
@@ -656,39 +657,44 @@ def pack(data: PackInput) -> PackResult:
             return True
         return False
 
-    position_of = {index: position for position, index in enumerate(order, start=1)}
-    refused: list[int] = []
-    for index in order:
-        section = candidates[index].section
-        if isinstance(forms[index], str):
-            refused.append(index)
-        elif section == "facts" and _form_tokens(
-            section, sources[index], forms[index][-1], cache
-        ) > max(0, facts_room):
-            held.append(index)
-        elif not offer(position_of[index], index):
-            refused.append(index)
-    for index in held:
-        if not offer(position_of[index], index):
-            refused.append(index)
-    for index in sorted(refused, key=position_of.__getitem__):
+    # Candidates in rank order; a fact held back by the facts' share is offered again at
+    # the end; the ones no form of which fits are dropped, in rank order.
+    refused: list[tuple[int, int]] = []
+    held: list[tuple[int, int]] = []
+    for position, index in enumerate(order, start=1):
+        allowed = forms[index]
+        if isinstance(allowed, str):
+            refused.append((position, index))
+        elif (
+            remaining > 0
+            and candidates[index].section == "facts"
+            and _form_tokens("facts", sources[index], allowed[-1], cache) > max(0, facts_room)
+        ):
+            held.append((position, index))
+        elif not offer(position, index):
+            refused.append((position, index))
+    held_refused = [(p, i) for p, i in held if not offer(p, i)]
+    if held_refused:
+        refused = sorted(refused + held_refused)
+    level_name = LEVELS[max(floor, required_level)]
+    for position, index in refused:
         allowed = forms[index]
         reason = allowed if isinstance(allowed, str) else "over_budget"
-        if isinstance(allowed, str) and reason in ("low_priority", "not_critical"):
-            deepest = max(
-                deepest, LEVEL_INDEX["aggressive" if reason == "low_priority" else "critical"]
-            )
+        if reason == "low_priority":
+            deepest = max(deepest, AGGRESSIVE)
+        elif reason == "not_critical":
+            deepest = max(deepest, CRITICAL)
         candidate = candidates[index]
         dropped.append(
             Dropped(
                 candidate.section,
                 candidate.id,
                 reason,
-                LEVELS[max(floor, required_level)],
+                level_name,
                 int(getattr(sources[index], "tokens", 0)),
-                rank=first_rank + position_of[index],
-                score=rows[index],
-                older_than=ranking.older_than.get(index),
+                first_rank + position,
+                rows[index],
+                older_than.get(index),
             )
         )
     resources: list[PackedItem[ResourceName]] = []

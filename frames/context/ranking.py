@@ -80,12 +80,19 @@ class Score:
         return {"total": round(self.total, 4), **parts}
 
 
+_PRIORITY_WEIGHT = {priority: score / 100 for priority, score in PRIORITY_SCORE.items()}
+
+
 def priority_weight(priority: str) -> float:
-    return PRIORITY_SCORE.get(priority, PRIORITY_SCORE["medium"]) / 100
+    return _PRIORITY_WEIGHT.get(priority, _PRIORITY_WEIGHT["medium"])
 
 
 def attention_boost(attention: float) -> float:
-    return ATTENTION_WEIGHT * max(-1.0, min(1.0, attention - 1.0))
+    return float(_attention_boosts(np.array([attention], dtype=np.float64))[0])
+
+
+def _attention_boosts(attention: np.ndarray) -> np.ndarray:
+    return ATTENTION_WEIGHT * np.clip(attention - 1.0, -1.0, 1.0)
 
 
 @dataclass(slots=True)
@@ -202,8 +209,11 @@ def rank(
         if query_vector is not None:
             semantic = SEMANTIC_WEIGHT * rank_share(_semantic(candidates, query_vector), RRF_K)
         neighbour = _neighbours(candidates, lexical + semantic)
-    priority = np.fromiter((priority_weight(c.priority) for c in candidates), float, count)
-    attention = np.fromiter((attention_boost(c.attention) for c in candidates), float, count)
+    medium = _PRIORITY_WEIGHT["medium"]
+    priority = np.fromiter(
+        (_PRIORITY_WEIGHT.get(c.priority, medium) for c in candidates), float, count
+    )
+    attention = _attention_boosts(np.fromiter((c.attention for c in candidates), float, count))
     parts = np.column_stack(
         [priority, lexical, semantic, recency, attention, neighbour, np.zeros(count)]
     )

@@ -2,6 +2,7 @@
 handles, and the resource maps a session leaves for the next one of its agent."""
 
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -91,6 +92,48 @@ class ContextPackRecord(models.Model):
         score is a mapping."""
         self.__dict__.pop("_dropped", None)
         self.dropped_runs = dropped_runs(items)
+
+    def dropped_keep(self, drops: Iterable[Any]) -> None:
+        """Keeps ``drops`` (objects with ``section``, ``id``, ``reason``, ``level``,
+        ``tokens``, ``rank``, ``score`` as its parts' list and ``older_than``: what the
+        packer drops) as runs, and their items as ``dropped`` reads them back, both in one
+        pass: a large pack drops a thousand items, and an answer shows every one."""
+        runs: list[dict[str, Any]] = []
+        items: list[dict[str, Any]] = []
+        last: tuple[str, str, str] | None = None
+        ids: list[Any] = []
+        tokens: list[Any] = []
+        ranks: list[Any] = []
+        scores: list[Any] = []
+        run: dict[str, Any] = {}
+        for drop in drops:
+            section, reason, level, score = drop.section, drop.reason, drop.level, drop.score
+            if (section, reason, level) != last:
+                last = (section, reason, level)
+                ids, tokens, ranks, scores = [], [], [], []
+                run = {"section": section, "reason": reason, "level": level, "ids": ids}
+                run.update(tokens=tokens, ranks=ranks, scores=scores)
+                runs.append(run)
+            ids.append(drop.id)
+            tokens.append(drop.tokens)
+            ranks.append(drop.rank)
+            scores.append(score or None)
+            if drop.older_than:
+                run.setdefault("older", {})[str(len(ids) - 1)] = drop.older_than
+            items.append(
+                {
+                    "section": section,
+                    "id": drop.id,
+                    "reason": reason,
+                    "level": level,
+                    "tokens": drop.tokens,
+                    "rank": drop.rank,
+                    "score": dict(zip(SCORE_PARTS, score, strict=True)) if score else None,
+                    "older_than": drop.older_than,
+                }
+            )
+        self.dropped_runs = runs
+        self.__dict__["_dropped"] = items
 
     @property
     def dropped_by_level(self) -> dict[str, list[dict]]:
