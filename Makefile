@@ -85,7 +85,8 @@ fuzz: install ## Schemathesis, fresh seed (printed; CONTEXTOPS_FUZZ_SEED=N repla
 	CONTEXTOPS_FUZZ_STEPS=$${CONTEXTOPS_FUZZ_STEPS:-16} \
 	$(PY) -m pytest -p no:cacheprovider tests/hardening/test_fuzz.py -n 2
 
-lint: install ## ruff check and format check, mypy (server, and the client strictly), import contracts (.importlinter)
+# The same checks as .pre-commit-config.yaml's hooks: keep the two lists in step.
+lint: install ## ruff check and format check, mypy (server, and the client strictly), import contracts (.importlinter), no missing migration
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -97,6 +98,8 @@ lint: install ## ruff check and format check, mypy (server, and the client stric
 	else \
 		echo "lint-imports skipped: no .importlinter"; \
 	fi
+	@# The test settings: the check reads models only, and needs no SECRET_KEY or server.
+	$(PY) manage.py makemigrations --check --dry-run --settings=contextops.settings_test
 
 format: install ## ruff format
 	$(BIN)/ruff format .

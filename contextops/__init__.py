@@ -1,3 +1,5 @@
+from .version import __version__
+
 # Celery is optional for importing the package (the deprecated contextops.client alias
 # re-exports contextops_client, which needs neither Django nor Celery).
 try:
@@ -5,4 +7,4 @@ try:
 except ImportError:
     celery_app = None
 
-__all__ = ("celery_app",)
+__all__ = ("__version__", "celery_app")

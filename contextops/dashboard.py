@@ -10,10 +10,12 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.templatetags.static import static
+from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET
 
 from .http import MemberRequest
 from .models import AuditEntry
+from .version import __version__
 
 AUDIT_ENTRIES_PER_PAGE = 100
 
@@ -40,15 +42,22 @@ def render_page(
     partial: str | None = None,
     status: int = 200,
 ) -> HttpResponse:
-    """The whole page, or only ``partial`` when htmx asked for a fragment."""
+    """The whole page, or only ``partial`` when htmx asked for a fragment.
+
+    Either answer says ``Vary: HX-Request``: one URL answers a page or a fragment by that
+    header, so a browser's or a proxy's cache must not give one for the other (the back
+    button showing a bare fragment)."""
     htmx = getattr(request, "htmx", None)
     if partial and htmx and not htmx.boosted:
-        return render(request, f"{template}#{partial}", context, status=status)
-    return render(request, template, context, status=status)
+        response = render(request, f"{template}#{partial}", context, status=status)
+    else:
+        response = render(request, template, context, status=status)
+    patch_vary_headers(response, ("HX-Request",))
+    return response
 
 
 def navigation(request: HttpRequest) -> dict[str, str]:
-    return {"nav_section": getattr(request, "nav_section", "")}
+    return {"nav_section": getattr(request, "nav_section", ""), "contextops_version": __version__}
 
 
 def audit_detail_text(value: Any) -> str:

@@ -3,8 +3,9 @@
 One interface, ``Summarizer.summarize(turns) -> SummaryOutcome``, two providers:
 
 - ``AnthropicSummarizer``: the official SDK, model and prompt from settings
-  (CONTEXTOPS_SUMMARY_MODEL, CONTEXTOPS_SUMMARY_PROMPT; the default prompt is seed 002's),
-  at most 1,024 output tokens, three attempts after 0 / 1 / 2 s (seed 002's backoff).
+  (CONTEXTOPS_SUMMARY_MODEL, CONTEXTOPS_SUMMARY_PROMPT; the default is the continuation
+  prompt, docs/concepts.md#summaries), at most 1,024 output tokens, three attempts after
+  0 / 1 / 2 s.
   Only what may pass is tried again (a rate limit, an overload, a 5xx, a lost
   connection or a timeout, an answer without text), waiting at least as long as the
   provider's ``retry-after`` asks (capped); a refusal that will not change (400, 401,

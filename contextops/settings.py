@@ -416,15 +416,16 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 # --- Conversation and compaction (frames.conversation) -------------------------------
 # Summarizer: "anthropic" or "extractive"; empty picks anthropic when ANTHROPIC_API_KEY is set.
 CONTEXTOPS_SUMMARIZER = os.environ.get("CONTEXTOPS_SUMMARIZER", "")
-# Empty means seed 002's continuation-summary prompt (contextops.llm.SUMMARY_PROMPT).
+# Empty means the continuation-summary prompt (contextops.llm.SUMMARY_PROMPT).
 CONTEXTOPS_SUMMARY_PROMPT = os.environ.get("CONTEXTOPS_SUMMARY_PROMPT", "")
-# Seconds to wait before each of the three summary attempts (seed 002: 0, 1, 2).
+# Seconds to wait before each of the three summary attempts (docs/concepts.md#summaries).
 CONTEXTOPS_SUMMARY_RETRY_DELAYS = [
     float(s)
     for s in os.environ.get("CONTEXTOPS_SUMMARY_RETRY_DELAYS", "0,1,2").split(",")
     if s.strip()
 ]
-# Anchor patterns (seed 002 defaults): tools that modify files, and what a passing test says.
+# Anchor patterns (docs/concepts.md#anchors): tools that modify files, and what a passing
+# test says.
 CONTEXTOPS_ANCHOR_FILE_MODIFICATION_TOOLS = [
     s.strip()
     for s in os.environ.get("CONTEXTOPS_ANCHOR_FILE_MODIFICATION_TOOLS", "Edit,Write").split(",")
@@ -445,7 +446,7 @@ CONTEXTOPS_COMPACTION_RETRY_COUNTDOWN = env_int("CONTEXTOPS_COMPACTION_RETRY_COU
 # Custom compaction strategies, by name: {"name": "dotted.path.to.function"} (see
 # docs/compaction.md, "Custom strategies"); used by frame and conversation compaction.
 CONTEXTOPS_COMPACTION_STRATEGIES: dict[str, str] = {}
-# Seed 003's resource lifecycle: an indexed resource (a handle with a ref) not accessed
+# The resource lifecycle (docs/concepts.md#resources): an indexed resource (a handle with a ref) not accessed
 # for this long goes stale (back to cold, its cached summary cleared); the server reads
 # `file:` refs only under these directories (none by default: refs stay opaque).
 CONTEXTOPS_RESOURCE_STALE_SECONDS = env_int("CONTEXTOPS_RESOURCE_STALE_SECONDS", 86_400)

@@ -1,5 +1,5 @@
 """The facts app: identity and authority, persistent facts and supersession, the working
-set and the environment (layers 1 to 4 of seed 001)."""
+set and the environment (the four state layers, docs/concepts.md#state-layers)."""
 
 from django.apps import AppConfig
 

@@ -158,7 +158,8 @@ class Fact(models.Model):
     def superseded_by_fact(self) -> "Fact | None":
         """The next version of the chain, or None when nothing superseded this one.
 
-        An outdated write (an older observation that arrived late, seed 001 rule 4) is
+        An outdated write (an older observation that arrived late: the temporal rule,
+        docs/concepts.md#supersession) is
         superseded by the head it lost to: following it leads to the current value.
         """
         if self.status == Fact.Status.OUTDATED and self.contested_id is not None:

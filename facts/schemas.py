@@ -61,7 +61,7 @@ class FactIn(BodyIn):
         "",
         max_length=5000,
         description=(
-            "The user's own words this fact came from. With one of seed 001 rule 1's keywords "
+            "The user's own words this fact came from. With one of the explicit-supersession keywords "
             "(new, changed, moved, updated, actually, correction, instead, now) and no "
             "`supersedes`, the write explicitly supersedes the subject's current fact."
         ),

@@ -317,7 +317,7 @@ def fact_write(
     utterance: str = "",
     rule: str = "",
 ) -> FactWriteResult:
-    """Write one fact version and apply the supersession rules of seed 001.
+    """Write one fact version and apply the supersession rules (docs/concepts.md#supersession).
 
     ``utterance``, the user's own words the fact came from, turns on rule 1's detector:
     when it holds one of the rule's keywords ("moved", "actually", "correction", …) and

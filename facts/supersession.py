@@ -1,4 +1,5 @@
-"""The supersession rules of seed 001 as plain functions, testable without a database.
+"""The supersession rules (docs/concepts.md#supersession) as plain functions, testable
+without a database.
 
 A write either starts a chain, supersedes the current fact of its subject (naming the
 rule that applied), stays a proposal (a lower authority never supersedes a higher one),
@@ -444,7 +445,8 @@ def constraint_from_text(value: Any) -> dict[str, Any] | None:
     return None
 
 
-# Seed 001 rule 1: words with which a user says a new fact replaces an old one.
+# The explicit rule (docs/concepts.md#supersession): words with which a user says a new
+# fact replaces an old one.
 EXPLICIT_KEYWORDS = (
     "new",
     "changed",

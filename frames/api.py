@@ -342,7 +342,7 @@ def handle_add(request: ApiRequest, frame_id: str, payload: HandleIn):
 @router.get(
     "/sessions/{session_id}/resume",
     response=ResumeOut,
-    summary="Rebuild the frame stack and pending work (seed 000 §5.3)",
+    summary="Rebuild the frame stack and pending work",
     description="Also appends `actor.resumed` to the session's event log: who resumed, when, "
     "at which frame, with how much pending work.",
 )

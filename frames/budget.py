@@ -1,4 +1,4 @@
-"""Token budget arithmetic of seed 000 §1, as plain functions over plain numbers.
+"""Token budget arithmetic (docs/concepts.md#budgets), as plain functions over plain numbers.
 
 A frame's budget has a total, what it used, what it reserved for named purposes and
 what it delegated to its children (``subcall_allocation``). Available is what is left,

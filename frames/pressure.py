@@ -1,4 +1,4 @@
-"""Window pressure levels with the hysteresis of seed 003.
+"""Window pressure levels with their hysteresis (docs/concepts.md#pressure).
 
 Utilization is the window occupancy of the latest model call (its full input, cached
 tokens included, plus its output) over the session's context window. Going up uses the

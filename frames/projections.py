@@ -1,4 +1,4 @@
-"""Frames and budgets rebuilt from the event log alone (seed 000 §4.3).
+"""Frames and budgets rebuilt from the event log alone (docs/concepts.md#event-log).
 
 The frame table and the session's usage totals are projections of the events. Replaying
 a session's events in order (those archived by the retention policy first, read back from

@@ -210,7 +210,8 @@ class HandleIn(BodyIn):
     category: str = Field("", max_length=40)
     tool_call_id: str = Field("", max_length=200)
     estimated_tokens: int | None = Field(None, ge=0, le=MAX_BUDGET)
-    # "cold": discovered, not loaded (seed 003): it costs the window nothing until paged in.
+    # "cold": discovered, not loaded (docs/concepts.md#resources): it costs the window
+    # nothing until paged in.
     state: Literal["loaded", "cold"] = "loaded"
 
     @model_validator(mode="after")
@@ -322,7 +323,8 @@ def session_out(session: Session, *, pressure, top_frame_id, cost: CostTotal) ->
 
 
 class SessionPatchIn(BodyIn):
-    """What may change on a running session (seed 003 ``set_priority``): its eviction policy."""
+    """What may change on a running session: its eviction policy
+    (docs/concepts.md#eviction)."""
 
     eviction_policy: Literal["lru", "size_first", "keep_relational", "keep_technical"]
 

@@ -339,7 +339,8 @@ def _incomplete_tool_calls(frames: list[Frame]) -> dict[Any, list[str]]:
 
 
 def session_resume_state(session: Session) -> ResumeState:
-    """Seed 000 §5.3: the stack from the top frame to its root, and the work left pending."""
+    """Resuming (docs/concepts.md#resume): the stack from the top frame to its root, and the
+    work left pending."""
     started = time.perf_counter()
     top = session_top_frame(session)
     stack = frame_ancestry(top) if top is not None else []

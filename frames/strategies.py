@@ -103,7 +103,7 @@ SUMMARIZE_OLDEST_KEEP = 10
 
 
 def frame_priority_based(items: Sequence[Item], ask: Ask) -> Selection:
-    """Seed 000 §5.4: remove the lowest-priority items first (oldest first within a
+    """``priority_based`` (docs/concepts.md#compaction-levels): remove the lowest-priority items first (oldest first within a
     priority) until the window fits ``target_tokens``; critical items stay."""
     window = ask.fixed_tokens + sum(i.tokens for i in items)
     target = ask.target_tokens if ask.target_tokens is not None else window
@@ -237,7 +237,8 @@ def selection_checked(selection: Selection, items: Sequence[Item]) -> Selection:
 
 
 def compaction_level(original_tokens: int, final_tokens: int) -> str:
-    """Seed 000 §2's level named by how much was taken out of the window.
+    """The compaction level (docs/concepts.md#compaction-levels) named by how much was taken
+    out of the window.
 
     none: nothing; light: under 25 %; moderate: under 60 %; aggressive: under 90 %;
     critical: 90 % or more.

@@ -16,7 +16,6 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
-from django.views.decorators.vary import vary_on_headers
 
 from contextops.audit import session_deleted_title
 from contextops.dashboard import organization_required, render_page
@@ -80,7 +79,6 @@ def _offset(request: MemberRequest, name: str = "offset") -> int:
 
 @require_GET
 @organization_required
-@vary_on_headers("HX-Request")
 def session_list(request: MemberRequest) -> HttpResponse:
     """The sessions list, filtered and sorted as the API's ``GET /sessions`` is; for htmx
     only its results, which the open page asks for again every LIST_POLL_SECONDS. The
@@ -203,7 +201,6 @@ def _recent_events(session: Session) -> list[Event]:
 
 @require_GET
 @organization_required
-@vary_on_headers("HX-Request")
 def session_detail(request: MemberRequest, session_id) -> HttpResponse:
     request.nav_section = "sessions"
     session = _get_or_404(
@@ -323,7 +320,6 @@ def _frame_events_page(frame: Frame, before: int | None) -> dict:
 
 @require_GET
 @organization_required
-@vary_on_headers("HX-Request")
 def frame_detail(request: MemberRequest, frame_id) -> HttpResponse:
     """The frame page; for htmx only its budget card, with its status line, model calls
     and events out of band: what the open page polls every FRAME_POLL_SECONDS.
@@ -371,10 +367,11 @@ def frame_detail(request: MemberRequest, frame_id) -> HttpResponse:
     }
     if request.htmx and not request.htmx.boosted:
         changed = request.GET.get("children") != children_shown
-        return render(
+        return render_page(
             request,
-            "frames/frame_detail.html#budget",
+            "frames/frame_detail.html",
             {**live, "oob": True, **(tree() if changed else {"nodes": None})},
+            partial="budget",
         )
     ancestry = selectors.frame_ancestry(frame)
     context = {
@@ -384,12 +381,11 @@ def frame_detail(request: MemberRequest, frame_id) -> HttpResponse:
         "inputs_json": _json(frame.inputs) if frame.inputs else "",
         "results_json": _json(frame.result_refs) if frame.result_refs else "",
     }
-    return render(request, "frames/frame_detail.html", context)
+    return render_page(request, "frames/frame_detail.html", context)
 
 
 @require_GET
 @organization_required
-@vary_on_headers("HX-Request")
 def session_at(request: MemberRequest, session_id) -> HttpResponse:
     """The session's frame tree as it stood after event ``seq`` (default: the newest),
     rebuilt from the log, with controls to step one event back or forward; htmx gets the

@@ -60,8 +60,8 @@ def held_at(at: datetime, prefix: str = "") -> Q:
 def fact_current_get(*, organization: Organization, key: str, at: datetime | None = None) -> Fact:
     """The valid head of the chain ``key`` belongs to: one query whatever the chain's length.
 
-    An outdated write leads to the head of the chain it lost to (seed 001 rule 4: the
-    later observation stays current). NotFound when the key is unknown, and when its chain
+    An outdated write leads to the head of the chain it lost to (the temporal rule,
+    docs/concepts.md#supersession: the later observation stays current). NotFound when the key is unknown, and when its chain
     has no valid version (withdrawn, discarded, or a proposal that never became current).
 
     ``at``: the version of the chain that held then (valid time) instead of the current

@@ -1,4 +1,4 @@
-"""Notes left on handles (seed 003 ``annotate()``): shown with the handle, in the dense
+"""Notes left on handles (docs/concepts.md#resources): shown with the handle, in the dense
 formats of a context pack and in the bootstrap map."""
 
 from collections.abc import Sequence

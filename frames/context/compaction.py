@@ -1,4 +1,4 @@
-"""Compacting a frame's context to a token target (seed 000 §5.4).
+"""Compacting a frame's context to a token target (docs/concepts.md#compaction-levels).
 
 The window of a frame is what its handles cost in a pack: an active (loaded or hot)
 handle its full tokens, an indexed one its summary's, a cold or offline one nothing.

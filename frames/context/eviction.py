@@ -1,4 +1,4 @@
-"""Eviction candidates under the session's policy (seed 003 §4).
+"""Eviction candidates under the session's policy (docs/concepts.md#eviction).
 
 Attention weight is always the first key (low attention goes first); the policy
 breaks ties: ``lru`` (least recently accessed first), ``size_first`` (largest first),

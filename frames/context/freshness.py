@@ -1,4 +1,5 @@
-"""Keeping the resource lifecycle true to the world (seed 003): stale, offline, recover.
+"""Keeping the resource lifecycle true to the world (docs/concepts.md#resources): stale,
+offline, recover.
 
 The periodic task ``frames.resources_check`` calls ``resources_check``:
 
@@ -72,7 +73,8 @@ def _move(handle_id, *, source: str, target: str, actor: str, detail: str = "") 
 
 
 def resource_mark_offline(*, handle: ContextHandle, detail: str, actor: str = "") -> bool:
-    """Take ``handle`` offline after a load error (seed 003: ANY -> OFFLINE on error)."""
+    """Take ``handle`` offline after a load error (any state -> offline,
+    docs/concepts.md#resources)."""
     return _move(
         handle.pk, source=handle.state, target=OFFLINE, actor=actor or SYSTEM_ACTOR, detail=detail
     )

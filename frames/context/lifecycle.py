@@ -1,4 +1,5 @@
-"""The session lifecycle of seed 003: loading, bootstrap, active, persisting, ended.
+"""The session lifecycle (docs/concepts.md#session-lifecycle): loading, bootstrap, active,
+persisting, ended.
 
 Ending a session reaches every layer a session owns (its frames, their suspensions, its
 working set), so it sits here, above frames and facts. A session that persists or ends
@@ -24,7 +25,8 @@ from .resources import resource_name
 
 MAP_RESOURCES = 200
 MAP_SUMMARY_CHARS = 300
-# Seed 003's symbols for the resource states, the ultra-dense map's first column.
+# The marks of the resource states (docs/concepts.md#resources), the ultra-dense map's
+# first column.
 STATE_SYMBOLS = {"cold": "○", "loaded": "✓", "hot": "◆", "indexed": "●", "offline": "✗"}
 
 
@@ -85,8 +87,8 @@ def _resource_map_save(session: Session) -> ResourceMap:
 
 
 def session_persist(*, session: Session, actor: str = "") -> ResourceMap:
-    """Save the map of ``session``'s resources now, without ending it (seed 003
-    ``PERSISTING``); Conflict ``session_ended`` once it has ended."""
+    """Save the map of ``session``'s resources now, without ending it (``persisting``,
+    docs/concepts.md#session-lifecycle); Conflict ``session_ended`` once it has ended."""
     with transaction.atomic():
         session = session_lock(session)
         saved = _resource_map_save(session)
@@ -110,7 +112,8 @@ class BootstrapOffer:
 
 def resource_map_offered(*, session: Session, actor: str = "") -> BootstrapOffer:
     """The newest map saved by another session of the same agent in the same
-    organization; reading it moves a loading session to bootstrap (seed 003)."""
+    organization; reading it moves a loading session to bootstrap
+    (docs/concepts.md#session-lifecycle)."""
     offered = None
     if session.agent_id is not None:
         offered = (

@@ -1,4 +1,4 @@
-"""Loading a resource a handle refers to (seed 003 ``load()``).
+"""Loading a resource a handle refers to (docs/concepts.md#resources).
 
 Only ``file:`` refs under ``settings.CONTEXTOPS_RESOURCE_ROOTS`` are loaded by the
 server (``file:relative/path`` under the first root, or ``file:///absolute/path`` inside

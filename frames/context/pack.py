@@ -68,7 +68,8 @@ class ContextPack:
     result: packing.PackResult
     frame: Frame | None
     query: str
-    # Seed 003: verbose, dense or ultra_dense, from the session's pressure level.
+    # verbose, dense or ultra_dense, from the session's pressure level
+    # (docs/concepts.md#pressure).
     format: str = "verbose"
     # Notes on the segments' handles, shown in the dense formats: handle id -> notes.
     notes: dict[str, list[str]] = field(default_factory=dict)
@@ -278,7 +279,7 @@ def _with_notes(segment: packing.Segment, notes: list[str]) -> packing.Segment:
 
 def _resources(cold: list[dict[str, Any]], pack_format: str) -> list[packing.ResourceName]:
     """The frame's cold handles (discovered, not loaded) by name, oldest first; the
-    ultra-dense format marks each with the seed's symbol for cold, ○."""
+    ultra-dense format marks each with cold's mark, ○ (docs/concepts.md#resources)."""
     resources = []
     for handle in cold:
         name = resource_name(

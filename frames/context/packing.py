@@ -1,9 +1,9 @@
 """Fitting a context pack into a token budget: pure rules, dataclasses in and out.
 
-Merges seed 000 (§2 priorities and compaction levels, §5.2 assembly) with seed 001
-(context building). Every token figure comes from storage (``tokens`` given on each
-item) or, for text made on this path (brief, breadcrumbs, trimmed text), from
-``estimate_tokens``; nothing here tokenizes.
+The assembly of docs/concepts.md#context-packs, with its priorities and compaction levels
+(docs/concepts.md#priorities, docs/concepts.md#compaction-levels). Every token figure
+comes from storage (``tokens`` given on each item) or, for text made on this path (brief,
+breadcrumbs, trimmed text), from ``estimate_tokens``; nothing here tokenizes.
 
 1. **Required, whole**: ``brief_context`` (identity + environment), ``breadcrumbs`` (the
    frame's ancestry, root first), critical and forced (``include_handles``) segments and
@@ -18,12 +18,12 @@ item) or, for text made on this path (brief, breadcrumbs, trimmed text), from
    fullest form that still fits: ``full``, else ``light`` (whitespace collapsed, long
    text abbreviated head … tail), else its stored ``summary``; one that fits in no form
    is dropped (``over_budget``) and the next is tried. Facts take at most ``FACTS_SHARE``
-   of the room left after the required items while others wait for it (seed 001); the
+   of the room left after the required items while others wait for it; the
    facts held back are offered what is left at the end, so no room is kept for nothing.
-3. ``resources`` (cold handles: discovered, not loaded, seed 003) take what is left last,
-   by name only.
+3. ``resources`` (cold handles: discovered, not loaded, docs/concepts.md#resources) take
+   what is left last, by name only.
 
-Levels (seed 000 §2) describe the forms: ``none`` (full), ``light`` (trimmed),
+Levels (docs/concepts.md#compaction-levels) name the forms: ``none`` (full), ``light`` (trimmed),
 ``moderate`` (a stored summary), ``aggressive``, ``critical`` (cut). ``min_compaction``
 (or the pressure format's floor) sets the fullest form allowed: at ``light`` nothing is
 full; at ``moderate`` segments older than the ``RECENT_SEGMENTS`` newest use their
@@ -60,7 +60,7 @@ _WHITESPACE = re.compile(r"[ \t]{2,}|\t")
 _BLANK_LINES = re.compile(r"\n\s*\n+")
 
 
-# Seed 003 §2: the pack's format follows the session's pressure level. A denser format
+# The pack's format follows the session's pressure (docs/concepts.md#pressure). A denser format
 # starts packing at a higher compaction level and lists resources more tersely.
 FORMATS = ("verbose", "dense", "ultra_dense")
 FORMAT_BY_PRESSURE = {
@@ -314,7 +314,7 @@ class BudgetTooSmall(ValueError):
 
 class CriticalExceedsBudget(Conflict):
     """Critical content alone is larger than the budget: critical is always included
-    whole (seed 000), so no pack can be made; the caller needs a larger budget."""
+    whole (docs/concepts.md#priorities): no pack can be made; the caller needs a larger budget."""
 
     def __init__(self, *, critical_tokens: int, budget_tokens: int) -> None:
         super().__init__(
@@ -719,7 +719,8 @@ def pack(data: PackInput) -> PackResult:
         brief_context=brief_text,
         breadcrumbs=[i for i in included if i.section == "breadcrumbs"],
         segments=[i for i in included if i.section == "segments"],
-        # Seed 001: constraints, then organizational policy, then the rest by rank.
+        # docs/concepts.md#context-packs: constraints, then organizational policy, then the
+        # rest by rank.
         facts=sorted(
             (i for i in included if i.section == "facts"),
             key=lambda i: (not i.source.is_constraint, not i.source.governs, i.rank or 0),

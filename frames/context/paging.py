@@ -223,8 +223,8 @@ def handles_page_out_requeue(*, older_than_seconds: int = 60) -> int:
 
 
 def _load_cold(handle: ContextHandle) -> str | None:
-    """The text of a cold handle's resource when the server loads it (seed 003
-    ``load()``), else None. A load error takes the handle offline, committed, and raises
+    """The text of a cold handle's resource when the server loads it
+    (docs/concepts.md#resources), else None. A load error takes the handle offline, committed, and raises
     Conflict ``resource_offline``."""
     if handle.state != COLD or handle.content or not resource_loadable(handle.ref):
         return None

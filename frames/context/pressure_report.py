@@ -1,4 +1,4 @@
-"""The window-pressure report of a session (seed 003 §3, §4): the pressure at the top of
+"""The window-pressure report of a session (docs/concepts.md#pressure): the pressure at the top of
 its stack and the handles its eviction policy would evict first. The API's
 ``GET /sessions/{id}/pressure`` and the dashboard's gauge both read it here.
 """

@@ -3,9 +3,9 @@
 Every candidate (a frame's handle, a current fact, a working-set item) gets a score made
 of parts, each kept so the pack can say why it chose what it chose:
 
-- ``priority``: the seed 000 tier (critical 100, high 75, medium 50, low 25, background
-  10) as a weight, divided by 100.
-- ``attention``: seed 003's attention weight as a boost, ``ATTENTION_WEIGHT`` times its
+- ``priority``: the tier of docs/concepts.md#priorities (critical 100, high 75, medium 50,
+  low 25, background 10) as a weight, divided by 100.
+- ``attention``: the handle's attention weight as a boost, ``ATTENTION_WEIGHT`` times its
   distance from the neutral 1.0 (clipped to ±1): a hot handle rises, a cooled one sinks.
 - ``recency``: the newest of its section first, as a share of its rank.
 - With a query, relevance: ``lexical`` (BM25 over the candidates, stemmed, with inverse
@@ -15,8 +15,9 @@ of parts, each kept so the pack can say why it chose what it chose:
   frame shares part of that relevance (a conversation's answer sits beside its
   question).
 - ``older``: the penalty that puts an older near-duplicate right behind the newer item
-  that says nearly the same thing (seed 001 rules 2 and 4, at read time: nothing is
-  invalidated), marked ``older_than``.
+  that says nearly the same thing (the implicit and temporal rules of
+  docs/concepts.md#supersession, at read time: nothing is invalidated), marked
+  ``older_than``.
 
 ``total`` is the sum of the parts. The weights were tuned on development conversations
 (docs/retrieval.md gives the figures) and are written here once.
@@ -29,7 +30,7 @@ import numpy as np
 from contextops.relevance import analyze, bm25, query_terms, rank_share
 from frames.models.context import SCORE_PARTS
 
-# Seed 000 §2: what each priority level is worth.
+# What each priority level is worth (docs/concepts.md#priorities).
 PRIORITY_SCORE = {"critical": 100, "high": 75, "medium": 50, "low": 25, "background": 10}
 
 RRF_K = 10

@@ -1,4 +1,4 @@
-"""The resource lifecycle of seed 003 as a pure transition table.
+"""The resource lifecycle (docs/concepts.md#resources) as a pure transition table.
 
 States: ``cold`` (available, not loaded), ``loaded`` (active, normal attention), ``hot``
 (active, attention above 1), ``indexed`` (summary cached, full content cold) and
@@ -16,7 +16,7 @@ ACTIVE_STATES = (LOADED, HOT)
 # Attention above this makes an active resource hot; at or below it, loaded.
 HOT_ATTENTION = 1.0
 
-# (from, to) -> the seed's trigger for it.
+# (from, to) -> the trigger for it.
 TRANSITIONS: dict[tuple[str, str], str] = {
     (COLD, LOADED): "page_in",
     (LOADED, HOT): "set_attention",

@@ -33,6 +33,7 @@ def handles_page_out_requeue_stale() -> int:
 
 @shared_task(name="frames.resources_check", acks_late=True, ignore_result=True)
 def resources_check() -> dict[str, int]:
-    """Stale, offline and recovered resources (seed 003); idempotent, every move conditional."""
+    """Stale, offline and recovered resources (docs/concepts.md#resources); idempotent,
+    every move conditional."""
     result = resources_check_service()
     return {"stale": result.stale, "offline": result.offline, "recovered": result.recovered}

@@ -12,6 +12,7 @@ from uuid import UUID
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
 
 from contextops.actors import user_actor
 from contextops.dashboard import organization_required, render_page
@@ -175,6 +176,7 @@ def context_pack_diff_page(request: MemberRequest, session_id: UUID) -> HttpResp
 
 @require_GET
 @organization_required
+@vary_on_headers("HX-Request")  # its 204 answers htmx alone, outside render_page
 def context_packs_fragment(request: MemberRequest, session_id: UUID) -> HttpResponse:
     """The last PACKS_SHOWN packs agents asked for in the session, newest first.
 

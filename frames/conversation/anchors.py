@@ -1,4 +1,4 @@
-"""Anchor points in a conversation: the rules of seed 002 §1.B as plain functions.
+"""Anchor points in a conversation: the rules of docs/concepts.md#anchors as plain functions.
 
 A turn is an anchor when it closes a piece of work: files were modified and a test
 result says the tests pass. After a turn that ended with a failed tool result the
@@ -18,11 +18,11 @@ CONFIDENCE_THRESHOLD = 0.9
 ERROR_RESOLUTION = "error-resolution"
 TASK_COMPLETION = "task-completion"
 
-# (type, weight, confidence) exactly as the seed's detector returns them.
+# (type, weight, confidence) of each kind of anchor.
 ERROR_RESOLUTION_WEIGHT, ERROR_RESOLUTION_CONFIDENCE = 0.9, 0.95
 TASK_COMPLETION_WEIGHT, TASK_COMPLETION_CONFIDENCE = 0.8, 0.92
 
-# The seed's defaults; settings CONTEXTOPS_ANCHOR_* override them.
+# The defaults; settings CONTEXTOPS_ANCHOR_* override them.
 DEFAULT_FILE_MODIFICATION_TOOLS = ("Edit", "Write")
 DEFAULT_TEST_MARKER = "test"
 DEFAULT_SUCCESS_MARKERS = ("pass", "success")
@@ -62,7 +62,7 @@ class TurnView:
 class AnchorPatterns:
     """What counts as a file modification and as a test success.
 
-    The seed's test success: a successful result whose output, lower-cased, contains
+    A test success: a successful result whose output, lower-cased, contains
     ``test_marker`` and whose output (as written) contains one of ``success_markers``.
     """
 
@@ -131,7 +131,7 @@ def has_file_modification(calls: Iterable[ToolCall], patterns: AnchorPatterns) -
 def analyze_completion_patterns(
     turn: TurnView, patterns: AnchorPatterns
 ) -> dict[str, tuple[float, str]]:
-    """The seed's ``analyzeCompletionPatterns``: {pattern: (confidence, description)}; empty when none."""
+    """The completion patterns ``turn`` shows: {pattern: (confidence, description)}; empty when none."""
     if not (
         has_file_modification(turn.tool_calls, patterns)
         and has_test_success(turn.tool_results, patterns)

@@ -573,7 +573,7 @@ def _worked_on(turns: Sequence[Turn]) -> list[str]:
 
 
 def _window_tracker_reset(*, session: Session, frame: Frame | None, taken: int) -> None:
-    """Seed 002's step 11, "prompt cache cleared", as the server keeps it: the window the
+    """codelet's "prompt cache cleared" (docs/compaction.md), as the server keeps it: the window the
     last call measured (its cached prefix included) no longer exists, so the compacted
     frame's occupancy drops by what the compaction took out and the pressure gauge follows
     now, not at the next model call. The next call's usage measures the window again."""

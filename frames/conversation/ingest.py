@@ -1,7 +1,7 @@
 """Messages into turns: the append of a model call's messages, its usage figures, the
 grouping of messages into stored turns, and the replay of an append already made.
 
-Turns (seed 002 §5.B): a user message with text starts a turn; the assistant's text,
+Turns (docs/concepts.md#turns): a user message with text starts a turn; the assistant's text,
 thinking and tool calls join the current turn; a tool result joins the turn that holds
 its ``tool_use`` id, even when it arrives in a later request. ``previous_error`` is true
 when the turn before had a failed tool result. Anchors are recomputed for every turn a
@@ -63,7 +63,8 @@ class UsageFigures:
 
     @property
     def seed_effective_tokens(self) -> float:
-        """Seed 002's ``calculateEffectiveTokens``: input minus 90 % of the cache reads.
+        """codelet's ``calculateEffectiveTokens`` (docs/compaction.md): input minus 90 % of the
+        cache reads.
 
         A cost figure (cache reads are billed at a tenth); shown for comparison, never
         used for the trigger, since it can even go negative while the window is full.

@@ -48,7 +48,8 @@ class Summary(models.Model):
 
 
 class Turn(models.Model):
-    """User message, tool calls, tool results paired by id, assistant response (seed 002 §1.A).
+    """User message, tool calls, tool results paired by id, assistant response
+    (docs/concepts.md#turns).
 
     ``branch`` is "" for the session's own conversation and the agent id for a subagent's.
     """

@@ -1,10 +1,10 @@
 """Which turns a compaction keeps, summarizes or removes: plain functions, no database.
 
-``select_anchor_point`` is seed 002 §1.C (``selectTurnsForCompaction``): the last three
-turns are always kept; among the older turns the most recent anchor and everything after
-it are kept; the rest is summarized. The other strategies are seed 000 §2's
-priority-based (turns ranked with seed 000's priority levels, the lowest summarized
-first until the window fits), summarize-oldest (keep the recent N) and truncate-at (keep
+``select_anchor_point`` is the anchor-point selection (docs/concepts.md#turn-selection):
+the last three turns are always kept; among the older turns the most recent anchor and
+everything after it are kept; the rest is summarized. The other strategies are
+priority-based (turns ranked with the priority levels, docs/concepts.md#priorities, the
+lowest summarized first until the window fits), summarize-oldest (keep the recent N) and truncate-at (keep
 the recent N, drop the rest from the window without a summary). Positions are 0-based
 over the turns given, oldest first.
 """
@@ -66,7 +66,8 @@ def strategies() -> tuple[str, ...]:
 def select_anchor_point(
     total_turns: int, anchor_positions: Sequence[int], keep_recent: int = ALWAYS_KEEP_RECENT
 ) -> Selection:
-    """Seed 002's selection over ``total_turns`` turns with anchors at ``anchor_positions``."""
+    """The anchor-point selection (docs/concepts.md#turn-selection) over ``total_turns`` turns
+    with anchors at ``anchor_positions``."""
     always = min(keep_recent, total_turns)
     older_count = total_turns - always
     recent = list(range(older_count, total_turns))
@@ -91,10 +92,10 @@ class TurnFacts:
 
 
 def turn_priority(turn: TurnFacts, *, recent: bool) -> str:
-    """Seed 000 §2's priority of a turn in the window.
+    """The priority (docs/concepts.md#priorities) of a turn in the window.
 
     critical: one of the always-kept recent turns (never summarized); high: an anchor,
-    seed 002's milestone of a fix or a finished task; medium: a turn with a failed tool
+    the milestone of a fix or a finished task (docs/concepts.md#anchors); medium: a turn with a failed tool
     result, the problem the agent may still be working on; low: any other turn.
     """
     if recent:
@@ -115,7 +116,7 @@ def select_priority_based(
     kept turns fit in ``target_tokens``; critical turns (the newest ``keep_recent``) stay
     even when they alone exceed it.
 
-    Without ``target_tokens`` the target is the seed's quality bar: the kept turns at
+    Without ``target_tokens`` the target is the quality bar (docs/compaction.md): the kept turns at
     most 40 % of the window's turns. ``preserved_anchor`` is the newest anchor kept
     outside the recent turns, or None.
     """
@@ -183,9 +184,9 @@ def large_window_tokens(*, context_window_tokens: int, threshold: float) -> int:
 def quality_warning(
     ratio: float, *, final_tokens: int | None = None, large_tokens: int | None = None
 ) -> str:
-    """The seed's quality gate: "" at or above ``QUALITY_RATIO`` compression, else the
+    """The quality gate: "" at or above ``QUALITY_RATIO`` compression, else the
     ratio. Only when the window left (``final_tokens``) is still large, above
-    ``large_tokens`` (``large_window_tokens``), does it add the seed's advice to start a
+    ``large_tokens`` (``large_window_tokens``), does it add the advice to start a
     fresh conversation: a small window that compressed little is no reason to. Without
     both figures the advice is left out."""
     if ratio >= QUALITY_RATIO:
@@ -201,8 +202,8 @@ def quality_warning(
     )
 
 
-# Seed 002's "validate summary quality": the files the summarized turns worked on that the
-# summary still names. Below this share (of at least SALIENT_MIN files) the run warns.
+# Checking a summary (docs/concepts.md#summaries): the files the summarized turns worked on
+# that the summary still names. Below this share (of at least SALIENT_MIN files) the run warns.
 SUMMARY_COVERAGE = 0.5
 SALIENT_MIN = 3
 FILE_EXTENSIONS = (
@@ -228,7 +229,7 @@ def summary_quality_warning(summary: str, files: Sequence[str]) -> str:
     """A warning when the summary names fewer than ``SUMMARY_COVERAGE`` of ``files`` (the
     files the summarized turns worked on), else ""; fewer than ``SALIENT_MIN`` files are
     too few to judge. A summary that forgets what the agent was editing has lost the
-    context the next turns need (seed 002: "generated summaries may lose critical context")."""
+    context the next turns need (docs/concepts.md#summaries)."""
     if len(files) < SALIENT_MIN:
         return ""
     text = summary.lower()
@@ -284,7 +285,7 @@ def select_registered(
     ids: Sequence[str] | None = None,
 ) -> Selection:
     """The selection a strategy registered in settings makes over ``turns``, each offered
-    as an ``Item`` with its seed 000 priority (``ids``: the items' ids, else positions),
+    as an ``Item`` with its priority (docs/concepts.md#priorities; ``ids``: the items' ids, else positions),
     made safe by ``selection_checked``. ValueError for a name nobody registered."""
     custom = strategy_custom(strategy)
     if custom is None:

@@ -221,7 +221,7 @@ def dropped_items(stored: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 class HandleAnnotation(models.Model):
-    """A note an agent or a person left on a handle (seed 003 ``annotate()``)."""
+    """A note an agent or a person left on a handle (docs/concepts.md#resources)."""
 
     handle = models.ForeignKey(ContextHandle, on_delete=models.CASCADE, related_name="annotations")
     note = models.TextField()
@@ -237,8 +237,8 @@ class HandleAnnotation(models.Model):
 
 
 class ResourceMap(models.Model):
-    """The map of a session's resources, saved when it persists or ends (seed 003
-    ``PERSISTING``) and offered to the next session of the same agent while it loads.
+    """The map of a session's resources, saved when it persists or ends
+    (docs/concepts.md#session-lifecycle) and offered to the next session of the same agent while it loads.
 
     ``resources`` holds ``{handle_id, name, kind, priority, state, tokens, ref, summary,
     notes}`` per resource, most attended first; ``text`` is its ultra-dense rendering.

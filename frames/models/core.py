@@ -15,7 +15,7 @@ FAILURE_REASON_MAX = 2000
 
 
 class Session(models.Model):
-    """One agent's conversation: the seed's scope."""
+    """One agent's conversation: the scope of its frames (docs/concepts.md#frames)."""
 
     class Lifecycle(models.TextChoices):
         LOADING = "loading"

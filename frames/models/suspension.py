@@ -1,4 +1,4 @@
-"""Suspensions: opaque single-use tokens for suspended frames (seed 000 §3)."""
+"""Suspensions: opaque single-use tokens for suspended frames (docs/concepts.md#suspensions)."""
 
 import hashlib
 
@@ -51,7 +51,7 @@ class Suspension(models.Model):
         ordering = ["suspended_at"]
         permissions = [("approve_suspension", "Can approve or reject suspended frames")]
         constraints = [
-            # One open suspension per frame, as the seed's UNIQUE(frame_id) on open rows.
+            # One open suspension per frame: a frame waits on one decision at a time.
             models.UniqueConstraint(
                 fields=["frame"],
                 condition=Q(status__in=["pending", "approved"]),

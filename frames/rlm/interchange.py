@@ -1,4 +1,4 @@
-"""Export to and import from the seed's RLM state document (seed 004).
+"""Export to and import from the RLM state interchange document (docs/concepts.md#rlm-state).
 
 Export always validates against the seed schema. Import takes such documents back,
 including the seed's own examples, which contradict the schema in a few places. The

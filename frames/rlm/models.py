@@ -1,4 +1,4 @@
-"""RLM state: named variables, their mutation log and checkpoints (seed 004).
+"""RLM state: named variables, their mutation log and checkpoints (docs/concepts.md#rlm-state).
 
 A state belongs to one organization and is grouped by session (a ``frames.Session``, or
 an external session id kept from an import) and by task tree (``tree-`` + 8 hex; a tree

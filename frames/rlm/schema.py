@@ -1,4 +1,5 @@
-"""The seed's RLM state schema (seed 004), shipped with the app as ``seed_schema.yaml``.
+"""The RLM state interchange schema (docs/concepts.md#rlm-state), shipped with the app as
+``seed_schema.yaml``.
 
 The seed file is a JSON Schema written in YAML followed by prose sections (rules, scopes,
 limits, an agent protocol, examples). ``seed_schema()`` keeps only the JSON Schema

@@ -65,7 +65,7 @@ def suspension_expire_locked(
     return bool(changed)
 
 
-# Expiry fails the frame (seed 000 §3): shared by the periodic job, every read of a
+# Expiry fails the frame (docs/concepts.md#suspensions): shared by the periodic job, every read of a
 # suspension or of its frame, a decision and a resume (frames.suspensions.services).
 EXPIRY_ACTOR = system_actor("suspension-expiry")
 EXPIRED_REASON = "suspension_expired"

@@ -63,8 +63,9 @@ def session_create(
             title=title or str(identity.get("user_name") or ""),
             compaction_threshold=compaction_threshold,
             eviction_policy=eviction_policy,
-            # Seed 003's lifecycle: loading until the agent first reads its context back
-            # (resume or a context pack: bootstrap), active from its first frame.
+            # The session lifecycle (docs/concepts.md#session-lifecycle): loading until the
+            # agent first reads its context back (resume or a context pack: bootstrap),
+            # active from its first frame.
             lifecycle_state=Session.Lifecycle.LOADING,
         )
         event_append(
@@ -89,8 +90,8 @@ class SessionRead:
 
 
 def session_eviction_policy_set(*, session: Session, policy: str, actor: str = "") -> SessionRead:
-    """Change the policy that orders the session's eviction candidates (seed 003
-    ``set_priority``), logging ``session.updated`` with the old and new policy; a policy
+    """Change the policy that orders the session's eviction candidates
+    (docs/concepts.md#eviction), logging ``session.updated`` with the old and new policy; a policy
     equal to the current one changes nothing and logs nothing. Returns the session as it
     stands at the commit (its agent loaded) with the top of its stack."""
     if policy not in Session.Eviction.values:
@@ -143,7 +144,8 @@ def session_activated(*, session: Session, actor: str = "") -> None:
 
 
 def actor_resumed_record(*, session: Session, current_frame, pending: int, actor: str = "") -> None:
-    """Log that an actor rebuilt its stack from the database (seed 000 §6 ``actor.resumed``)."""
+    """Log that an actor rebuilt its stack from the database (``actor.resumed``,
+    docs/concepts.md#resume)."""
     with transaction.atomic():
         session_bootstrapped(session=session, actor=actor)
         event_append(

@@ -1,1 +1,2 @@
-"""Suspending frames, deciding on them, resuming and expiring them (seed 000 §3, §4.5)."""
+"""Suspending frames, deciding on them, resuming and expiring them
+(docs/concepts.md#suspensions)."""

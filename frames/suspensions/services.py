@@ -1,5 +1,5 @@
 """Suspending frames with opaque tokens, deciding on them, resuming and expiring them
-(seed 000 §3, §4.5): the writes. The reads (by token, by frame and token hash, the long
+(docs/concepts.md#suspensions): the writes. The reads (by token, by frame and token hash, the long
 poll, the inbox's lists) are in ``frames.suspensions.selectors``.
 
 A token is ``secrets.token_urlsafe(32)`` (256 bits) and is the only handle on its

@@ -656,3 +656,21 @@ def test_the_recent_events_lead_to_the_whole_log(api, member_client):
     card = page[page.index("<h2>Recent events</h2>") :]
     card = card[: card.index("</section>")]
     assert f'href="/sessions/{session.pk}/at/">the whole log, step by step, in History</a>' in card
+
+
+def _varies_by_htmx(response):
+    return "hx-request" in [h.strip().lower() for h in response.get("Vary", "").split(",")]
+
+
+def test_it_tells_caches_that_a_page_and_its_fragment_differ(api, member_client):
+    """One URL answers the whole page or, for htmx, a fragment: every answer says so, or the
+    back button can show a bare fragment a cache kept."""
+    session = _session(api)
+    root = frame_push(session=session, goal="Root goal", budget_total=1000)
+    for url in ("/", f"/sessions/{session.pk}/", f"/frames/{root.pk}/", "/facts/"):
+        page = member_client.get(url)
+        fragment = member_client.get(url, HTTP_HX_REQUEST="true")
+        assert page.status_code == fragment.status_code == 200, url
+        assert "<html" in page.content.decode() and "<html" not in fragment.content.decode()
+        assert _varies_by_htmx(page), url
+        assert _varies_by_htmx(fragment), url

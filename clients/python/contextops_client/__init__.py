@@ -9,6 +9,7 @@ method returns whole, and the ``.data`` of Session, Frame and Suspension, import
 
 from ._core import Frame, Session, SessionResume, Suspension
 from ._http import RetryPolicy
+from ._version import __version__
 from .aio import AsyncClient
 from .errors import *  # noqa: F403
 from .errors import __all__ as _errors
@@ -55,6 +56,7 @@ from .types import (
 )
 
 __all__ = [
+    "__version__",
     "AsyncClient",
     "Client",
     "Frame",

@@ -836,8 +836,9 @@ class Api:
         utterance: str | None = None,
     ) -> FactWrite:
         """``POST /facts`` → the fact with ``outcome`` (created, superseded, proposal,
-        outdated, unchanged). ``utterance``, the user's own words, lets rule 1's keywords
-        ("moved", "actually", …) make it an explicit supersession (``detected_keywords``);
+        outdated, unchanged). ``utterance``, the user's own words, lets the explicit rule's
+        keywords ("moved", "actually", …; docs/concepts.md#supersession) make it an explicit
+        supersession (``detected_keywords``);
         ``read_permission`` keeps it out of contexts whose identity lacks that permission.
         Raises :class:`AlreadySuperseded` (``superseded_by``), :class:`AuthorityTooLow`,
         :class:`KeyExists`."""

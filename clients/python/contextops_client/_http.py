@@ -36,6 +36,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from ._version import __version__
 from .errors import ConnectionFailed, ContextopsError, error_from_response
 
 API_PREFIX = "/api/v1"
@@ -43,7 +44,7 @@ DEFAULT_TIMEOUT = 30.0
 # A proxy's answers when the server failed or was too slow: it may have done the work.
 GATEWAY_STATUSES = frozenset({502, 504})
 IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
-USER_AGENT = "contextops-client/0.2.0"
+USER_AGENT = f"contextops-client/{__version__}"
 
 
 @dataclass(frozen=True)

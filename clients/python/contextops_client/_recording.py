@@ -12,7 +12,7 @@ an SDK, and it imports none (``httpx`` and the standard library only, through th
   this thread or task, else the session's top frame), refuses before anything is sent
   (:func:`refuse_unpayable`), and records a call's new messages and usage on that frame
   in one request, keeping :class:`History` in step with the server's turns.
-- The integration checklist (seed 000 §7), each step on by a flag of ``wrap``:
+- The integration checklist (docs/concepts.md#integration-checklist), each step on by a flag of ``wrap``:
   ``context_pack=N`` assembles a context pack of N tokens for the paying frame before
   each call (:meth:`Recorder.prepare`), which the wrapper adds to the call's system
   prompt as :func:`render_pack` lays it out; ``record_tool_results=True`` adds each
@@ -381,7 +381,8 @@ AddPack = Callable[[str], int]
 
 @dataclass
 class Checklist:
-    """The steps of seed 000 §7 a wrapper takes for each call, off unless asked for."""
+    """The steps of the integration checklist (docs/concepts.md#integration-checklist) a
+    wrapper takes for each call, off unless asked for."""
 
     context_pack: int | None = None
     record_tool_results: bool = False

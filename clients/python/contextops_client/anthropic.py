@@ -34,7 +34,8 @@ outside any frame: not recorded). Each call also:
    (``summarized`` and ``truncated`` false) instead of the full history. The agent
    keeps passing its full history; the wrapper does the replacement each time.
 
-Two more steps of the integration checklist (seed 000 §7, docs/agents.md), each off
+Two more steps of the integration checklist (docs/concepts.md#integration-checklist,
+docs/agents.md), each off
 unless its flag is given::
 
     claude = wrap(anthropic.Anthropic(), ops, session, context_pack=4_000, record_tool_results=True)

@@ -56,7 +56,7 @@ is the SDK client's own, unrecorded. Each call also:
    ends without an exception (what the agent did not read is read then); an async one
    is checked on ``async with``, when it sends.
 
-The integration checklist's two optional steps (seed 000 §7) work as in the Anthropic
+The integration checklist's two optional steps (docs/concepts.md#integration-checklist) work as in the Anthropic
 wrapper (``contextops_client.anthropic``, steps 4 and 5, where the pack's layout is
 shown), each off unless its flag is given::
 
