@@ -4,7 +4,6 @@ arriving together never both apply."""
 
 import json
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
@@ -23,6 +22,7 @@ from contextops.idempotency import (
 from contextops.models import ApiKey, IdempotencyKey
 from frames.models import Frame, Usage
 from tests.conftest import IS_POSTGRES
+from tests.waiting import wait_until
 
 KEY = "5d0c3c57-2a6f-4f4e-9d59-idem-0001"
 
@@ -126,16 +126,17 @@ class OtherConnection:
         socket only asks it to end, and its locks live until it has."""
         pid = self.run(_backend_pid) if connection.vendor == "postgresql" else None
         self.run(lambda: connection.close())  # this thread's connection, not the caller's
-        deadline = time.monotonic() + 10
-        while pid is not None and time.monotonic() < deadline:
+        if pid is None:
+            return
+
+        def released() -> bool:
             with connection.cursor() as cursor:
                 cursor.execute(
                     "SELECT 1 FROM pg_locks WHERE pid = %s AND locktype = 'advisory'", [pid]
                 )
-                if cursor.fetchone() is None:
-                    return
-            time.sleep(0.01)
-        assert pid is None, f"the server did not end session {pid}"
+                return cursor.fetchone() is None
+
+        wait_until(released, timeout=10, interval=0.01, what=f"the server to end session {pid}")
 
     def close(self):
         """The connection ends and nothing runs on it again, as when the process dies."""
