@@ -21,6 +21,7 @@ pytest_plugins = [
     "pytester",
     "tests.strict_skips",
     "tests.fuzz_seed",
+    "tests.hypothesis_profiles",
 ]
 
 IS_POSTGRES = settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"

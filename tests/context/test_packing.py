@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from frames.context import packing
 from frames.context.packing import Breadcrumb, FactItem, PackInput, Segment, WorkingItem, pack
+from tests.hypothesis_profiles import examples
 
 
 def seg(i, tokens=100, priority="medium", **kw):
@@ -247,7 +248,7 @@ def segments(draw):
     return out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     budget=st.integers(500, 50_000),
     segs=segments(),
@@ -288,7 +289,7 @@ def test_it_never_exceeds_the_budget_and_its_breakdown_adds_up(
             assert s.id in whole  # critical is always in, and whole
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     budget=st.integers(500, 20_000),
     segs=segments(),
