@@ -79,11 +79,19 @@ SECURITY = tests/hardening/test_authorization.py tests/browser/test_escaping.py 
 security: install ## The security regression suite alone (CI runs it with the rest; docs/reliability.md)
 	$(PY) -m pytest -p no:cacheprovider -n 2 --dist loadgroup $(SECURITY)
 
-fuzz: install ## Schemathesis, fresh seed (printed; CONTEXTOPS_FUZZ_SEED=N replays it), 300 examples an operation, 300 linked scenarios of 16 calls
+# The property tests (Hypothesis @given): derandomized in CI, explored by `make fuzz`
+# (tests/hypothesis_profiles.py; tests/ci/test_hypothesis_profiles.py keeps this list whole).
+PROPERTIES = tests/frames/test_budget.py tests/context/test_packing.py \
+	tests/context/test_context_pack_property.py tests/conversation/test_selection_property.py \
+	tests/conversation/test_grouping_property.py tests/facts/test_valid_time_intervals.py \
+	tests/rlm/test_rollback_property.py
+
+fuzz: install ## Schemathesis and the property tests, fresh seed (printed; CONTEXTOPS_FUZZ_SEED=N replays it), 300 examples an operation, 300 linked scenarios of 16 calls, 10x the properties' examples
+	HYPOTHESIS_PROFILE=fuzz \
 	CONTEXTOPS_FUZZ_EXAMPLES=$${CONTEXTOPS_FUZZ_EXAMPLES:-300} \
 	CONTEXTOPS_FUZZ_SCENARIOS=$${CONTEXTOPS_FUZZ_SCENARIOS:-300} \
 	CONTEXTOPS_FUZZ_STEPS=$${CONTEXTOPS_FUZZ_STEPS:-16} \
-	$(PY) -m pytest -p no:cacheprovider tests/hardening/test_fuzz.py -n 2
+	$(PY) -m pytest -p no:cacheprovider tests/hardening/test_fuzz.py $(PROPERTIES) -n 2
 
 # The same checks as .pre-commit-config.yaml's hooks: keep the two lists in step.
 lint: install ## ruff check and format check, mypy (server, and the client strictly), import contracts (.importlinter), no missing migration

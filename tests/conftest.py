@@ -7,15 +7,22 @@ from importlib import import_module
 from typing import Any
 
 import pytest
+import time_machine
 from django.apps import apps
 from django.conf import settings
 from django.test import Client
+from django.utils import timezone
 
 from contextops.tenancy import api_key_create, user_create
 
 # CONTEXTOPS_NO_SKIPS=1 (the PostgreSQL and Redis pass of .ci/run) turns a skip into a
 # failure: a missing service or binary must not pass for a green run.
-pytest_plugins = ["pytester", "tests.strict_skips", "tests.fuzz_seed"]
+pytest_plugins = [
+    "pytester",
+    "tests.strict_skips",
+    "tests.fuzz_seed",
+    "tests.hypothesis_profiles",
+]
 
 IS_POSTGRES = settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
 IS_REDIS = settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://"))
@@ -226,6 +233,16 @@ def queued_jobs():
             ).message_count
 
     return count
+
+
+@pytest.fixture
+def clock() -> Iterator[Any]:
+    """This process's clock, frozen at the test's start: ``clock.shift(seconds)`` moves it on.
+
+    Time in a worker or server process of its own does not move with it: there, date the
+    rows in the past instead."""
+    with time_machine.travel(timezone.now(), tick=False) as traveller:
+        yield traveller
 
 
 @pytest.fixture

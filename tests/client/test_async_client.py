@@ -42,18 +42,19 @@ def test_it_runs_sessions_frames_and_budgets_asynchronously(agent):
 
 
 def test_it_keeps_concurrent_tasks_frame_stacks_apart(agent):
-    async def worker(ops, session, name):
+    async def worker(ops, session, name, together):
         async with ops.frame(session, goal=name, budget=50) as frame:
-            await asyncio.sleep(0.05)
+            await together.wait()  # all three frames are open at once
             assert ops.current_frame(session) == frame
             return frame.parent_frame_id
 
     async def run():
         async with AsyncClient(agent.url, agent.key) as ops:
             session = await ops.session()
+            together = asyncio.Barrier(3)
             async with ops.frame(session, goal="Fan out", budget=1000) as root:
                 parents = await asyncio.gather(
-                    *(worker(ops, session, f"task {i}") for i in range(3))
+                    *(worker(ops, session, f"task {i}", together) for i in range(3))
                 )
             return root, parents
 

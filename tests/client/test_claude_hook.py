@@ -20,6 +20,7 @@ from django.core.management import call_command
 from contextops.tenancy import organization_get_or_create
 from frames.conversation.models import Turn
 from frames.models import Frame, Session, Usage
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("live")]
 
@@ -374,10 +375,8 @@ def test_what_session_end_cannot_send_in_time_goes_on_in_the_background(
     hook.env["CONTEXTOPS_HOOK_TIMEOUT"] = "0"  # no time at all: everything is left over
     hook("SessionEnd", transcript, reason="prompt_input_exit")
     assert hook.seconds[-1] < 5
-    deadline = time.monotonic() + 60
-    while not hook.jobs():  # a detached process sends it, after the hook has returned
-        assert time.monotonic() < deadline, hook.lines()
-        time.sleep(0.2)
+    # A detached process sends it, after the hook has returned.
+    wait_until(hook.jobs, timeout=60, what=hook.lines)
     assert [job["status"] for job in wait_for(ops, hook.jobs())] == ["completed"]
     assert any("sent in the background" in line for line in hook.lines())
     assert hook.lines()[-1].endswith("[background]") and "(final)" in hook.lines()[-1]

@@ -1,9 +1,9 @@
 """Conversation, compaction, paging and RLM interchange through the client, on a real worker."""
 
-import time
-
 import pytest
 from contextops_client import Client, CompactionInProgress, IllegalTransition, NotFound
+
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("live")]
 
@@ -56,14 +56,14 @@ def test_it_pages_a_handle_out_and_back_in(ops, celery_worker):
         handle = frame.handle("tool_result", content=text, priority="low")
         queued = ops.handle_page_out(handle)
         assert queued["status"] == "queued"
-        deadline = time.monotonic() + 20
-        while True:  # the worker summarizes and indexes it; until then it cannot come back
+
+        def paged_in():  # the worker summarizes and indexes it; until then it cannot come back
             try:
-                page = ops.handle_page_in(handle, mode="full")
-                break
+                return ops.handle_page_in(handle, mode="full")
             except IllegalTransition:
-                assert time.monotonic() < deadline
-                time.sleep(0.2)
+                return None
+
+        page = wait_until(paged_in, what="the handle to be indexed")
         assert page["content"] == text and page["mode"] == "full"
 
 

@@ -5,7 +5,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from facts.models import Fact
 from frames.conversation.models import CompactionRun
 from frames.models import Frame, Suspension
 from frames.rlm.models import RlmState
+from tests.waiting import wait_until
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -79,17 +79,17 @@ def test_it_publishes_once_a_person_approves(agent, celery_worker):
     approved = threading.Event()
 
     def approve_when_asked():  # a person at the inbox, on its own thread (and connection)
+        def asked():
+            pending = Suspension.objects.filter(
+                session__organization=agent.organization, status="pending"
+            ).first()
+            return pending or process.poll() is not None
+
         try:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and process.poll() is None:
-                pending = Suspension.objects.filter(
-                    session__organization=agent.organization, status="pending"
-                ).first()
-                if pending is not None:
-                    suspension_approve(suspension=pending, user=approver, note="Looks good.")
-                    approved.set()
-                    return
-                time.sleep(0.2)
+            pending = wait_until(asked, timeout=120, interval=0.2, what="the agent to ask")
+            if isinstance(pending, Suspension):
+                suspension_approve(suspension=pending, user=approver, note="Looks good.")
+                approved.set()
         finally:
             connection.close()
 

@@ -9,6 +9,7 @@ from frames.context import pack as context_pack
 from frames.context.pack import context_pack_assemble
 from frames.context.packing import CriticalExceedsBudget
 from frames.models import ContextHandle, Frame, Session
+from tests.hypothesis_profiles import examples
 
 from .test_context_pack_api import stub_fact
 
@@ -29,7 +30,7 @@ HANDLE = st.fixed_dictionaries(
 
 
 @settings(
-    max_examples=40,
+    max_examples=examples(40),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from frames.context import packing
 from frames.context.packing import Breadcrumb, FactItem, PackInput, Segment, WorkingItem, pack
+from tests.hypothesis_profiles import examples
 
 
 def seg(i, tokens=100, priority="medium", **kw):
@@ -161,6 +162,27 @@ def test_it_refuses_a_budget_smaller_than_its_critical_content():
     assert refused.value.extra == {"critical_tokens": 8000, "budget_tokens": 800}
 
 
+def test_critical_content_equal_to_the_budget_is_packed_and_one_token_more_is_refused():
+    assert ids(pack(data([seg(0, 600, "critical")], budget=600)).segments) == ["h0"]
+    with pytest.raises(packing.CriticalExceedsBudget) as refused:
+        pack(data([seg(0, 601, "critical")], budget=600))
+    assert refused.value.extra == {"critical_tokens": 601, "budget_tokens": 600}
+
+
+def _bare(*segments, budget=600):
+    return pack(PackInput(budget=budget, brief_context="", breadcrumbs=[], segments=list(segments)))
+
+
+def test_an_item_that_fills_what_is_left_exactly_goes_in_whole_and_one_token_more_does_not():
+    room = 600 - _bare().used
+    exact = _bare(seg(0, room))
+    assert [(i.id, i.form) for i in exact.segments] == [("h0", "full")]
+    assert exact.used == 600
+    over = _bare(seg(0, room + 1))
+    assert [i.form for i in over.segments if i.id == "h0"] != ["full"]
+    assert over.used <= 600
+
+
 def test_it_keeps_every_critical_item_whole_and_cuts_the_rest():
     result = pack(
         data(
@@ -226,7 +248,7 @@ def segments(draw):
     return out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     budget=st.integers(500, 50_000),
     segs=segments(),
@@ -267,7 +289,7 @@ def test_it_never_exceeds_the_budget_and_its_breakdown_adds_up(
             assert s.id in whole  # critical is always in, and whole
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     budget=st.integers(500, 20_000),
     segs=segments(),

@@ -1,7 +1,5 @@
 """Page-out through a real worker, page-in, attention, and the extractive summary."""
 
-import time
-
 import pytest
 
 from contextops.tokens import count_tokens
@@ -13,6 +11,7 @@ from frames.context.paging import (
 from frames.context.tasks import handle_page_out
 from frames.models import ContextHandle, Event
 from tests.conftest import postgres_only
+from tests.waiting import wait_until
 
 LONG = " ".join(
     f"Sentence number {i} explains one more detail of the incident." for i in range(200)
@@ -36,13 +35,8 @@ def test_it_pages_out_through_a_real_worker(celery_worker, api, frame, make_hand
     response = api.post(f"/handles/{handle.id}/page-out")
     assert response.status_code == 202
     assert response.json()["status"] == "queued"
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        handle.refresh_from_db()
-        if handle.state == "indexed":
-            break
-        time.sleep(0.1)
-    assert handle.state == "indexed"
+    wait_until(lambda: ContextHandle.objects.get(pk=handle.pk).state == "indexed", what="page-out")
+    handle.refresh_from_db()
     assert handle.summary.startswith("Sentence number 0 ")
     assert 0 < handle.summary_tokens == count_tokens(handle.summary) < handle.estimated_tokens
     event = Event.objects.get(session=frame.session, type="handle.paged_out")

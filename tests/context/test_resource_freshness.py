@@ -1,6 +1,5 @@
 """Seed 003's stale, offline and recover: the periodic check and loading on page-in."""
 
-import time
 from datetime import timedelta
 
 import pytest
@@ -9,6 +8,7 @@ from django.utils import timezone
 from frames.context.freshness import resources_check
 from frames.context.tasks import resources_check as resources_check_task
 from frames.models import ContextHandle, Event
+from tests.waiting import wait_until
 
 
 @pytest.fixture
@@ -118,11 +118,5 @@ def test_the_check_runs_on_a_real_worker(celery_worker, frame, make_handle, sett
         last_access_at=timezone.now() - timedelta(hours=1),
     )
     resources_check_task.delay()
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        handle.refresh_from_db()
-        if handle.state == "cold":
-            break
-        time.sleep(0.1)
-    assert handle.state == "cold"
+    wait_until(lambda: ContextHandle.objects.get(pk=handle.pk).state == "cold", what="the job")
     assert ContextHandle.objects.get(pk=handle.pk).summary == ""

@@ -4,7 +4,6 @@ arriving together never both apply."""
 
 import json
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
@@ -23,6 +22,7 @@ from contextops.idempotency import (
 from contextops.models import ApiKey, IdempotencyKey
 from frames.models import Frame, Usage
 from tests.conftest import IS_POSTGRES
+from tests.waiting import wait_until
 
 KEY = "5d0c3c57-2a6f-4f4e-9d59-idem-0001"
 
@@ -126,16 +126,17 @@ class OtherConnection:
         socket only asks it to end, and its locks live until it has."""
         pid = self.run(_backend_pid) if connection.vendor == "postgresql" else None
         self.run(lambda: connection.close())  # this thread's connection, not the caller's
-        deadline = time.monotonic() + 10
-        while pid is not None and time.monotonic() < deadline:
+        if pid is None:
+            return
+
+        def released() -> bool:
             with connection.cursor() as cursor:
                 cursor.execute(
                     "SELECT 1 FROM pg_locks WHERE pid = %s AND locktype = 'advisory'", [pid]
                 )
-                if cursor.fetchone() is None:
-                    return
-            time.sleep(0.01)
-        assert pid is None, f"the server did not end session {pid}"
+                return cursor.fetchone() is None
+
+        wait_until(released, timeout=10, interval=0.01, what=f"the server to end session {pid}")
 
     def close(self):
         """The connection ends and nothing runs on it again, as when the process dies."""
@@ -276,6 +277,54 @@ def test_an_answer_is_kept_a_day(api, start_session, push_ok):
     assert idempotency_purge() == 1
     assert api.post(f"/frames/{frame['id']}/usage", usage, **_idem()).status_code == 200
     assert Frame.objects.get(pk=frame["id"]).budget_used == 220  # a new request now
+
+
+def test_an_answer_is_replayed_to_the_last_moment_of_its_day_and_the_key_is_free_after(
+    api, start_session, push_ok, settings, clock
+):
+    """The claim's time to live, exactly: at ``CONTEXTOPS_IDEMPOTENCY_TTL_SECONDS`` after the
+    first request the answer is still replayed; a second later the key is free again, so a
+    repeat runs anew, even with another body, and claims the key afresh."""
+    settings.CONTEXTOPS_IDEMPOTENCY_TTL_SECONDS = 3600
+    session = start_session()
+    frame = push_ok(session["id"], 5_000)
+    usage = {"input_tokens": 100, "output_tokens": 10}
+    path = f"/frames/{frame['id']}/usage"
+    assert api.post(path, usage, **_idem()).status_code == 200
+    clock.shift(timedelta(seconds=3600))
+    kept = api.post(path, usage, **_idem())
+    assert kept["Idempotent-Replayed"] == "true"
+    assert api.post(path, {"input_tokens": 1, "output_tokens": 1}, **_idem()).status_code == 422
+    assert Frame.objects.get(pk=frame["id"]).budget_used == 110
+    clock.shift(timedelta(seconds=1))
+    anew = api.post(path, {"input_tokens": 1, "output_tokens": 1}, **_idem())
+    assert anew.status_code == 200 and not anew.has_header("Idempotent-Replayed")
+    assert Frame.objects.get(pk=frame["id"]).budget_used == 112
+    assert IdempotencyKey.objects.get().created_at == timezone.now()  # claimed afresh
+    assert api.post(path, usage, **_idem()).status_code == 422  # the new request's key now
+
+
+def test_an_unfinished_claim_older_than_the_ttl_is_taken_over(
+    api, start_session, push_ok, settings, clock
+):
+    """A claim whose request never answered, a day old: the key is free again and the
+    repeat runs (on PostgreSQL nobody holds its lock either; on SQLite its age tells)."""
+    settings.CONTEXTOPS_IDEMPOTENCY_TTL_SECONDS = 3600
+    settings.CONTEXTOPS_IDEMPOTENCY_CLAIM_SECONDS = 10**6  # only the day's end frees it here
+    session = start_session()
+    frame = push_ok(session["id"], 5_000)
+    usage = {"input_tokens": 100, "output_tokens": 10}
+    path = f"/frames/{frame['id']}/usage"
+    assert api.post(path, usage, **_idem()).status_code == 200
+    IdempotencyKey.objects.update(status=None)  # as if its request had died unanswered
+    if not IS_POSTGRES:
+        clock.shift(timedelta(seconds=3600))
+        assert api.post(path, usage, **_idem()).status_code == 409  # still in its day
+    clock.shift(timedelta(seconds=3601) if IS_POSTGRES else timedelta(seconds=1))
+    taken = api.post(path, usage, **_idem())
+    assert taken.status_code == 200 and not taken.has_header("Idempotent-Replayed")
+    assert Frame.objects.get(pk=frame["id"]).budget_used == 220
+    assert api.post(path, usage, **_idem())["Idempotent-Replayed"] == "true"
 
 
 def test_a_write_that_changed_nothing_is_not_remembered(api, start_session, settings):

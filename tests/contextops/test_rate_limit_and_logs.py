@@ -91,3 +91,34 @@ def test_failed_api_authentication_is_throttled_per_address(api, settings):
             "/api/v1/sessions", HTTP_AUTHORIZATION=f"Bearer {api.key}", REMOTE_ADDR="203.0.113.9"
         )
         assert again.status_code == 200
+
+
+def test_the_minutes_last_allowed_write_passes_and_the_next_minute_counts_anew(settings):
+    """The quota is exact: the limit-th write of a minute passes, one more is refused until
+    the minute ends (no database: the count lives in the cache)."""
+    from datetime import UTC, datetime
+    from uuid import uuid4
+
+    import pytest
+    import time_machine
+
+    from contextops.errors import RateLimited
+    from contextops.ratelimit import rate_limit_check
+
+    settings.CONTEXTOPS_RATE_LIMIT_PER_MINUTE = 3
+    key = uuid4().hex
+    with time_machine.travel(datetime(2026, 11, 28, 12, 0, 0, tzinfo=UTC), tick=False) as clock:
+        for _ in range(3):
+            rate_limit_check(key_id=key)
+        with pytest.raises(RateLimited) as refused:
+            rate_limit_check(key_id=key)
+        assert refused.value.extra["retry_after"] == 60  # the whole minute is left
+        clock.move_to(datetime(2026, 11, 28, 12, 0, 59, 999_000, tzinfo=UTC))
+        with pytest.raises(RateLimited) as refused:
+            rate_limit_check(key_id=key)
+        assert refused.value.extra["retry_after"] == 1
+        clock.move_to(datetime(2026, 11, 28, 12, 1, 0, tzinfo=UTC))
+        for _ in range(3):
+            rate_limit_check(key_id=key)
+        with pytest.raises(RateLimited):
+            rate_limit_check(key_id=key)

@@ -5,6 +5,7 @@ from hypothesis import strategies as st
 
 from frames.conversation.ingest import messages_append
 from frames.conversation.models import Message, Turn
+from tests.hypothesis_profiles import examples
 
 texts = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), max_size=40)
 
@@ -61,7 +62,7 @@ def conversations(draw):
 
 
 @settings(
-    max_examples=40,
+    max_examples=examples(40),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -8,7 +8,6 @@ test that runs them on a real worker.
 import io
 import json
 import random
-import time
 from datetime import datetime
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from frames.conversation.tasks import import_run
 from frames.models import Event, Frame, Session, Usage
 from frames.projections import budget_audit, projection_diff
 from tests.hardening.snapshots import organization_rows
+from tests.waiting import wait_until
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "transcripts"
 SPOTTER = FIXTURES / "claude-code" / "spotter" / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
@@ -199,10 +199,14 @@ def test_it_imports_on_a_real_worker_and_reports_progress(celery_worker, api, ot
         "source_session_id": INIT.stem,
         "tool_version": None,  # read by the job
     }
-    deadline = time.monotonic() + 30
-    while (job := api.get(f"/imports/{queued['id']}").json())["status"] in ("queued", "running"):
-        assert time.monotonic() < deadline, job
-        time.sleep(0.1)
+    job = wait_until(
+        lambda: (
+            (job := api.get(f"/imports/{queued['id']}").json())["status"]
+            not in ("queued", "running")
+            and job
+        ),
+        what="the import job to finish",
+    )
     assert job["status"] == "completed", job
     assert job["error"] is None and job["finished_at"]
     entries = len(
@@ -223,10 +227,10 @@ def test_it_imports_on_a_real_worker_and_reports_progress(celery_worker, api, ot
     # Again, on the worker: nothing new, the same session.
     again = upload(api, INIT).json()
     assert again["session_id"] == job["session_id"]
-    deadline = time.monotonic() + 30
-    while (job := api.get(f"/imports/{again['id']}").json())["status"] != "completed":
-        assert time.monotonic() < deadline, job
-        time.sleep(0.1)
+    job = wait_until(
+        lambda: (job := api.get(f"/imports/{again['id']}").json())["status"] == "completed" and job,
+        what="the second import job to complete",
+    )
     assert job["result"]["unchanged"] is True
     assert job["result"]["session_id"] == session["id"]
 

@@ -1,24 +1,17 @@
 """End to end on a real Celery worker: threshold crossed, job queued after commit, run, recorded, shown."""
 
-import time
-
 import pytest
 
 from frames.conversation.models import CompactionRun, Turn
 from frames.models import ContextHandle
 from tests.fakes.anthropic_server import AnthropicFakeServer, Reply
+from tests.waiting import wait_until
 
 from .test_compaction import conversation
 
 
 def wait_for(predicate, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting for the worker")
+    return wait_until(predicate, timeout=timeout, what="the worker")
 
 
 @pytest.mark.django_db(transaction=True)

@@ -1,6 +1,5 @@
 """The working-set expiry job: called directly, scheduled by beat, and run on a real worker."""
 
-import time
 from datetime import timedelta
 
 import pytest
@@ -9,6 +8,7 @@ from django.utils import timezone
 from facts.models import WorkingSetItem
 from facts.tasks import working_set_expire
 from frames.models import Session
+from tests.waiting import wait_until
 
 
 def _items(api):
@@ -44,7 +44,5 @@ def test_it_deletes_only_expired_items(api):
 def test_it_runs_on_a_real_worker(api, celery_worker):
     _items(api)
     working_set_expire.delay()
-    deadline = time.monotonic() + 30
-    while WorkingSetItem.objects.filter(key="old").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: not WorkingSetItem.objects.filter(key="old").exists(), what="the job")
     assert sorted(WorkingSetItem.objects.values_list("key", flat=True)) == ["forever", "later"]

@@ -14,6 +14,7 @@ from facts.validtime import (
     timeline_problems,
     withdraw,
 )
+from tests.hypothesis_profiles import examples
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -125,7 +126,7 @@ def test_any_order_of_stored_writes_keeps_every_chain_whole_and_reads_one_versio
     organization = Organization.objects.create(name="Props")
     base = datetime(2025, 6, 1, tzinfo=UTC)
 
-    @settings(max_examples=25, deadline=None)
+    @settings(max_examples=examples(25), deadline=None)
     @given(st.lists(st.integers(min_value=0, max_value=60), min_size=1, max_size=10))
     def run(days):
         with transaction.atomic():

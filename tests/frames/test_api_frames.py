@@ -95,6 +95,19 @@ def test_it_answers_insufficient_tokens_with_requested_and_available(start_sessi
     }
 
 
+def test_a_child_may_take_exactly_what_its_parent_has_left_and_not_a_token_more(
+    start_session, push_ok, push, api
+):
+    session = start_session()
+    root = push_ok(session["id"], 1000)
+    push_ok(session["id"], 700, parent=root["id"])
+    over = push(session["id"], 301, parent=root["id"])
+    assert over.status_code == 409 and over.json()["available"] == 300
+    push_ok(session["id"], 300, parent=root["id"])
+    assert api.get(f"/frames/{root['id']}").json()["budget"]["available"] == 0
+    assert push(session["id"], 1, parent=root["id"]).status_code == 409
+
+
 @pytest.mark.parametrize("amount", [0, -5])
 def test_it_refuses_to_reserve_no_tokens_and_logs_nothing(api, start_session, push_ok, amount):
     session = start_session()

@@ -61,3 +61,27 @@ def test_it_reports_how_far_a_frame_went_past_its_total():
     assert Budget(1000).record_usage(5010).overrun == 4010
     assert Budget(1000, used=500, reserved=300, subcall_allocation=400).overrun == 200
     assert Budget(1000, used=999).overrun == 0
+
+
+# The edges: a need equal to what is available fits, one token more does not.
+EDGE = Budget(1000, used=100, reserved=200, subcall_allocation=300)  # 400 available
+
+
+def test_a_need_equal_to_what_is_available_fits():
+    EDGE.require(400)
+    assert EDGE.allocate_for_subcall(400).available == 0
+    assert EDGE.reserve(400).available == 0
+
+
+@pytest.mark.parametrize("spend", ["require", "allocate_for_subcall", "reserve"])
+def test_one_token_more_than_is_available_is_refused(spend):
+    with pytest.raises(InsufficientTokens) as raised:
+        getattr(EDGE, spend)(401)
+    assert raised.value.extra == {"requested": 401, "available": 400}
+
+
+def test_an_empty_budget_takes_nothing_more():
+    spent = Budget(500, used=500)
+    spent.require(0)
+    with pytest.raises(InsufficientTokens):
+        spent.require(1)

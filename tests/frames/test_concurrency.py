@@ -1,7 +1,6 @@
 """Budget arithmetic under real parallel transactions on PostgreSQL."""
 
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -13,6 +12,7 @@ from frames.services.sessions import session_create
 from frames.services.stack import frame_pop, frame_push
 from frames.services.usage import usage_record
 from tests.conftest import postgres_only
+from tests.waiting import wait_until
 
 pytestmark = [postgres_only, pytest.mark.django_db(transaction=True)]
 
@@ -109,18 +109,21 @@ def test_concurrent_retries_of_one_usage_record_charge_it_once(api):
 
 def _wait_until_someone_waits_for_me(timeout: float = 10.0) -> None:
     """Return once another backend is blocked by this connection's transaction."""
-    deadline = time.monotonic() + timeout
     with connection.cursor() as cursor:
-        while time.monotonic() < deadline:
+
+        def someone_waits() -> bool:
             cursor.execute(
                 "SELECT EXISTS (SELECT 1 FROM pg_stat_activity"
                 " WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid)))"
             )
             if cursor.fetchone()[0]:
-                return
+                return True
             cursor.execute("SELECT pg_stat_clear_snapshot()")  # else one read a transaction
-            time.sleep(0.01)
-    raise AssertionError("nobody waited for this transaction's locks")
+            return False
+
+        wait_until(
+            someone_waits, timeout=timeout, interval=0.01, what="another backend to wait for us"
+        )
 
 
 def test_a_pop_holds_the_session_while_it_waits_for_its_frame(api):

@@ -1,7 +1,6 @@
 """The event log's retention: ended sessions' events move to the storage, projections stay."""
 
 import json
-import time
 from datetime import timedelta
 
 import pytest
@@ -18,6 +17,7 @@ from frames.projections import projection_diff
 from frames.selectors import frame_events_newest_first
 from frames.tasks import events_archive
 from tests.frames.test_projections import _busy_session
+from tests.waiting import wait_until
 
 
 def _ended_long_ago(api, days: int = 120):
@@ -114,10 +114,7 @@ def test_beat_runs_the_retention_job_on_a_real_worker(api, celery_worker, settin
 
     app.send_task(entry["task"])
 
-    deadline = time.monotonic() + 20
-    while Event.objects.filter(session=session).exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not Event.objects.filter(session=session).exists()
+    wait_until(lambda: not Event.objects.filter(session=session).exists(), what="the job")
     assert EventArchive.objects.filter(session=session).count() == 1
     assert projection_diff(session) == []
 

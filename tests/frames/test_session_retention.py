@@ -2,7 +2,6 @@
 ``CONTEXTOPS_SESSION_RETENTION_DAYS`` ago is deleted as ``DELETE /sessions/{id}`` would
 delete it, files included, and the deletion is audited with the actor "retention"."""
 
-import time
 from datetime import timedelta
 
 from django.core.files.storage import default_storage
@@ -18,6 +17,7 @@ from frames.ownership.tasks import sessions_delete_expired as sessions_delete_ex
 from frames.rlm.models import RlmState
 from tests.frames.test_projections import _busy_session
 from tests.frames.test_retention import _ended_long_ago
+from tests.waiting import wait_until
 
 
 def test_zero_days_the_default_keeps_every_session_forever(api, settings):
@@ -74,8 +74,5 @@ def test_beat_runs_the_job_on_a_real_worker(api, celery_worker, settings):
 
     app.send_task(entry["task"])
 
-    deadline = time.monotonic() + 20
-    while Session.objects.filter(pk=session.pk).exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not Session.objects.filter(pk=session.pk).exists()
+    wait_until(lambda: not Session.objects.filter(pk=session.pk).exists(), what="the job")
     assert AuditEntry.objects.filter(actor="retention", target=f"session {session.pk}").exists()

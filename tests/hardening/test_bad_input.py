@@ -58,6 +58,20 @@ def test_an_oversized_body_is_refused_from_its_length_before_it_is_read(api, ses
     }
 
 
+def test_a_body_of_exactly_the_limit_is_read_and_one_byte_more_is_refused(api, session, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    path = f"/sessions/{session['id']}/frames"
+
+    def body(size: int) -> bytes:
+        shell = b'{"goal": "", "budget": {"total": 10}}'
+        return shell.replace(b'""', b'"' + b"g" * (size - len(shell)) + b'"')
+
+    assert len(body(1000)) == 1000
+    assert _raw(api, path, body(1000)).status_code == 201
+    refused = _raw(api, path, body(1001))
+    assert refused.status_code == 413 and refused.json()["limit"] == 1000
+
+
 def test_deeply_nested_json_is_refused(api, session):
     deep = "[" * 5000 + "]" * 5000
     body = f'{{"goal": "deep", "budget": {{"total": 10}}, "inputs": {{"x": {deep}}}}}'.encode()

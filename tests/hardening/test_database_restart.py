@@ -22,6 +22,7 @@ from django.conf import settings
 
 from tests.hardening.figures import figures_record
 from tests.servers import PrivatePostgres, free_port, postgres_missing
+from tests.waiting import wait_until
 
 pytestmark = [
     pytest.mark.skipif(bool(postgres_missing()), reason=postgres_missing() or "-"),
@@ -134,11 +135,17 @@ def test_a_database_restart_fails_requests_cleanly_and_later_ones_succeed(cluste
         threads = [threading.Thread(target=traffic, args=(i > 0,)) for i in range(3)]
         for t in threads:
             t.start()
-        time.sleep(1)
+        wait_until(lambda: len(answers) >= 10, what="traffic before the restart")
         restart_started = time.monotonic()
         cluster["restart"]()
         restart_took = time.monotonic() - restart_started
-        time.sleep(2)
+        during = len(answers)
+        # Traffic goes on through the restart until the server answers it again.
+        wait_until(
+            lambda: any(status == 200 for status, _ in answers[during:]),
+            timeout=60,
+            what="an answer after the restart",
+        )
         stop.set()
         for t in threads:
             t.join(30)

@@ -10,7 +10,6 @@ import os
 import secrets
 import subprocess
 import sys
-import time
 
 import psycopg
 import pytest
@@ -19,6 +18,7 @@ from django.conf import settings
 from tests.conftest import IS_POSTGRES
 from tests.hardening.production import production_worker
 from tests.servers import PrivatePostgres, PrivateRedis, postgres_missing
+from tests.waiting import wait_until
 
 pytestmark = [
     pytest.mark.skipif(bool(postgres_missing()), reason=postgres_missing() or "-"),
@@ -63,15 +63,16 @@ def _state(url: str, handle_id: str) -> str:
 
 
 def _until(predicate, timeout: float = 60) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def answered() -> bool:
         try:
-            if predicate():
-                return True
+            return bool(predicate())
         except psycopg.OperationalError:
-            pass
-        time.sleep(0.3)
-    return False
+            return False
+
+    try:
+        return wait_until(answered, timeout=timeout, interval=0.3)
+    except AssertionError:
+        return False
 
 
 def test_a_worker_outlives_a_postgresql_restart(tmp_path):

@@ -30,6 +30,7 @@ from frames.services.stack import frame_push
 from tests.conftest import IS_POSTGRES, IS_REDIS
 from tests.hardening.figures import figures_record
 from tests.servers import PrivateRedis
+from tests.waiting import wait_until
 
 pytestmark = [
     pytest.mark.skipif(
@@ -128,12 +129,24 @@ def _deliveries(tmp_path, log: str, queue: str, task: str) -> dict:
 
 
 def _until(predicate, timeout=40.0, interval=0.2) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return False
+    try:
+        return wait_until(predicate, timeout=timeout, interval=interval)
+    except AssertionError:
+        return False
+
+
+def _delivered_once_and_acknowledged(tmp_path, queue: str, task: str) -> bool:
+    """The second worker finished ``task`` and the broker holds nothing more of ``queue``:
+    no message waiting, none handed out and unacknowledged. Only an unacknowledged message
+    comes back, so from here no second delivery can land."""
+    import redis
+
+    if _deliveries(tmp_path, "second", queue, task)["succeeded"] < 1:
+        return False
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    waiting = sum(broker.llen(key) for key in broker.scan_iter(match=f"{queue}*"))
+    handed_out = [value for value in broker.hvals("unacked") if queue.encode() in value]
+    return waiting == 0 and not handed_out
 
 
 def test_a_page_out_whose_worker_dies_midway_is_redelivered_and_done_once(api, tmp_path):
@@ -169,7 +182,7 @@ def test_a_page_out_whose_worker_dies_midway_is_redelivered_and_done_once(api, t
             "the job was never redelivered"
         )
         done = time.monotonic() - started
-        time.sleep(3)  # a second delivery, if there were one, would land here
+        wait_until(lambda: _delivered_once_and_acknowledged(tmp_path, queue, task))
     finally:
         second.terminate()
         second.wait(20)
@@ -177,6 +190,7 @@ def test_a_page_out_whose_worker_dies_midway_is_redelivered_and_done_once(api, t
     assert handle.summary and handle.summary_tokens > 0
     paged_out = Event.objects.filter(session=session, type="handle.paged_out").count()
     assert paged_out == 1
+    assert _deliveries(tmp_path, "second", queue, task) == {"received": 1, "succeeded": 1}
     figures_record(
         "faults-page-out",
         {
@@ -230,7 +244,7 @@ def test_a_compaction_whose_worker_dies_midway_is_redelivered_and_done_once(api,
             "never redelivered"
         )
         done = time.monotonic() - started
-        time.sleep(3)
+        wait_until(lambda: _delivered_once_and_acknowledged(tmp_path, queue, task))
     finally:
         second.terminate()
         second.wait(20)
@@ -239,6 +253,7 @@ def test_a_compaction_whose_worker_dies_midway_is_redelivered_and_done_once(api,
         Turn.objects.filter(session=session, summarized=True).values_list("index", flat=True)
     )
     assert summaries == 1
+    assert _deliveries(tmp_path, "second", queue, task) == {"received": 1, "succeeded": 1}
     assert summarized == [0, 1, 2]
     run = CompactionRun.objects.get(pk=run_id)
     figures_record(

@@ -15,6 +15,8 @@ import time
 import httpx
 import pytest
 
+from tests.waiting import wait_until
+
 pytestmark = pytest.mark.xdist_group("live")
 
 CLIENTS = 40
@@ -60,7 +62,8 @@ def test_forty_waiting_clients_leave_other_tenants_reads_and_healthz_fast(produc
         waiters = [threading.Thread(target=wait_loop, daemon=True) for _ in range(CLIENTS)]
         for waiter in waiters:
             waiter.start()
-        time.sleep(2)  # every waiter has asked once: the waits are in flight
+        # The waits are in flight once the slots are full: a refusal answers at once then.
+        wait_until(lambda: any(status == 429 for status, _ in outcomes), what="a wait refused")
 
         reads, health = [], []
         with web.api("Globex/reader", timeout=60) as globex, httpx.Client(timeout=60) as lb:

@@ -2,7 +2,6 @@
 webhook and to a Slack-compatible receiver by a real Celery worker, retried until it
 lands, decided and delivered again; e-mail goes through Django's outbox."""
 
-import time
 from datetime import datetime, timedelta
 
 import pytest
@@ -17,16 +16,12 @@ from frames.models import token_hash
 from frames.services.expiry import suspensions_expire
 from frames.suspensions.notices import approvals_expiring_notify
 from tests.notifications.receivers import Receiver
+from tests.waiting import wait_until
 
 
 def _until(check, timeout: float = 30.0):
     """Poll ``check`` until it is true (the worker runs on its own threads)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError("the worker did not deliver in time")
+    wait_until(check, timeout=timeout, what="the worker to deliver")
 
 
 def _suspended(api, start_session, push_ok, suspend_ok, **body):

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from contextops.errors import Conflict, NotFound
 from frames.rlm import protocol, snapshots, values
+from tests.hypothesis_profiles import examples
 
 MIN_MUTATIONS = 1_000
 SCOPES = [None, "session", "tree", "global", "temporary"]
@@ -102,7 +103,9 @@ def _write_or_delete(rng: random.Random, state, names: list[str]) -> bool:
 
 @pytest.mark.django_db
 @settings(
-    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(10),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     seed=st.integers(0, 2**32 - 1),

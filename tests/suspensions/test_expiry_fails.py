@@ -1,6 +1,7 @@
-"""An approval nobody gave in time ends: the expired suspension fails its frame."""
+"""An approval nobody gave in time ends: the expired suspension fails its frame.
 
-import time
+The clock is frozen (the ``clock`` fixture) and moved past the expiry: nothing waits."""
+
 from datetime import timedelta
 
 import pytest
@@ -12,10 +13,10 @@ from frames.models import Event, Frame, Suspension, token_hash
 from frames.projections import projection_diff
 
 
-def test_a_suspension_read_after_its_expiry_has_a_failed_frame(api, tree, suspend_ok):
+def test_a_suspension_read_after_its_expiry_has_a_failed_frame(api, tree, suspend_ok, clock):
     api.post(f"/frames/{tree['child']['id']}/usage", {"input_tokens": 300, "output_tokens": 20})
     token = suspend_ok(tree["child"]["id"], requires_approval=True, expires_in_seconds=1)["token"]
-    time.sleep(3)
+    clock.shift(timedelta(seconds=1))  # exactly at the expiry
     read = api.get(f"/suspensions/{token}")
     assert read.status_code == 200 and read.json()["status"] == "expired"
     frame = api.get(f"/frames/{tree['child']['id']}").json()
@@ -32,9 +33,11 @@ def test_a_suspension_read_after_its_expiry_has_a_failed_frame(api, tree, suspen
     assert projection_diff(session) == []
 
 
-def test_the_inbox_applies_an_expiry_and_lists_it_in_its_history(approver_client, tree, suspend_ok):
+def test_the_inbox_applies_an_expiry_and_lists_it_in_its_history(
+    approver_client, tree, suspend_ok, clock
+):
     token = suspend_ok(tree["child"]["id"], requires_approval=True, expires_in_seconds=1)["token"]
-    time.sleep(2)
+    clock.shift(timedelta(seconds=2))
     page = approver_client.get("/inbox/").content.decode()
     assert Suspension.objects.get(pk=token).status == "expired"
     assert Frame.objects.get(pk=tree["child"]["id"]).status == "failed"
@@ -47,28 +50,30 @@ def test_the_inbox_applies_an_expiry_and_lists_it_in_its_history(approver_client
     )
 
 
-def test_an_expired_suspension_cancels_the_frames_open_children(api, tree, suspend_ok, push_ok):
+def test_an_expired_suspension_cancels_the_frames_open_children(
+    api, tree, suspend_ok, push_ok, clock
+):
     grandchild = push_ok(tree["session"]["id"], 500, parent=tree["child"]["id"], goal="Look up")
     token = suspend_ok(tree["child"]["id"], expires_in_seconds=1)["token"]
-    time.sleep(2)
+    clock.shift(timedelta(seconds=2))
     assert api.get(f"/suspensions/{token}").json()["status"] == "expired"
     assert api.get(f"/frames/{grandchild['id']}").json()["status"] == "cancelled"
     assert api.get(f"/frames/{tree['child']['id']}").json()["status"] == "failed"
 
 
 @pytest.mark.parametrize("path", ["/suspensions/{token}", "/suspensions/{token}/resume"])
-def test_another_organizations_read_expires_nothing(other_api, api, tree, suspend_ok, path):
+def test_another_organizations_read_expires_nothing(other_api, api, tree, suspend_ok, path, clock):
     token = suspend_ok(tree["child"]["id"], expires_in_seconds=1)["token"]
-    time.sleep(2)
+    clock.shift(timedelta(seconds=2))
     call = other_api.get if path.endswith("}") else other_api.post
     assert call(path.format(token=token)).status_code == 404
     assert Suspension.objects.get(pk=token).status == "pending"
     assert Frame.objects.get(pk=tree["child"]["id"]).status == "suspended"
 
 
-def test_another_organizations_inbox_expires_nothing_of_ours(tree, suspend_ok, make_user):
+def test_another_organizations_inbox_expires_nothing_of_ours(tree, suspend_ok, make_user, clock):
     token = suspend_ok(tree["child"]["id"], requires_approval=True, expires_in_seconds=1)["token"]
-    time.sleep(2)
+    clock.shift(timedelta(seconds=2))
     outsider = Client()
     outsider.force_login(make_user(username="globex-grace", org="Globex", approver=True))
     assert outsider.get("/inbox/").status_code == 200

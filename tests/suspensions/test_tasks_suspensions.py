@@ -10,10 +10,12 @@ from django.db import connection
 from django.utils import timezone
 
 from contextops.errors import Conflict, Gone
+from contextops.waits import wait_slots
 from frames.models import Event, Frame, Suspension
 from frames.suspensions import services as suspensions
 from frames.suspensions.tasks import suspensions_expire
 from tests.conftest import postgres_only
+from tests.waiting import wait_until
 
 
 def _overdue(token):
@@ -67,10 +69,7 @@ def test_it_expires_through_a_real_worker(celery_worker, api, start_session, pus
     token = suspend_ok(frame["id"])["token"]
     _overdue(token)
     suspensions_expire.delay()
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and Suspension.objects.get(pk=token).status != "expired":
-        time.sleep(0.1)
-    assert Suspension.objects.get(pk=token).status == "expired"
+    wait_until(lambda: Suspension.objects.get(pk=token).status == "expired", what="the job")
 
 
 def _threaded(work):
@@ -93,18 +92,18 @@ def test_it_ends_a_long_poll_as_soon_as_a_person_approves(
     token = suspend_ok(frame["id"], requires_approval=True)["token"]
     grace = make_user(username="grace", approver=True)
 
-    def approve_later():
-        time.sleep(1.0)
+    def approve_once_the_poll_waits():
+        wait_until(lambda: wait_slots._total > 0, what="the long poll to wait")
         suspensions.suspension_approve(suspension=Suspension.objects.get(pk=token), user=grace)
+        return time.monotonic()
 
     with ThreadPoolExecutor(1) as pool:
-        started = time.monotonic()
-        pending = pool.submit(_threaded(approve_later))
+        pending = pool.submit(_threaded(approve_once_the_poll_waits))
         response = api.get(f"/suspensions/{token}", {"wait": "20"})
-        elapsed = time.monotonic() - started
-        pending.result(timeout=30)
+        answered = time.monotonic()
+        approved = pending.result(timeout=30)
     assert response.json()["status"] == "approved"
-    assert 0.9 <= elapsed < 5
+    assert approved <= answered < approved + 3  # the next look, not the end of the wait
 
 
 @postgres_only
@@ -141,12 +140,12 @@ def test_it_settles_approve_racing_with_expiry_one_way(
 ):
     session = start_session()
     grace = make_user(username="grace", approver=True)
-    for _ in range(5):
+    for attempt in range(6):
         frame = push_ok(session["id"], 100)
         token = suspend_ok(frame["id"], requires_approval=True)["token"]
-        Suspension.objects.filter(pk=token).update(
-            expires_at=timezone.now() + timedelta(milliseconds=50)
-        )
+        # Half the rounds already overdue when both start, half still in time.
+        late = timedelta(seconds=-1 if attempt % 2 else 60)
+        Suspension.objects.filter(pk=token).update(expires_at=timezone.now() + late)
         outcome = _race_approve_with_expiry(token, grace)
         final = Suspension.objects.get(pk=token)
         events = list(
@@ -167,7 +166,6 @@ def _race_approve_with_expiry(token, user):
 
     def approve():
         barrier.wait(timeout=30)
-        time.sleep(0.05)
         try:
             suspensions.suspension_approve(suspension=Suspension.objects.get(pk=token), user=user)
             return "approved"
@@ -176,7 +174,6 @@ def _race_approve_with_expiry(token, user):
 
     def expire():
         barrier.wait(timeout=30)
-        time.sleep(0.05)
         return suspensions.suspensions_expire()
 
     with ThreadPoolExecutor(2) as pool:

@@ -33,6 +33,7 @@ from contextops.tenancy import api_key_create, user_create
 from frames.models import EventArchive, Frame, Session, Usage
 from frames.projections import budget_audit, projection_diff
 from tests.conftest import IS_REDIS, postgres_only
+from tests.waiting import wait_until
 
 from .hosts import Host, Network, namespaces_available
 
@@ -215,13 +216,7 @@ class Agent:
 
 
 def _wait_for(predicate, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while True:
-        found = predicate()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
+    return wait_until(predicate, timeout=seconds, interval=0.2, what=what)
 
 
 def test_two_web_hosts_and_two_workers_share_only_the_database_redis_and_the_bucket(
