@@ -9,6 +9,7 @@ from django.utils import timezone
 from contextops.models import Agent, Organization
 
 from ..budget import Budget, cost_weighted_tokens, full_input_tokens, usage_tokens
+from ..priorities import Priority
 
 # The longest reason a failed frame keeps (an agent's words, or the system's code).
 FAILURE_REASON_MAX = 2000
@@ -203,12 +204,7 @@ class ContextHandle(models.Model):
         DOCUMENT = "document"
         SUMMARY = "summary"
 
-    class Priority(models.TextChoices):
-        CRITICAL = "critical"
-        HIGH = "high"
-        MEDIUM = "medium"
-        LOW = "low"
-        BACKGROUND = "background"
+    Priority = Priority
 
     class State(models.TextChoices):
         COLD = "cold"
@@ -216,8 +212,6 @@ class ContextHandle(models.Model):
         HOT = "hot"
         INDEXED = "indexed"
         OFFLINE = "offline"
-
-    PRIORITY_ORDER = ["critical", "high", "medium", "low", "background"]
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     frame = models.ForeignKey(Frame, on_delete=models.CASCADE, related_name="handles")
