@@ -16,6 +16,7 @@ from contextops.http import ApiRequest
 from . import projections, selectors, services
 from .costs import CostTotal
 from .models import Frame, Session
+from .pressure import LEVELS
 from .schemas import (
     CallListOut,
     EventOut,
@@ -88,7 +89,7 @@ class SessionFilters(Schema):
     status: Literal[tuple(Session.Lifecycle.values)] | None = Field(  # type: ignore[valid-type]
         None, description="The lifecycle state, e.g. ended"
     )
-    pressure: Literal["low", "medium", "high", "critical"] | None = Field(
+    pressure: Literal[LEVELS] | None = Field(  # type: ignore[valid-type]
         None, description="The level the session's gauge shows (the top of its stack)"
     )
     agent: str = Field("", max_length=200, description="The agent's name")

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from contextops.models import Agent, Organization
 
+from .. import pressure
 from ..budget import Budget, cost_weighted_tokens, full_input_tokens, usage_tokens
 from ..priorities import Priority
 
@@ -25,12 +26,6 @@ class Session(models.Model):
         ACTIVE_PRESSURE = "active_pressure", "Active under pressure"
         PERSISTING = "persisting"
         ENDED = "ended"
-
-    class Pressure(models.TextChoices):
-        LOW = "low"
-        MEDIUM = "medium"
-        HIGH = "high"
-        CRITICAL = "critical"
 
     class Eviction(models.TextChoices):
         LRU = "lru"
@@ -53,7 +48,7 @@ class Session(models.Model):
     model = models.CharField(max_length=120, blank=True)
     context_window_tokens = models.PositiveIntegerField(default=200_000)
     compaction_threshold = models.FloatField(default=0.9)
-    pressure_level = models.CharField(max_length=16, choices=Pressure.choices, default=Pressure.LOW)
+    pressure_level = models.CharField(max_length=16, choices=pressure.CHOICES, default=pressure.LOW)
     eviction_policy = models.CharField(
         max_length=20, choices=Eviction.choices, default=Eviction.LRU
     )
@@ -151,7 +146,7 @@ class Frame(models.Model):
     children_count = models.PositiveIntegerField(default=0)
     # Window occupancy of this frame's latest model call: full input + output.
     last_occupancy_tokens = models.BigIntegerField(default=0)
-    pressure_level = models.CharField(max_length=16, default="low")
+    pressure_level = models.CharField(max_length=16, default=pressure.LOW)
     created_at = models.DateTimeField(default=timezone.now)
     completed_at = models.DateTimeField(null=True, blank=True)
 
