@@ -20,12 +20,12 @@ from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
 from contextops.errors import NotFound
+from contextops.ids import parse_id, uuid_or_none
 from contextops.models import Organization
 from contextops.rows import columns, converter, fetch, param
 
 from .archive import session_events
 from .costs import CostTotal, Price, call_cost, cost_total, price_for
-from .locks import _uuid
 from .models import (
     ContextHandle,
     ContextPackRecord,
@@ -40,8 +40,8 @@ from .pressure import LEVELS, LOW, Pressure, level_next, utilization_of
 
 
 def session_get(*, organization, session_id: Any) -> Session:
-    pk = _uuid(session_id)
-    session = Session.objects.filter(pk=pk, organization=organization).first() if pk else None
+    pk = parse_id(session_id, "No such session.")
+    session = Session.objects.filter(pk=pk, organization=organization).first()
     if session is None:
         raise NotFound("No such session.")
     if isinstance(organization, Organization):
@@ -50,12 +50,8 @@ def session_get(*, organization, session_id: Any) -> Session:
 
 
 def frame_get(*, organization, frame_id: Any) -> Frame:
-    pk = _uuid(frame_id)
-    frame = (
-        Frame.objects.select_related("session").filter(pk=pk, organization=organization).first()
-        if pk
-        else None
-    )
+    pk = parse_id(frame_id, "No such frame.")
+    frame = Frame.objects.select_related("session").filter(pk=pk, organization=organization).first()
     if frame is None:
         raise NotFound("No such frame.")
     return frame
@@ -64,8 +60,8 @@ def frame_get(*, organization, frame_id: Any) -> Frame:
 def session_frame_get(*, session: Session, frame_id: Any) -> Frame:
     """One of ``session``'s frames (the session already read for its organization);
     NotFound for another session's frame or a malformed id."""
-    pk = _uuid(frame_id)
-    frame = Frame.objects.filter(pk=pk, session=session).first() if pk else None
+    pk = parse_id(frame_id, "No such frame in this session.")
+    frame = Frame.objects.filter(pk=pk, session=session).first()
     if frame is None:
         raise NotFound("No such frame in this session.")
     return frame
@@ -140,7 +136,7 @@ def session_list(
             | Q(agent__name__icontains=search)
             | Q(model__icontains=search)
         )
-        pk = _uuid(search)
+        pk = uuid_or_none(search)
         if pk is not None:
             condition |= Q(pk=pk)
         elif (ids := _uuid_prefix_range(search)) is not None:

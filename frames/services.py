@@ -23,6 +23,7 @@ from django.utils import timezone
 from contextops.actors import system_actor
 from contextops.embeddings import vector_for_storage
 from contextops.errors import AuthorityTooLow, Conflict, Invalid, NotFound
+from contextops.ids import parse_id
 from contextops.rows import columns, from_row
 from contextops.tokens import count_tokens
 from contextops.zones import zone_check
@@ -30,7 +31,6 @@ from contextops.zones import zone_check
 from .budget import usage_tokens
 from .events import EventSpec, RowChange, event_append, events_append
 from .locks import (
-    _uuid,
     frame_close_lock,
     frame_lock,
     session_and_frame_lock,
@@ -406,9 +406,7 @@ def usage_record(
     """
     frame_pk = None
     if frame is not None:
-        frame_pk = _uuid(frame.pk if isinstance(frame, Frame) else frame)
-        if frame_pk is None:
-            raise NotFound("No such frame.")
+        frame_pk = parse_id(frame, "No such frame.")
     if session is None and frame_pk is None:
         raise TypeError("usage_record needs a session or a frame")
 
