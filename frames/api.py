@@ -12,6 +12,7 @@ from pydantic import Field, field_validator
 from contextops.actors import request_actor
 from contextops.errors import Conflict, NotFound
 from contextops.http import ApiRequest
+from contextops.pages import Offset, page_body
 
 from . import projections, selectors, services
 from .costs import CostTotal
@@ -101,7 +102,7 @@ class SessionFilters(Schema):
     )
     order: Literal["newest", "oldest", "last_activity", "tokens", "calls"] = "newest"
     limit: int = Field(50, ge=1, le=200)
-    offset: int = Field(0, ge=0, le=10**9)
+    offset: Offset = 0
 
     @field_validator("since", "until", mode="before")
     @classmethod
@@ -133,10 +134,9 @@ def session_list(request, filters: Query[SessionFilters]):
     )
     count = sessions.count()
     page = selectors.top_frames(sessions, slice(filters.offset, filters.offset + filters.limit))
-    next_offset = filters.offset + filters.limit if filters.offset + filters.limit < count else None
     costs = selectors.sessions_costs([session.pk for session, _ in page])
     items = [session_body_with_top(session, top, costs[session.pk]) for session, top in page]
-    return {"items": items, "count": count, "next_offset": next_offset}
+    return page_body(items, count=count, offset=filters.offset, limit=filters.limit)
 
 
 @router.get(
@@ -198,7 +198,7 @@ def frame_push(request, session_id: str, payload: FrameIn):
 
 class FrameFilters(Schema):
     limit: int = Field(200, ge=1, le=1000)
-    offset: int = Field(0, ge=0, le=10**9)
+    offset: Offset = 0
     status: Literal[tuple(Frame.Status.values)] | None = Field(  # type: ignore[valid-type]
         None, description="That status's frames alone"
     )
@@ -214,12 +214,8 @@ def frame_list(request, session_id: str, filters: Query[FrameFilters]):
     frames, count = selectors.frame_list(
         session=session, limit=filters.limit, offset=filters.offset, status=filters.status or ""
     )
-    end = filters.offset + filters.limit
-    return {
-        "items": [frame_out(frame) for frame in frames],
-        "count": count,
-        "next_offset": end if end < count else None,
-    }
+    items = [frame_out(frame) for frame in frames]
+    return page_body(items, count=count, offset=filters.offset, limit=filters.limit)
 
 
 @router.get(
@@ -249,7 +245,7 @@ def frame_ancestry(request, frame_id: str):
 
 class ChildrenFilters(Schema):
     limit: int = Field(200, ge=1, le=1000)
-    offset: int = Field(0, ge=0, le=10**9)
+    offset: Offset = 0
 
 
 @router.get(
@@ -386,7 +382,7 @@ def session_at(request, session_id: str, seq: int = Path(..., ge=0, le=2**62)):
 
 class CallFilters(Schema):
     limit: int = Field(100, ge=1, le=500)
-    offset: int = Field(0, ge=0, le=10**9)
+    offset: Offset = 0
     frame_id: UUID | None = Field(None, description="That frame's calls alone")
 
 
@@ -404,12 +400,8 @@ def call_list(request, session_id: str, filters: Query[CallFilters]):
         session=session, limit=filters.limit, offset=filters.offset, frame=frame
     )
     prices = selectors.price_table()
-    end = filters.offset + filters.limit
-    return {
-        "items": [call_out(call, selectors.usage_cost(call, prices)) for call in calls],
-        "count": count,
-        "next_offset": end if end < count else None,
-    }
+    items = [call_out(call, selectors.usage_cost(call, prices)) for call in calls]
+    return page_body(items, count=count, offset=filters.offset, limit=filters.limit)
 
 
 class EventFilters(Schema):

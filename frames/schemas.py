@@ -8,6 +8,7 @@ from ninja import Schema
 from pydantic import Field, model_validator
 
 from contextops.bodies import BodyIn
+from contextops.pages import Page
 
 from .costs import CostTotal
 from .models import FAILURE_REASON_MAX, ContextHandle, Frame, Session
@@ -104,10 +105,8 @@ class SessionOut(Schema):
     dashboard_url: str
 
 
-class SessionListOut(Schema):
-    items: list[SessionOut]
-    count: int
-    next_offset: int | None
+class SessionListOut(Page[SessionOut]):
+    """A page of sessions."""
 
 
 class BudgetIn(BodyIn):
@@ -373,16 +372,12 @@ class CallOut(Schema):
     cost_usd: float | None = Field(..., description="null: the model has no price")
 
 
-class FrameListOut(Schema):
-    items: list[FrameOut]
-    count: int
-    next_offset: int | None
+class FrameListOut(Page[FrameOut]):
+    """A page of a session's frames."""
 
 
-class CallListOut(Schema):
-    items: list[CallOut]
-    count: int
-    next_offset: int | None
+class CallListOut(Page[CallOut]):
+    """A page of a session's model calls."""
 
 
 def call_out(call, cost) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from ninja.responses import Status
 
 from contextops.actors import request_actor
 from contextops.http import ApiRequest
+from contextops.pages import queryset_page
 from frames.selectors import frame_get, session_get
 
 from . import interchange, protocol, selectors, snapshots
@@ -49,14 +50,7 @@ def state_list(request: ApiRequest, filters: Query[StateFilters]):
         tree_id=filters.tree_id,
         completion_status=filters.completion_status,
     )
-    count = states.count()
-    page = list(states[filters.offset : filters.offset + filters.limit])
-    end = filters.offset + filters.limit
-    return {
-        "items": [state_summary_out(s) for s in page],
-        "count": count,
-        "next_offset": end if end < count else None,
-    }
+    return queryset_page(states, offset=filters.offset, limit=filters.limit, out=state_summary_out)
 
 
 @router.post(
