@@ -14,7 +14,7 @@ from contextops.errors import Conflict, NotFound
 from contextops.http import ApiRequest
 from contextops.pages import Offset, page_body
 
-from . import projections, selectors, services
+from . import projections, selectors
 from .costs import CostTotal
 from .models import Frame, Session
 from .pressure import LEVELS
@@ -41,6 +41,7 @@ from .schemas import (
     frame_out,
     session_out,
 )
+from .services import expiry, handles, sessions, stack, usage
 
 router = Router(tags=["sessions and frames"])
 
@@ -69,7 +70,7 @@ def session_body_with_top(
 
 @router.post("/sessions", response={201: SessionOut}, summary="Start a session")
 def session_create(request, payload: SessionIn):
-    session = services.session_create(
+    session = sessions.session_create(
         organization=request.organization,
         agent=request.agent,
         identity=payload.identity.model_dump(exclude_defaults=True),
@@ -122,7 +123,7 @@ class SessionFilters(Schema):
     summary="The organization's sessions, filtered and ordered (newest first by default)",
 )
 def session_list(request, filters: Query[SessionFilters]):
-    sessions = selectors.session_list(
+    found = selectors.session_list(
         organization=request.organization,
         search=filters.search,
         status=filters.status or "",
@@ -132,8 +133,8 @@ def session_list(request, filters: Query[SessionFilters]):
         until=filters.until,
         order=filters.order,
     )
-    count = sessions.count()
-    page = selectors.top_frames(sessions, slice(filters.offset, filters.offset + filters.limit))
+    count = found.count()
+    page = selectors.top_frames(found, slice(filters.offset, filters.offset + filters.limit))
     costs = selectors.sessions_costs([session.pk for session, _ in page])
     items = [session_body_with_top(session, top, costs[session.pk]) for session, top in page]
     return page_body(items, count=count, offset=filters.offset, limit=filters.limit)
@@ -158,7 +159,7 @@ def session_get(request, session_id: str):
 def session_patch(request: ApiRequest, session_id: str, payload: SessionPatchIn) -> dict:
     session = selectors.session_get(organization=request.organization, session_id=session_id)
     cost = selectors.session_cost(session)  # a policy changes no cost: read before the write
-    updated = services.session_eviction_policy_set(
+    updated = sessions.session_eviction_policy_set(
         session=session, policy=payload.eviction_policy, actor=actor_of(request)
     )
     return session_body_with_top(updated.session, updated.top, cost)
@@ -183,7 +184,7 @@ def session_identity_put(request, session_id: str):
     summary="Push a frame (root or child)",
 )
 def frame_push(request, session_id: str, payload: FrameIn):
-    frame = services.frame_push(
+    frame = stack.frame_push(
         organization=request.organization,
         session=session_id,
         parent=payload.parent_frame_id,
@@ -223,7 +224,7 @@ def frame_list(request, session_id: str, filters: Query[FrameFilters]):
 )
 def frame_get(request, frame_id: str):
     frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
-    if services.frame_suspension_expire_if_overdue(frame):  # a read applies an expiry at once
+    if expiry.frame_suspension_expire_if_overdue(frame):  # a read applies an expiry at once
         frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
     cost = selectors.frame_cost(frame)
     return {
@@ -265,7 +266,7 @@ def frame_children(request, frame_id: str, filters: Query[ChildrenFilters]):
 def frame_reserve(request, frame_id: str, payload: ReserveIn):
     frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
     return frame_out(
-        services.frame_reserve(
+        stack.frame_reserve(
             frame=frame, purpose=payload.purpose, amount=payload.amount, actor=actor_of(request)
         )
     )
@@ -273,14 +274,14 @@ def frame_reserve(request, frame_id: str, payload: ReserveIn):
 
 @router.post("/frames/{frame_id}/usage", response=FrameOut, summary="Record one model call's usage")
 def usage_record(request, frame_id: str, payload: UsageIn):
-    usage = services.usage_record(
+    recorded = usage.usage_record(
         organization=request.organization,
         frame=frame_id,
         actor=actor_of(request),
         **payload.model_dump(),
     )
-    assert usage.frame is not None  # charged to this frame, read as it stood at the commit
-    return frame_out(usage.frame)
+    assert recorded.frame is not None  # charged to this frame, read as it stood at the commit
+    return frame_out(recorded.frame)
 
 
 @router.post(
@@ -291,7 +292,7 @@ def usage_record(request, frame_id: str, payload: UsageIn):
 def frame_results_add(request, frame_id: str, payload: ResultsIn):
     frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
     return frame_out(
-        services.frame_results_add(
+        stack.frame_results_add(
             frame=frame, result_refs=payload.result_refs, actor=actor_of(request)
         )
     )
@@ -304,7 +305,7 @@ def frame_results_add(request, frame_id: str, payload: ResultsIn):
 )
 def frame_pop(request, frame_id: str, payload: PopIn):
     return frame_out(
-        services.frame_pop(
+        stack.frame_pop(
             organization=request.organization,
             frame=frame_id,
             status=payload.status,
@@ -320,7 +321,7 @@ def frame_pop(request, frame_id: str, payload: PopIn):
 )
 def handle_add(request, frame_id: str, payload: HandleIn):
     frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
-    handle = services.handle_add(
+    handle = handles.handle_add(
         frame=frame,
         kind=payload.kind,
         priority=payload.priority,
@@ -345,7 +346,7 @@ def handle_add(request, frame_id: str, payload: HandleIn):
 def session_resume(request, session_id: str):
     session = selectors.session_get(organization=request.organization, session_id=session_id)
     state = selectors.session_resume_state(session)
-    services.actor_resumed_record(
+    sessions.actor_resumed_record(
         session=session,
         current_frame=state.current_frame,
         pending=len(state.pending_work),

@@ -15,8 +15,11 @@ from contextops.llm import ExtractiveSummarizer
 from contextops.models import Organization
 from contextops.tenancy import api_key_create, user_create
 from facts.services import fact_write
+from frames.services.handles import handle_add
+from frames.services.sessions import session_create
+from frames.services.stack import frame_pop, frame_push, frame_reserve
+from frames.services.usage import usage_record
 
-from . import services
 from .context import lifecycle
 from .context.pack import context_pack_assemble
 from .conversation.compaction import compaction_execute
@@ -61,7 +64,7 @@ def _usage(session, frame, input_tokens, output_tokens, cache_read=0, cache_writ
     latency_ms = 600 + 12 * output_tokens
     calls = Usage.objects.filter(session=session).count()
     started_at = timezone.now() - timedelta(minutes=4) + timedelta(seconds=20 * calls)
-    services.usage_record(
+    usage_record(
         session=session,
         frame=frame,
         input_tokens=input_tokens,
@@ -77,7 +80,7 @@ def _usage(session, frame, input_tokens, output_tokens, cache_read=0, cache_writ
 
 def _research_session(org, agent) -> Session:
     actor = "agent:research-agent"
-    session = services.session_create(
+    session = session_create(
         organization=org,
         agent=agent,
         identity={
@@ -97,23 +100,23 @@ def _research_session(org, agent) -> Session:
         title="Security review of the token-binding RFC",
         actor=actor,
     )
-    root = services.frame_push(
+    root = frame_push(
         session=session,
         goal="Summarize the RFC's security risks for the platform team",
         budget_total=400_000,
         inputs={"document": "rfc-draft-token-binding-07"},
         actor=actor,
     )
-    services.frame_reserve(frame=root, purpose="brief_context", amount=2_000, actor=actor)
-    services.frame_reserve(frame=root, purpose="breadcrumbs", amount=800, actor=actor)
-    services.handle_add(
+    frame_reserve(frame=root, purpose="brief_context", amount=2_000, actor=actor)
+    frame_reserve(frame=root, purpose="breadcrumbs", amount=800, actor=actor)
+    handle_add(
         frame=root,
         kind="system_prompt",
         priority="critical",
         content="You are a careful security reviewer. Cite sections.",
         actor=actor,
     )
-    services.handle_add(
+    handle_add(
         frame=root,
         kind="message",
         priority="high",
@@ -122,7 +125,7 @@ def _research_session(org, agent) -> Session:
     )
     _usage(session, root, 3_200, 450, cache_write=2_400)
 
-    read = services.frame_push(
+    read = frame_push(
         session=session,
         parent=root,
         goal="Read the RFC section by section",
@@ -130,14 +133,14 @@ def _research_session(org, agent) -> Session:
         actor=actor,
     )
     for title, text in RFC_SECTIONS:
-        section = services.frame_push(
+        section = frame_push(
             session=session,
             parent=read,
             goal=f"Extract risks from “{title}”",
             budget_total=22_000,
             actor=actor,
         )
-        services.handle_add(
+        handle_add(
             frame=section,
             kind="document",
             priority="medium",
@@ -146,7 +149,7 @@ def _research_session(org, agent) -> Session:
             actor=actor,
         )
         call_id = f"toolu_{abs(hash(title)) % 10**8:08d}"
-        services.handle_add(
+        handle_add(
             frame=section,
             kind="tool_call",
             priority="medium",
@@ -155,7 +158,7 @@ def _research_session(org, agent) -> Session:
             category="search_cve",
             actor=actor,
         )
-        services.handle_add(
+        handle_add(
             frame=section,
             kind="tool_result",
             priority="low",
@@ -165,7 +168,7 @@ def _research_session(org, agent) -> Session:
         )
         _usage(session, section, 2_100, 380, cache_read=6_000)
         if title == "Key rotation":
-            check = services.frame_push(
+            check = frame_push(
                 session=session,
                 parent=section,
                 goal="Check JWKS overlap window against policy",
@@ -173,34 +176,32 @@ def _research_session(org, agent) -> Session:
                 actor=actor,
             )
             _usage(session, check, 900, 120, cache_read=1_500)
-            services.frame_pop(
+            frame_pop(
                 frame=check, status="completed", result_refs=["fact:jwks_overlap_days"], actor=actor
             )
-        services.frame_pop(
+        frame_pop(
             frame=section,
             status="completed",
             result_refs=[f"notes:{title.lower().replace(' ', '-')}"],
             actor=actor,
         )
-    services.frame_pop(
-        frame=read, status="completed", result_refs=["notes:all-sections"], actor=actor
-    )
+    frame_pop(frame=read, status="completed", result_refs=["notes:all-sections"], actor=actor)
 
-    draft = services.frame_push(
+    draft = frame_push(
         session=session,
         parent=root,
         goal="Draft the risk summary",
         budget_total=120_000,
         actor=actor,
     )
-    services.handle_add(
+    handle_add(
         frame=draft,
         kind="summary",
         priority="high",
         content="Risks: downgrade if TLS 1.2 fallback is allowed; replay across devices; key rotation overlap too short.",
         actor=actor,
     )
-    review = services.frame_push(
+    review = frame_push(
         session=session,
         parent=draft,
         goal="Ask the security lead to approve publishing",
@@ -209,7 +210,7 @@ def _research_session(org, agent) -> Session:
     )
     _usage(session, review, 1_200, 200, cache_read=9_000)
     _usage(session, draft, 4_000, 900, cache_read=12_000)
-    table = services.frame_push(
+    table = frame_push(
         session=session,
         parent=draft,
         goal="Format the summary as a table",
@@ -222,7 +223,7 @@ def _research_session(org, agent) -> Session:
 
 def _small_sessions(org, agent) -> None:
     actor = "agent:support-bot"
-    done = services.session_create(
+    done = session_create(
         organization=org,
         agent=agent,
         identity={"user_name": "Grace Hopper", "authority": "employee"},
@@ -230,19 +231,17 @@ def _small_sessions(org, agent) -> None:
         context_window_tokens=100_000,
         actor=actor,
     )
-    frame = services.frame_push(
+    frame = frame_push(
         session=done,
         goal="Decide whether order 4411 qualifies for a refund",
         budget_total=20_000,
         actor=actor,
     )
     _usage(done, frame, 5_000, 600, cache_read=3_000)
-    services.frame_pop(
-        frame=frame, status="completed", result_refs=["refund:approved"], actor=actor
-    )
+    frame_pop(frame=frame, status="completed", result_refs=["refund:approved"], actor=actor)
     lifecycle.session_end(session=done, actor=actor)
 
-    busy = services.session_create(
+    busy = session_create(
         organization=org,
         agent=agent,
         identity={"user_name": "Alan Turing", "authority": "employee"},
@@ -250,7 +249,7 @@ def _small_sessions(org, agent) -> None:
         context_window_tokens=50_000,
         actor=actor,
     )
-    frame = services.frame_push(
+    frame = frame_push(
         session=busy, goal="Port 14 cron jobs to the scheduler", budget_total=400_000, actor=actor
     )
     for _ in range(3):
@@ -512,7 +511,7 @@ def _compacted_session(org, agent) -> Session:
     history so far from the cache, and its new turn uncached; after the compaction the
     history is what the run left."""
     actor = agent_actor(agent)
-    session = services.session_create(
+    session = session_create(
         organization=org,
         agent=agent,
         identity={"user_name": "Katherine Johnson", "authority": "employee"},
@@ -520,7 +519,7 @@ def _compacted_session(org, agent) -> Session:
         context_window_tokens=12_000,
         actor=actor,
     )
-    frame = services.frame_push(
+    frame = frame_push(
         session=session,
         goal="Make the checkout tests pass on every CI run",
         budget_total=400_000,
@@ -549,7 +548,7 @@ def _compacted_session(org, agent) -> Session:
             )
             assert ran is not None and ran.final_tokens is not None
             history = ran.final_tokens
-    services.frame_pop(frame=frame, status="completed", result_refs=["pr:1482"], actor=actor)
+    frame_pop(frame=frame, status="completed", result_refs=["pr:1482"], actor=actor)
     return lifecycle.session_end(session=session, actor=actor)
 
 

@@ -22,8 +22,9 @@ from contextops.audit import session_deleted_title
 from contextops.dashboard import organization_required, render_page
 from contextops.errors import NotFound
 from contextops.http import MemberRequest
+from frames.services.expiry import frame_suspension_expire_if_overdue
 
-from . import charts, projections, selectors, services
+from . import charts, projections, selectors
 from .models import Event, Frame, Session
 from .pressure import LEVELS
 from .selectors import session_pressure
@@ -333,7 +334,7 @@ def frame_detail(request: MemberRequest, frame_id) -> HttpResponse:
     while new events arrive."""
     request.nav_section = "sessions"
     frame = _get_or_404(selectors.frame_get, organization=request.organization, frame_id=frame_id)
-    if services.frame_suspension_expire_if_overdue(frame):  # as the API's read of it does
+    if frame_suspension_expire_if_overdue(frame):  # as the API's read of it does
         frame = selectors.frame_get(organization=request.organization, frame_id=frame_id)
     prices = selectors.price_table()
     calls, calls_count = selectors.frame_calls_recent(frame=frame, limit=USAGE_SHOWN)

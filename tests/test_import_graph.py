@@ -149,7 +149,7 @@ def test_it_finds_a_cycle_when_there_is_one():
 
 def test_it_reads_the_real_graph():
     graph, _ = _read()
-    assert "frames.services" in graph["frames.context.lifecycle"]
+    assert "frames.services.stack" in graph["frames.context.lifecycle"]
     assert "contextops.errors" in graph["frames.budget"]
     assert len(graph) > 100
 

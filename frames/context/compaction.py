@@ -23,7 +23,7 @@ from contextops.tokens import count_tokens
 from frames.events import event_append
 from frames.locks import frame_lock, session_lock
 from frames.models import ContextHandle, Frame
-from frames.services import frame_require_open
+from frames.services.stack import frame_require_open
 from frames.strategies import (
     FRAME,
     FRAME_BUILTINS,

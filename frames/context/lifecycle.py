@@ -15,7 +15,9 @@ from facts.services import working_set_clear
 from frames.events import event_append
 from frames.locks import frame_lock, session_lock
 from frames.models import ContextHandle, Frame, ResourceMap, Session
-from frames.services import frame_close, session_bootstrapped, suspensions_close
+from frames.services.expiry import suspensions_close
+from frames.services.sessions import session_bootstrapped
+from frames.services.stack import frame_close
 
 from .annotations import notes_by_handle
 from .resources import resource_name

@@ -29,7 +29,7 @@ from frames.locks import session_require_not_ended
 from frames.models import ContextHandle, ContextPackRecord, Frame, Session
 from frames.models.context import SCORE_PARTS
 from frames.selectors import frame_ancestry, session_top_frame
-from frames.services import session_bootstrapped
+from frames.services.sessions import session_bootstrapped
 
 from . import packing
 from .annotations import notes_by_handle

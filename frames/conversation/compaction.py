@@ -30,7 +30,8 @@ from frames.events import event_append
 from frames.locks import session_lock
 from frames.models import Frame, Session
 from frames.selectors import session_top_frame
-from frames.services import handle_add, pressure_update
+from frames.services.handles import handle_add
+from frames.services.pressure import pressure_update
 from frames.strategies import (
     CONVERSATION,
     strategy_require,

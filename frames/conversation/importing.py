@@ -38,7 +38,9 @@ from frames.context.lifecycle import session_end
 from frames.events import event_append
 from frames.locks import session_lock
 from frames.models import Event, Frame, Session, Usage
-from frames.services import UsageCall, frame_pop, frame_push, session_create, usage_record_many
+from frames.services.sessions import session_create
+from frames.services.stack import frame_pop, frame_push
+from frames.services.usage import UsageCall, usage_record_many
 
 from .counterfactual import COMPACTED_EVENT
 from .ingest import (

@@ -28,7 +28,8 @@ from frames.events import event_append
 from frames.locks import session_lock, session_require_not_ended
 from frames.models import Event, Frame, Session, Usage
 from frames.selectors import session_frame_get, session_top_frame
-from frames.services import UsageCall, frame_require_open, usage_record
+from frames.services.stack import frame_require_open
+from frames.services.usage import UsageCall, usage_record
 
 from .anchors import AnchorPatterns, ToolCall, ToolResult, TurnView, detect_anchor
 from .compaction import compaction_due, compaction_queue

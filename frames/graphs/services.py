@@ -20,7 +20,8 @@ from contextops.text import asked_in_words
 from frames.events import event_append
 from frames.locks import session_lock, session_require_not_ended
 from frames.models import Session, Suspension
-from frames.services import frame_push, session_activated, session_create
+from frames.services.sessions import session_activated, session_create
+from frames.services.stack import frame_push
 from frames.suspensions.services import suspension_create, suspension_passed
 
 from .models import GraphBlob, GraphCheckpoint, GraphInterrupt, GraphThread, GraphWrite

@@ -20,7 +20,8 @@ from contextops.models import Agent, Organization
 from frames.conversation.ingest import UsageFigures, messages_append, usage_record_for
 from frames.conversation.models import ToolUse, Turn
 from frames.models import Frame, Session, Usage
-from frames.services import frame_pop, frame_push, session_create
+from frames.services.sessions import session_create
+from frames.services.stack import frame_pop, frame_push
 
 from .models import ReceivedSpan
 from .spans import SpanData, conversation_messages, tool_messages

@@ -37,7 +37,7 @@ from contextops.errors import Conflict, Invalid, NotFound
 from contextops.models import Organization
 from frames.locks import session_require_not_ended
 from frames.models import Frame, Session
-from frames.services import frame_pop
+from frames.services.stack import frame_pop
 
 from .models import RlmCheckpoint, RlmMutation, RlmState, RlmVariable, Scope, VariableType
 from .schema import execution_config_check

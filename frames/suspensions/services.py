@@ -18,7 +18,7 @@ descendants are cancelled, and the frame closes as ``failed`` with ``failure_rea
 "suspension_expired"`` through the same close as any pop (``frame.popped``, its budget
 settled with its parent). It happens on the first of: the periodic job, a read of the
 suspension (``GET /suspensions/{token}``, the inbox) or of its frame (``GET /frames/{id}``,
-the frame's page), a decision or a resume. The expiry itself lives in ``frames.services``
+the frame's page), a decision or a resume. The expiry itself lives in ``frames.services.expiry``
 (``suspension_expire_if_overdue``), where the frame's read reaches it.
 """
 
@@ -39,16 +39,14 @@ from frames.events import event_append
 from frames.locks import frame_lock, session_lock
 from frames.models import FAILURE_REASON_MAX, Frame, Session, Suspension, token_hash
 from frames.notices import approval_notify
-from frames.services import (
+from frames.services.expiry import (
     EXPIRY_ACTOR,
-    cancel_open_descendants,
     expire_locked,
-    frame_pop,
-    frame_status_set,
     suspension_expire_if_overdue,
     suspension_expire_locked,
     suspension_locked,
 )
+from frames.services.stack import cancel_open_descendants, frame_pop, frame_status_set
 
 DEFAULT_EXPIRES_IN_SECONDS = 24 * 3600
 MAX_EXPIRES_IN_SECONDS = 30 * 24 * 3600

@@ -24,7 +24,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from frames import services
+from frames.services.sessions import session_create
 from tests.bench.report import database_vendor, write_section
 from tests.conftest import IS_POSTGRES
 from tests.s3 import free_port
@@ -130,7 +130,7 @@ def _measure(conn_max_age: int, path: str, key: str, tmp_path: Path) -> dict:
 
 
 def test_bench_connection_reuse(api, tmp_path):
-    session = services.session_create(
+    session = session_create(
         organization=api.organization, agent=api.agent, identity={}, title="bench"
     )
     path = f"/sessions/{session.pk}"

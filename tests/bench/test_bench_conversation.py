@@ -19,7 +19,8 @@ from django.test.utils import CaptureQueriesContext
 
 from frames.conversation.compaction import _select
 from frames.conversation.models import CompactionRun, Turn
-from frames.services import frame_push, session_create
+from frames.services.sessions import session_create
+from frames.services.stack import frame_push
 from tests.bench.report import database_vendor, record, write_section
 
 TURNS = 1_000

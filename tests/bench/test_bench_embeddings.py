@@ -14,7 +14,8 @@ import pytest
 from django.test import override_settings
 
 from contextops.embeddings import embed_texts
-from frames import services
+from frames.services.sessions import session_create
+from frames.services.stack import frame_push
 from tests.bench.report import database_vendor, record, write_section
 
 ROUNDS = 300
@@ -31,8 +32,8 @@ def _p50_ms(samples: list[float]) -> float:
 def test_bench_embeddings(api, settings):
     settings.CONTEXTOPS_RATE_LIMIT_PER_MINUTE = 0
     settings.CONTEXTOPS_EMBEDDINGS = "wordllama"
-    session = services.session_create(organization=api.organization, identity={"user_name": "A"})
-    frame = services.frame_push(session=session, goal="bench", budget_total=10**9)
+    session = session_create(organization=api.organization, identity={"user_name": "A"})
+    frame = frame_push(session=session, goal="bench", budget_total=10**9)
     embed_texts(["load the model before measuring"])
     samples: dict[str, dict[str, list[float]]] = {
         "handle": {"none": [], "wordllama": []},

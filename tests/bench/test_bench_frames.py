@@ -18,8 +18,10 @@ from django.db import connection, reset_queries
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from frames import services
 from frames.models import ContextHandle, Frame
+from frames.services.sessions import session_create
+from frames.services.stack import frame_push
+from frames.services.usage import usage_record
 from tests.bench.report import database_vendor, write_section
 from tests.conftest import IS_POSTGRES
 
@@ -38,10 +40,10 @@ def _percentiles(samples: list[float]) -> tuple[float, float]:
 def _session_of(api, wide: int, deep: int, handles: int):
     """A tree of depth 3: ``wide`` children of the root, each with ``deep`` children, and
     ``handles`` handles spread over the leaves."""
-    session = services.session_create(
+    session = session_create(
         organization=api.organization, agent=api.agent, identity={}, title="bench"
     )
-    root = services.frame_push(session=session, goal="Bench root", budget_total=10**9)
+    root = frame_push(session=session, goal="Bench root", budget_total=10**9)
     level1 = Frame.objects.bulk_create(
         Frame(
             session=session,
@@ -133,9 +135,7 @@ def _measure_tree(api, member, session, root, first_child) -> dict:
 
 
 def _usage_rate(session, root) -> tuple[int, float]:
-    target = services.frame_push(
-        session=session, parent=root, goal="Usage target", budget_total=10**8
-    )
+    target = frame_push(session=session, parent=root, goal="Usage target", budget_total=10**8)
     threads, per_thread = (8, 250) if IS_POSTGRES else (1, 1000)
     barrier = threading.Barrier(threads)
 
@@ -143,9 +143,7 @@ def _usage_rate(session, root) -> tuple[int, float]:
         try:
             barrier.wait()
             for _ in range(per_thread):
-                services.usage_record(
-                    session=session, frame=target, input_tokens=10, output_tokens=5
-                )
+                usage_record(session=session, frame=target, input_tokens=10, output_tokens=5)
         finally:
             connection.close()
 

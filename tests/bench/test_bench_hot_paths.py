@@ -17,8 +17,9 @@ bounds and that no count moves between rounds (but for the API key's once-a-minu
 import pytest
 
 from facts import services as fact_services
-from frames import services
 from frames.models import ContextHandle, Frame
+from frames.services.sessions import session_create
+from frames.services.stack import frame_push
 from tests.bench.measure import Series
 from tests.bench.report import database_vendor, record, write_section
 from tests.bench.test_bench_context_pack import HANDLES, QUERY, _add_facts, _handles
@@ -38,14 +39,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_bench_hot_paths(api):
     org = api.organization
-    session = services.session_create(
+    session = session_create(
         organization=org,
         agent=api.agent,
         identity={"user_name": "Bench", "authority": "employee"},
         environment={"timezone": "UTC"},
         title="bench",
     )
-    root = services.frame_push(session=session, goal="Bench root", budget_total=10**12)
+    root = frame_push(session=session, goal="Bench root", budget_total=10**12)
     _handles(session, root, HANDLES)
     assert ContextHandle.objects.filter(frame=root).count() == HANDLES
     _add_facts(org, 0, VALID, SUPERSEDED)

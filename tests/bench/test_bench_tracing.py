@@ -14,7 +14,9 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 
 from contextops import tracing
 from facts import services as fact_services
-from frames import services
+from frames.services.handles import handle_add
+from frames.services.sessions import session_create
+from frames.services.stack import frame_push
 from tests.bench.measure import Series
 from tests.bench.report import database_vendor, record, write_section
 from tests.conftest import ApiClient
@@ -27,11 +29,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_bench_tracing_with_the_collector_down(api):
-    session = services.session_create(
+    session = session_create(
         organization=api.organization, agent=api.agent, identity={"user_name": "Bench"}
     )
-    root = services.frame_push(session=session, goal="Bench root", budget_total=10**9)
-    services.handle_add(frame=root, kind="document", content="The spec of the feature.")
+    root = frame_push(session=session, goal="Bench root", budget_total=10**9)
+    handle_add(frame=root, kind="document", content="The spec of the feature.")
     fact_services.working_set_put(session=session, key="plan", value="the next three steps")
     floor_path = f"/sessions/{session.pk}/working-set/plan"
     pack_path = f"/sessions/{session.pk}/context-pack"

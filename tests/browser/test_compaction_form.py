@@ -5,7 +5,7 @@ from playwright.sync_api import expect
 
 from contextops.models import Organization
 from frames.conversation.ingest import messages_append
-from frames.services import session_create
+from frames.services.sessions import session_create
 from tests.browser.conftest import login
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -4,7 +4,9 @@ import pytest
 from playwright.sync_api import expect
 
 from facts.services import fact_write
-from frames import services
+from frames.services.handles import handle_add
+from frames.services.sessions import session_create
+from frames.services.stack import frame_push
 from tests.browser.conftest import login
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -19,14 +21,14 @@ PAYLOADS = [
 def test_agent_written_html_never_runs_in_the_dashboard(page, person, api):
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    session = services.session_create(
+    session = session_create(
         organization=api.organization,
         agent=api.agent,
         identity={"user_name": PAYLOADS[0]},
         title=PAYLOADS[1],
     )
-    root = services.frame_push(session=session, goal=PAYLOADS[0], budget_total=10_000)
-    services.handle_add(frame=root, kind="document", content=PAYLOADS[2])
+    root = frame_push(session=session, goal=PAYLOADS[0], budget_total=10_000)
+    handle_add(frame=root, kind="document", content=PAYLOADS[2])
     for i, payload in enumerate(PAYLOADS):
         fact_write(
             organization=api.organization,

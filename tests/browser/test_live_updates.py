@@ -7,8 +7,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from frames import services
 from frames.models import ContextHandle, Event, Frame
+from frames.services.usage import usage_record
 from tests.browser.conftest import screenshot
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -151,9 +151,7 @@ def test_the_frame_pages_events_update_on_the_page_of_them_shown(logged_in, agen
     frame = agent.frame_push(session, goal="Summarise the build logs", budget=1_000_000)
     stored = Frame.objects.select_related("session").get(pk=frame.id)
     for _ in range(55):  # more events than one page holds
-        services.usage_record(
-            session=stored.session, frame=stored, input_tokens=10, output_tokens=1
-        )
+        usage_record(session=stored.session, frame=stored, input_tokens=10, output_tokens=1)
     count = Event.objects.filter(frame_id=stored.pk).count()
     page.goto(f"/frames/{frame.id}/")
     events = page.locator("#frame-events")

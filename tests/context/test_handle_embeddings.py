@@ -7,8 +7,8 @@ import logging
 import numpy as np
 
 from contextops.embeddings import vector_from_bytes
-from frames import services
 from frames.models import ContextHandle
+from frames.services.handles import handle_add
 
 
 def unit(vector):
@@ -34,7 +34,7 @@ def test_a_handle_added_through_the_api_is_stored_with_its_vector(
 
 
 def test_a_reference_without_content_is_embedded_from_its_ref(frame, fake_embedder):
-    handle = services.handle_add(
+    handle = handle_add(
         frame=frame, kind="document", ref="s3://reports/q3-revenue.pdf", estimated_tokens=900
     )
     assert handle.embedding_text == "s3://reports/q3-revenue.pdf"
@@ -43,7 +43,7 @@ def test_a_reference_without_content_is_embedded_from_its_ref(frame, fake_embedd
 
 def test_the_default_model_embeds_a_handle_on_add(frame, settings):
     settings.CONTEXTOPS_EMBEDDINGS = "wordllama"
-    handle = services.handle_add(frame=frame, kind="message", content="Deploy to staging")
+    handle = handle_add(frame=frame, kind="message", content="Deploy to staging")
     vector = stored(handle)
     assert vector is not None and vector.shape == (256,)
     assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-2
@@ -54,7 +54,7 @@ def test_a_page_in_that_loads_a_cold_resource_embeds_its_content(
 ):
     settings.CONTEXTOPS_RESOURCE_ROOTS = [str(tmp_path)]
     (tmp_path / "runbook.md").write_text("Restart the queue workers first")
-    handle = services.handle_add(frame=frame, kind="document", ref="file:runbook.md", state="cold")
+    handle = handle_add(frame=frame, kind="document", ref="file:runbook.md", state="cold")
     assert np.allclose(stored(handle), unit(fake_embedder.embed(["file:runbook.md"])[0]), atol=2e-3)
     response = api.post(f"/handles/{handle.id}/page-in?mode=full")
     assert response.status_code == 200, response.content
@@ -68,7 +68,7 @@ def test_a_page_in_whose_embedding_fails_leaves_the_vector_for_the_backfill(
 ):
     settings.CONTEXTOPS_RESOURCE_ROOTS = [str(tmp_path)]
     (tmp_path / "notes.md").write_text("Loaded text")
-    handle = services.handle_add(frame=frame, kind="document", ref="file:notes.md", state="cold")
+    handle = handle_add(frame=frame, kind="document", ref="file:notes.md", state="cold")
     fake_embedder.failing = True
     assert api.post(f"/handles/{handle.id}/page-in?mode=full").status_code == 200
     handle.refresh_from_db()
@@ -90,5 +90,5 @@ def test_a_failing_provider_never_loses_the_handle(api, frame, fake_embedder, ca
 
 def test_no_vector_is_stored_when_embeddings_are_off(frame, settings):
     settings.CONTEXTOPS_EMBEDDINGS = "none"
-    handle = services.handle_add(frame=frame, kind="message", content="Plain")
+    handle = handle_add(frame=frame, kind="message", content="Plain")
     assert ContextHandle.objects.get(pk=handle.pk).embedding is None

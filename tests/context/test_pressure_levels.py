@@ -13,7 +13,7 @@ from frames.pressure import (
     level_for,
     level_next,
 )
-from frames.services import pressure_update
+from frames.services.pressure import pressure_update
 
 
 @pytest.mark.parametrize(

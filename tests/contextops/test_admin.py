@@ -3,7 +3,8 @@
 from django.test import Client
 
 from contextops.models import ApiKey
-from frames import services
+from frames.services.sessions import session_create
+from frames.services.stack import frame_push
 
 
 def _admin(make_user):
@@ -54,8 +55,8 @@ def test_it_issues_a_key_once_and_revokes_keys(api, make_user):
 
 def test_frames_are_read_only_in_the_admin(api, make_user):
     client = _admin(make_user)
-    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
-    frame = services.frame_push(session=session, goal="Read only", budget_total=100)
+    session = session_create(organization=api.organization, agent=api.agent, identity={})
+    frame = frame_push(session=session, goal="Read only", budget_total=100)
     page = client.get(f"/admin/frames/frame/{frame.pk}/change/")
     assert page.status_code == 200
     assert 'name="budget_total"' not in page.content.decode()

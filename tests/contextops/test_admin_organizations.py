@@ -13,8 +13,8 @@ from django.test import Client
 from contextops.models import Agent, ApiKey, AuditEntry, Organization
 from facts.models import Fact, SourceAuthority, WorkingSetItem
 from facts.services import fact_write
-from frames import services
 from frames.models import ModelPrice
+from frames.services.sessions import session_create
 from tests.facts.test_admin import _form
 
 PASSWORD = "pw-for-the-org-admin-1"
@@ -34,7 +34,7 @@ class Tenant:
 
 def _tenant(make_api, org: str, agent: str) -> Tenant:
     api = make_api(org=org, agent=agent)
-    session = services.session_create(
+    session = session_create(
         organization=api.organization, agent=api.agent, identity={}, title=f"{org} plan"
     )
     fact = fact_write(

@@ -9,7 +9,7 @@ from psycopg.types.json import Jsonb
 
 from contextops.postgres import ArrayDumper
 from frames.models import Event
-from frames.services import session_create
+from frames.services.sessions import session_create
 
 AWKWARD = [
     "",

@@ -9,9 +9,10 @@ from django.utils import timezone
 from facts import services as fact_services
 from facts.models import WorkingSetItem
 from facts.selectors import working_set_for_context
-from frames import services
 from frames.models import Frame
 from frames.selectors import session_top_frame
+from frames.services.sessions import session_create
+from frames.services.stack import frame_push
 
 pytestmark = pytest.mark.django_db
 
@@ -21,9 +22,9 @@ def _fields(instance) -> dict:
 
 
 def test_the_top_frame_read_by_hand_is_the_frame_the_orm_reads(api):
-    session = services.session_create(organization=api.organization, identity={})
-    root = services.frame_push(session=session, goal="root", budget_total=1_000)
-    child = services.frame_push(session=session, parent=root, goal="child", budget_total=10)
+    session = session_create(organization=api.organization, identity={})
+    root = frame_push(session=session, goal="root", budget_total=1_000)
+    child = frame_push(session=session, parent=root, goal="child", budget_total=10)
 
     top = session_top_frame(session)
 
@@ -33,7 +34,7 @@ def test_the_top_frame_read_by_hand_is_the_frame_the_orm_reads(api):
 
 
 def test_the_working_set_read_by_hand_is_the_working_set_the_orm_reads(api):
-    session = services.session_create(organization=api.organization, identity={})
+    session = session_create(organization=api.organization, identity={})
     fact_services.working_set_put(session=session, key="plan", value={"steps": [1, 2]})
     fact_services.working_set_put(session=session, key="note", value="later")
     WorkingSetItem.objects.filter(session=session, key="note").update(

@@ -2,7 +2,8 @@
 
 import pytest
 
-from frames.services import frame_push, session_create
+from frames.services.sessions import session_create
+from frames.services.stack import frame_push
 
 
 @pytest.fixture

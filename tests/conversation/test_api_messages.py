@@ -4,7 +4,7 @@ import pytest
 
 from frames.conversation.models import CompactionRun, Message
 from frames.models import Session, Usage
-from frames.services import frame_pop, frame_push
+from frames.services.stack import frame_pop, frame_push
 
 from .conftest import assistant, text, tool_result, tool_use, user
 

@@ -8,8 +8,10 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 
 from contextops.errors import Conflict, InsufficientTokens
-from frames import services
 from frames.models import Frame, Session
+from frames.services.sessions import session_create
+from frames.services.stack import frame_pop, frame_push
+from frames.services.usage import usage_record
 from tests.conftest import postgres_only
 
 pytestmark = [postgres_only, pytest.mark.django_db(transaction=True)]
@@ -27,13 +29,13 @@ def _in_thread(barrier, work):
 
 
 def test_twenty_agents_allocating_from_one_parent_never_overdraw_it(api):
-    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
-    parent = services.frame_push(session=session, goal="Fan out", budget_total=10_000)
+    session = session_create(organization=api.organization, agent=api.agent, identity={})
+    parent = frame_push(session=session, goal="Fan out", budget_total=10_000)
     barrier = threading.Barrier(20)
 
     def allocate(index):
         try:
-            services.frame_push(
+            frame_push(
                 session=Session.objects.get(pk=session.pk),
                 parent=Frame.objects.get(pk=parent.pk),
                 goal=f"worker {index}",
@@ -55,13 +57,13 @@ def test_twenty_agents_allocating_from_one_parent_never_overdraw_it(api):
 
 
 def test_a_thousand_concurrent_usage_records_sum_exactly(api):
-    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
-    frame = services.frame_push(session=session, goal="Chat", budget_total=10_000_000)
+    session = session_create(organization=api.organization, agent=api.agent, identity={})
+    frame = frame_push(session=session, goal="Chat", budget_total=10_000_000)
     barrier = threading.Barrier(8)
 
     def record(batch):
         for i in range(125):
-            services.usage_record(
+            usage_record(
                 session=session,
                 frame=frame,
                 input_tokens=batch + 1,
@@ -87,12 +89,12 @@ def test_a_thousand_concurrent_usage_records_sum_exactly(api):
 
 
 def test_concurrent_retries_of_one_usage_record_charge_it_once(api):
-    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
-    frame = services.frame_push(session=session, goal="Chat", budget_total=10_000)
+    session = session_create(organization=api.organization, agent=api.agent, identity={})
+    frame = frame_push(session=session, goal="Chat", budget_total=10_000)
     barrier = threading.Barrier(8)
 
     def record(_):
-        return services.usage_record(
+        return usage_record(
             session=session, frame=frame, input_tokens=90, output_tokens=10, message_id="msg_1"
         ).pk
 
@@ -122,9 +124,9 @@ def _wait_until_someone_waits_for_me(timeout: float = 10.0) -> None:
 
 
 def test_a_pop_holds_the_session_while_it_waits_for_its_frame(api):
-    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
-    root = services.frame_push(session=session, goal="root", budget_total=1000)
-    child = services.frame_push(session=session, parent=root, goal="child", budget_total=100)
+    session = session_create(organization=api.organization, agent=api.agent, identity={})
+    root = frame_push(session=session, goal="root", budget_total=1000)
+    child = frame_push(session=session, parent=root, goal="child", budget_total=100)
     frame_held, session_probed = threading.Event(), threading.Event()
 
     def hold_the_frame():
@@ -144,7 +146,7 @@ def test_a_pop_holds_the_session_while_it_waits_for_its_frame(api):
     def pop():
         try:
             frame_held.wait(timeout=10)
-            return services.frame_pop(frame=child.pk, status="completed").status
+            return frame_pop(frame=child.pk, status="completed").status
         finally:
             connection.close()
 
@@ -167,16 +169,14 @@ def _session_taken(pk) -> bool:
 
 
 def test_a_pop_that_waited_for_a_push_under_its_frame_sees_the_new_child(api):
-    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
-    root = services.frame_push(session=session, goal="root", budget_total=1000)
+    session = session_create(organization=api.organization, agent=api.agent, identity={})
+    root = frame_push(session=session, goal="root", budget_total=1000)
     pushed = threading.Event()
 
     def push_and_hold():
         try:
             with transaction.atomic():
-                services.frame_push(
-                    session=session.pk, parent=root.pk, goal="late", budget_total=10
-                )
+                frame_push(session=session.pk, parent=root.pk, goal="late", budget_total=10)
                 pushed.set()
                 _wait_until_someone_waits_for_me()  # the pop, its snapshot already taken
         finally:
@@ -185,7 +185,7 @@ def test_a_pop_that_waited_for_a_push_under_its_frame_sees_the_new_child(api):
     def pop():
         try:
             pushed.wait(timeout=10)
-            services.frame_pop(frame=root.pk, status="completed")
+            frame_pop(frame=root.pk, status="completed")
             return "popped"
         except Conflict as refused:
             return refused.code
@@ -201,22 +201,21 @@ def test_a_pop_that_waited_for_a_push_under_its_frame_sees_the_new_child(api):
 
 
 def test_parallel_pops_and_pushes_under_one_parent_settle_exactly(api):
-    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
-    root = services.frame_push(session=session, goal="Fan out", budget_total=100_000)
+    session = session_create(organization=api.organization, agent=api.agent, identity={})
+    root = frame_push(session=session, goal="Fan out", budget_total=100_000)
     children = [
-        services.frame_push(session=session, parent=root, goal=f"c{i}", budget_total=100)
-        for i in range(12)
+        frame_push(session=session, parent=root, goal=f"c{i}", budget_total=100) for i in range(12)
     ]
     for child in children:
-        services.usage_record(session=session, frame=child, input_tokens=7, output_tokens=3)
+        usage_record(session=session, frame=child, input_tokens=7, output_tokens=3)
     barrier = threading.Barrier(8)
 
     def work(index):
         if index % 2:
-            services.frame_push(session=session.pk, parent=root.pk, goal="new", budget_total=50)
+            frame_push(session=session.pk, parent=root.pk, goal="new", budget_total=50)
             return "pushed"
         for child in children[index // 2 :: 4]:
-            services.frame_pop(frame=child.pk, status="completed")
+            frame_pop(frame=child.pk, status="completed")
         return "popped"
 
     with ThreadPoolExecutor(8) as pool:
@@ -242,8 +241,8 @@ def test_a_context_pack_is_stored_while_a_writer_holds_its_session_and_frame(api
     from frames.locks import frame_lock, session_lock
     from frames.models import ContextPackRecord
 
-    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
-    frame = services.frame_push(session=session, goal="Answer", budget_total=10_000)
+    session = session_create(organization=api.organization, agent=api.agent, identity={})
+    frame = frame_push(session=session, goal="Answer", budget_total=10_000)
     context_pack_assemble(session=session, budget_tokens=2_000)  # out of loading
     held, release = threading.Event(), threading.Event()
 

@@ -13,8 +13,10 @@ from django.utils import timezone
 from contextops.embeddings import embedder_override, vector_from_bytes, vector_to_bytes
 from facts.models import Fact, WorkingSetItem
 from facts.services import fact_write, working_set_put
-from frames import services
 from frames.models import ContextHandle
+from frames.services.handles import handle_add
+from frames.services.sessions import session_create
+from frames.services.stack import frame_push
 from tests.fakes.embeddings import WordsEmbedder
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -34,13 +36,12 @@ def world(make_api, settings):
     rows = {}
     for name in ("Acme", "Globex"):
         org = make_api(org=name, authority="admin").organization
-        session = services.session_create(organization=org, identity={"user_name": "Ada"})
-        frame = services.frame_push(session=session, goal="work", budget_total=10_000)
+        session = session_create(organization=org, identity={"user_name": "Ada"})
+        frame = frame_push(session=session, goal="work", budget_total=10_000)
         handles = [
-            services.handle_add(frame=frame, kind="message", content=f"{name} message {i}")
-            for i in range(3)
+            handle_add(frame=frame, kind="message", content=f"{name} message {i}") for i in range(3)
         ]
-        handles.append(services.handle_add(frame=frame, kind="document", ref=f"s3://{name}/doc"))
+        handles.append(handle_add(frame=frame, kind="document", ref=f"s3://{name}/doc"))
         fact_write(organization=org, key=f"{name}_city", value="Lyon", authority="admin")
         fact_write(organization=org, key=f"{name}_size", value={"desks": 4}, authority="admin")
         working_set_put(session=session, key="draft", value=f"{name} draft")

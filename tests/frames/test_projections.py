@@ -5,37 +5,38 @@ from types import SimpleNamespace
 import pytest
 from django.core.management import CommandError, call_command
 
-from frames import services
 from frames.context import lifecycle
 from frames.models import Frame, Usage
 from frames.projections import replay
+from frames.services.handles import handle_add
+from frames.services.sessions import session_create
+from frames.services.stack import frame_pop, frame_push, frame_reserve
+from frames.services.usage import usage_record
 
 
 def _busy_session(api):
-    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
-    root = services.frame_push(session=session, goal="Root", budget_total=50_000)
-    services.frame_reserve(frame=root, purpose="brief_context", amount=500)
+    session = session_create(organization=api.organization, agent=api.agent, identity={})
+    root = frame_push(session=session, goal="Root", budget_total=50_000)
+    frame_reserve(frame=root, purpose="brief_context", amount=500)
     children = [
-        services.frame_push(session=session, parent=root, goal=f"Child {i}", budget_total=5000)
+        frame_push(session=session, parent=root, goal=f"Child {i}", budget_total=5000)
         for i in range(4)
     ]
     for i, child in enumerate(children):
-        services.usage_record(
+        usage_record(
             session=session,
             frame=child,
             input_tokens=100 * i,
             output_tokens=50,
             cache_read_input_tokens=10,
         )
-        grandchild = services.frame_push(
-            session=session, parent=child, goal="Grandchild", budget_total=1000
-        )
-        services.usage_record(session=session, frame=grandchild, input_tokens=300, output_tokens=20)
-        services.handle_add(frame=grandchild, kind="document", content="Some evidence.")
-        services.frame_pop(frame=grandchild, status="completed")
+        grandchild = frame_push(session=session, parent=child, goal="Grandchild", budget_total=1000)
+        usage_record(session=session, frame=grandchild, input_tokens=300, output_tokens=20)
+        handle_add(frame=grandchild, kind="document", content="Some evidence.")
+        frame_pop(frame=grandchild, status="completed")
         if i % 2:
-            services.frame_pop(frame=child, status="failed" if i == 3 else "completed")
-    services.usage_record(session=session, frame=None, input_tokens=7, output_tokens=7)
+            frame_pop(frame=child, status="failed" if i == 3 else "completed")
+    usage_record(session=session, frame=None, input_tokens=7, output_tokens=7)
     return session, root
 
 
@@ -116,12 +117,12 @@ def test_the_migration_releases_what_frames_closed_before_it_held(api, capsys):
     from django.apps import apps
 
     migration = importlib.import_module("frames.migrations.0012_closed_frames_release_reservations")
-    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
-    root = services.frame_push(session=session, goal="root", budget_total=1_000)
-    closed = services.frame_push(session=session, parent=root, goal="done", budget_total=500)
-    services.frame_reserve(frame=closed, purpose="answer", amount=200)
-    services.frame_pop(frame=closed, status="completed")
-    services.frame_reserve(frame=root, purpose="plan", amount=100)
+    session = session_create(organization=api.organization, agent=api.agent, identity={})
+    root = frame_push(session=session, goal="root", budget_total=1_000)
+    closed = frame_push(session=session, parent=root, goal="done", budget_total=500)
+    frame_reserve(frame=closed, purpose="answer", amount=200)
+    frame_pop(frame=closed, status="completed")
+    frame_reserve(frame=root, purpose="plan", amount=100)
     # As a pop before reservations were released left it:
     Frame.objects.filter(pk=closed.pk).update(budget_reserved=200, reservations={"answer": 200})
     migration.release(apps, None)

@@ -3,27 +3,25 @@
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from frames import services
 from frames.models import Frame
+from frames.services.sessions import session_create
+from frames.services.stack import frame_push
+from frames.services.usage import usage_record
 
 
 def _sessions(api, count: int) -> None:
     """``count`` sessions of ``api``'s agent: every third with a waiting root under an
     active child, every third with a suspended root only, the rest with no frame."""
     for index in range(count):
-        session = services.session_create(
+        session = session_create(
             organization=api.organization, agent=api.agent, context_window_tokens=10_000
         )
         if index % 3 == 0:
-            root = services.frame_push(session=session, goal="root", budget_total=5_000)
-            child = services.frame_push(
-                session=session, parent=root, goal="child", budget_total=900
-            )
-            services.usage_record(
-                session=session, frame=child, input_tokens=9_000, output_tokens=10
-            )
+            root = frame_push(session=session, goal="root", budget_total=5_000)
+            child = frame_push(session=session, parent=root, goal="child", budget_total=900)
+            usage_record(session=session, frame=child, input_tokens=9_000, output_tokens=10)
         elif index % 3 == 1:
-            root = services.frame_push(session=session, goal="root", budget_total=5_000)
+            root = frame_push(session=session, goal="root", budget_total=5_000)
             Frame.objects.filter(pk=root.pk).update(status=Frame.Status.SUSPENDED)
 
 

@@ -8,9 +8,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from contextops.errors import Conflict, Invalid
-from frames import services
 from frames.models import Event, Frame, Session, Usage
-from frames.services import UsageCall
+from frames.services.sessions import session_create
+from frames.services.stack import frame_pop, frame_push
+from frames.services.usage import UsageCall, usage_record, usage_record_many
 
 pytestmark = pytest.mark.django_db
 
@@ -21,14 +22,12 @@ CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
 def _world(org) -> tuple[Session, dict[str, Frame]]:
     """A session (a 1,000-token window) with a root and its child on top, and one call
     already recorded on the child."""
-    session = services.session_create(
+    session = session_create(
         organization=org, identity={"user_name": "Ada"}, context_window_tokens=1_000, model="m"
     )
-    root = services.frame_push(session=session, goal="root", budget_total=100_000)
-    child = services.frame_push(session=session, parent=root, goal="child", budget_total=10_000)
-    services.usage_record(
-        session=session, frame=child, input_tokens=7, output_tokens=1, message_id="stored"
-    )
+    root = frame_push(session=session, goal="root", budget_total=100_000)
+    child = frame_push(session=session, parent=root, goal="child", budget_total=10_000)
+    usage_record(session=session, frame=child, input_tokens=7, output_tokens=1, message_id="stored")
     return Session.objects.get(pk=session.pk), {"root": root, "child": child}
 
 
@@ -59,7 +58,7 @@ def _calls(frames: dict[str, Frame]) -> list[UsageCall]:
 
 def _one_by_one(session: Session, calls: list[UsageCall]) -> list[Usage]:
     return [
-        services.usage_record(
+        usage_record(
             session=session,
             frame=call.frame,
             model=call.model,
@@ -133,9 +132,7 @@ def test_it_records_the_same_rows_totals_and_events_as_one_by_one(api):
     after = together.last_event_seq
 
     one = _one_by_one(alone, _calls(alone_frames))
-    many = services.usage_record_many(
-        session=together, calls=_calls(together_frames), actor="agent"
-    )
+    many = usage_record_many(session=together, calls=_calls(together_frames), actor="agent")
 
     expected = _state(alone, alone_frames, alone.last_event_seq)
     got = _state(together, together_frames, after)
@@ -164,7 +161,7 @@ def test_it_takes_the_same_statements_for_few_calls_or_many(api):
     for n in (2, 40):
         calls = [UsageCall(frames["child"], input_tokens=10 + i, output_tokens=1) for i in range(n)]
         with CaptureQueriesContext(connection) as queries:
-            services.usage_record_many(session=session, calls=calls)
+            usage_record_many(session=session, calls=calls)
         counts.append(
             len([q for q in queries.captured_queries if not q["sql"].startswith(CONTROL)])
         )
@@ -179,21 +176,21 @@ def test_it_records_nothing_when_one_call_is_refused(api):
     ok = UsageCall(frames["child"], input_tokens=10, output_tokens=1)
 
     with pytest.raises(Invalid):
-        services.usage_record_many(
+        usage_record_many(
             session=session,
             calls=[ok, UsageCall(other_frames["child"], input_tokens=1, output_tokens=1)],
         )
-    services.frame_pop(frame=Frame.objects.get(pk=frames["child"].pk), status="completed")
+    frame_pop(frame=Frame.objects.get(pk=frames["child"].pk), status="completed")
     closed = Session.objects.get(pk=session.pk).last_event_seq
     with pytest.raises(Conflict) as refused:
-        services.usage_record_many(
+        usage_record_many(
             session=session,
             calls=[UsageCall(frames["root"], input_tokens=1, output_tokens=1), ok],
         )
     assert refused.value.code == "frame_not_active"
     Session.objects.filter(pk=session.pk).update(lifecycle_state=Session.Lifecycle.ENDED)
     with pytest.raises(Conflict) as ended:
-        services.usage_record_many(
+        usage_record_many(
             session=session, calls=[UsageCall(frames["root"], input_tokens=1, output_tokens=1)]
         )
     assert ended.value.code == "session_ended"
@@ -209,7 +206,7 @@ def test_it_answers_a_replay_even_once_the_session_has_ended(api):
     Session.objects.filter(pk=session.pk).update(lifecycle_state=Session.Lifecycle.ENDED)
     stored = Usage.objects.get(session=session, message_id="stored")
 
-    [usage] = services.usage_record_many(
+    [usage] = usage_record_many(
         session=session,
         calls=[UsageCall(frames["child"], input_tokens=7, output_tokens=1, message_id="stored")],
     )

@@ -5,13 +5,16 @@ import re
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from frames import services
 from frames.context import lifecycle
 from frames.models import Event, Frame, Session, Usage
+from frames.services.handles import handle_add
+from frames.services.sessions import session_create
+from frames.services.stack import frame_pop, frame_push, frame_reserve
+from frames.services.usage import usage_record
 
 
 def _session(api, title="Research session", **kwargs):
-    return services.session_create(
+    return session_create(
         organization=api.organization,
         agent=api.agent,
         identity={"user_name": "Ada"},
@@ -21,7 +24,7 @@ def _session(api, title="Research session", **kwargs):
 
 
 def _wide_tree(session, width):
-    root = services.frame_push(session=session, goal="Root goal", budget_total=10**8)
+    root = frame_push(session=session, goal="Root goal", budget_total=10**8)
     Frame.objects.bulk_create(
         Frame(
             session=session,
@@ -92,18 +95,16 @@ def test_it_never_shows_another_organizations_sessions(make_api, member_client):
     secret = _session(other, title="Globex merger plans")
     assert "Globex merger" not in member_client.get("/").content.decode()
     assert member_client.get(f"/sessions/{secret.pk}/").status_code == 404
-    frame = services.frame_push(session=secret, goal="Secret", budget_total=10)
+    frame = frame_push(session=secret, goal="Secret", budget_total=10)
     assert member_client.get(f"/frames/{frame.pk}/").status_code == 404
     assert member_client.get(f"/frames/{frame.pk}/children/").status_code == 404
 
 
 def test_the_session_page_shows_roots_and_expand_loads_children(api, member_client):
     session = _session(api)
-    root = services.frame_push(session=session, goal="Write the report", budget_total=8000)
-    child = services.frame_push(
-        session=session, parent=root, goal="Collect the sources", budget_total=3000
-    )
-    services.frame_push(session=session, parent=child, goal="Read the archive", budget_total=500)
+    root = frame_push(session=session, goal="Write the report", budget_total=8000)
+    child = frame_push(session=session, parent=root, goal="Collect the sources", budget_total=3000)
+    frame_push(session=session, parent=child, goal="Read the archive", budget_total=500)
     page = member_client.get(f"/sessions/{session.pk}/").content.decode()
     assert "Write the report" in page
     # Issue 19: the tree opens at its first level; deeper levels load on expand.
@@ -136,10 +137,10 @@ def test_the_session_page_costs_the_same_queries_for_ten_or_a_thousand_children(
 
 def test_the_frame_page_shows_the_stacked_budget(api, member_client):
     session = _session(api)
-    root = services.frame_push(session=session, goal="Root", budget_total=8000)
-    services.frame_reserve(frame=root, purpose="brief_context", amount=700)
-    services.frame_push(session=session, parent=root, goal="Child", budget_total=3000)
-    services.usage_record(session=session, frame=root, input_tokens=1500, output_tokens=500)
+    root = frame_push(session=session, goal="Root", budget_total=8000)
+    frame_reserve(frame=root, purpose="brief_context", amount=700)
+    frame_push(session=session, parent=root, goal="Child", budget_total=3000)
+    usage_record(session=session, frame=root, input_tokens=1500, output_tokens=500)
     page = member_client.get(f"/frames/{root.pk}/").content.decode()
     for label, tokens in (
         ("Used", 2000),
@@ -154,7 +155,7 @@ def test_the_frame_page_shows_the_stacked_budget(api, member_client):
 
 def test_goals_with_html_are_escaped(api, member_client):
     session = _session(api, title="<b>bold</b>")
-    services.frame_push(session=session, goal="<script>alert(1)</script>", budget_total=10)
+    frame_push(session=session, goal="<script>alert(1)</script>", budget_total=10)
     page = member_client.get(f"/sessions/{session.pk}/").content.decode()
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
@@ -166,7 +167,7 @@ def _changes(client, session, after):
 
 def test_the_session_page_polls_for_what_changed(api, member_client):
     session = _session(api)
-    services.frame_push(session=session, goal="Root", budget_total=1000)
+    frame_push(session=session, goal="Root", budget_total=1000)
     session.refresh_from_db()
     page = member_client.get(f"/sessions/{session.pk}/").content.decode()
     poller = f'hx-get="/sessions/{session.pk}/changes/?after={session.last_event_seq}"'
@@ -177,16 +178,16 @@ def test_the_session_page_polls_for_what_changed(api, member_client):
 
 def test_changes_append_new_frames_reshape_leaves_and_update_the_rest(api, member_client):
     session = _session(api)
-    parent = services.frame_push(session=session, goal="Parent", budget_total=8000)
-    services.frame_push(session=session, parent=parent, goal="Older child", budget_total=100)
-    leaf = services.frame_push(session=session, goal="Leaf", budget_total=8000)
+    parent = frame_push(session=session, goal="Parent", budget_total=8000)
+    frame_push(session=session, parent=parent, goal="Older child", budget_total=100)
+    leaf = frame_push(session=session, goal="Leaf", budget_total=8000)
     session.refresh_from_db()
     after = session.last_event_seq
 
-    child = services.frame_push(session=session, parent=parent, goal="New child", budget_total=100)
-    root = services.frame_push(session=session, goal="New root", budget_total=500)
-    services.frame_push(session=session, parent=leaf, goal="Leaf's first child", budget_total=100)
-    services.usage_record(session=session, frame=root, input_tokens=10, output_tokens=5)
+    child = frame_push(session=session, parent=parent, goal="New child", budget_total=100)
+    root = frame_push(session=session, goal="New root", budget_total=500)
+    frame_push(session=session, parent=leaf, goal="Leaf's first child", budget_total=100)
+    usage_record(session=session, frame=root, input_tokens=10, output_tokens=5)
     response = _changes(member_client, session, after)
     assert response.status_code == 200
     html = response.content.decode()
@@ -214,9 +215,9 @@ def test_changes_cost_the_same_queries_for_ten_or_a_thousand_children(api, membe
     def count(session, root):
         session.refresh_from_db()
         after = session.last_event_seq
-        services.frame_push(session=session, parent=root, goal="One more", budget_total=5)
-        services.frame_push(session=session, goal="Another root", budget_total=5)
-        services.usage_record(session=session, frame=root, input_tokens=10, output_tokens=5)
+        frame_push(session=session, parent=root, goal="One more", budget_total=5)
+        frame_push(session=session, goal="Another root", budget_total=5)
+        usage_record(session=session, frame=root, input_tokens=10, output_tokens=5)
         with CaptureQueriesContext(connection) as queries:
             assert _changes(member_client, session, after).status_code == 200
         return len(queries)
@@ -238,9 +239,9 @@ def test_a_page_behind_an_ended_session_keeps_polling_until_it_has_caught_up(
 
     monkeypatch.setattr(views, "EVENTS_PER_POLL", 3)
     session = _session(api)
-    root = services.frame_push(session=session, goal="Root goal", budget_total=10**6)
+    root = frame_push(session=session, goal="Root goal", budget_total=10**6)
     for i in range(4):
-        services.frame_push(session=session, parent=root, goal=f"Child {i}", budget_total=10)
+        frame_push(session=session, parent=root, goal=f"Child {i}", budget_total=10)
     page = member_client.get(f"/sessions/{session.pk}/").content.decode()
     seen = int(re.search(r"changes/\?after=(\d+)", page).group(1))
     lifecycle.session_end(session=session)  # cancels five frames: more than one poll's worth
@@ -269,13 +270,13 @@ def test_a_page_behind_an_ended_session_keeps_polling_until_it_has_caught_up(
 
 def test_the_frame_page_polls_its_budget_and_htmx_gets_only_the_live_parts(api, member_client):
     session = _session(api)
-    root = services.frame_push(session=session, goal="Root", budget_total=8000)
-    services.frame_push(session=session, parent=root, goal="A child", budget_total=100)
+    root = frame_push(session=session, goal="Root", budget_total=8000)
+    frame_push(session=session, parent=root, goal="A child", budget_total=100)
     page = member_client.get(f"/frames/{root.pk}/").content.decode()
     poll = _poll_address(page)
     assert poll.startswith(f"/frames/{root.pk}/?children=")
     assert f'hx-get="{poll}" hx-trigger="every 3s"' in page.replace("&amp;", "&")
-    services.usage_record(
+    usage_record(
         session=session, frame=root, input_tokens=1500, output_tokens=500, model="claude-x"
     )
     html = member_client.get(poll, HTTP_HX_REQUEST="true").content.decode()
@@ -296,16 +297,16 @@ def test_the_frame_pages_poll_sends_its_children_again_when_one_is_pushed_or_clo
     api, member_client
 ):
     session = _session(api)
-    root = services.frame_push(session=session, goal="Root", budget_total=8000)
-    first = services.frame_push(session=session, parent=root, goal="Read the RFC", budget_total=100)
+    root = frame_push(session=session, goal="Root", budget_total=8000)
+    first = frame_push(session=session, parent=root, goal="Read the RFC", budget_total=100)
     poll = _poll_address(member_client.get(f"/frames/{root.pk}/").content.decode())
-    services.frame_push(session=session, parent=root, goal="Check a claim", budget_total=100)
+    frame_push(session=session, parent=root, goal="Check a claim", budget_total=100)
     html = member_client.get(poll, HTTP_HX_REQUEST="true").content.decode()
     assert 'id="frame-children" hx-swap-oob="true"' in html
     assert "Read the RFC" in html and "Check a claim" in html
     poll = _poll_address(html)
     assert "frame-children" not in member_client.get(poll, HTTP_HX_REQUEST="true").content.decode()
-    services.frame_pop(frame=first, status="failed", failure_reason="the site answered 404")
+    frame_pop(frame=first, status="failed", failure_reason="the site answered 404")
     html = member_client.get(poll, HTTP_HX_REQUEST="true").content.decode()
     assert 'id="frame-children" hx-swap-oob="true"' in html and "failed" in html
 
@@ -327,8 +328,8 @@ def test_the_frame_pages_poll_costs_the_same_queries_for_ten_or_a_thousand_child
 
 def test_a_closed_frame_page_stops_polling(api, member_client):
     session = _session(api)
-    root = services.frame_push(session=session, goal="Root", budget_total=8000)
-    services.frame_pop(frame=root, status="completed")
+    root = frame_push(session=session, goal="Root", budget_total=8000)
+    frame_pop(frame=root, status="completed")
     page = member_client.get(f"/frames/{root.pk}/").content.decode()
     assert 'id="budget" hx-get' not in page and 'hx-trigger="every' not in page
     assert "its budget no longer changes" in page
@@ -338,8 +339,8 @@ def test_the_frame_page_lists_its_rlm_states(api, member_client):
     from frames.rlm.protocol import state_initialize
 
     session = _session(api)
-    root = services.frame_push(session=session, goal="Root", budget_total=8000)
-    child = services.frame_push(session=session, parent=root, goal="Child", budget_total=100)
+    root = frame_push(session=session, goal="Root", budget_total=8000)
+    child = frame_push(session=session, parent=root, goal="Child", budget_total=100)
     page = member_client.get(f"/frames/{child.pk}/").content.decode()
     assert "No RLM state is attached to this frame" in page
     attached = state_initialize(organization=api.organization, prompt="Count", frame=child)
@@ -353,8 +354,8 @@ def test_the_frame_page_lists_its_rlm_states(api, member_client):
 
 def test_the_session_page_shows_what_the_calls_cost_beside_what_they_filled(api, member_client):
     session = _session(api)
-    root = services.frame_push(session=session, goal="Root goal", budget_total=10**6)
-    services.usage_record(
+    root = frame_push(session=session, goal="Root goal", budget_total=10**6)
+    usage_record(
         session=session,
         frame=root,
         input_tokens=100,
@@ -372,9 +373,9 @@ def test_the_session_page_shows_what_the_calls_cost_beside_what_they_filled(api,
 
 def test_the_session_page_loads_the_top_frames_handles_with_their_buttons(api, member_client):
     session = _session(api)
-    root = services.frame_push(session=session, goal="Root goal", budget_total=10**6)
-    top = services.frame_push(session=session, parent=root, goal="Read the RFC", budget_total=1000)
-    services.handle_add(frame=top, kind="document", content="RFC 9449 section 4.")
+    root = frame_push(session=session, goal="Root goal", budget_total=10**6)
+    top = frame_push(session=session, parent=root, goal="Read the RFC", budget_total=1000)
+    handle_add(frame=top, kind="document", content="RFC 9449 section 4.")
     page = member_client.get(f"/sessions/{session.pk}/").content.decode()
     assert f'hx-get="/frames/{top.pk}/handles/"' in page
     assert f'href="/frames/{top.pk}/">the frame at the top of the stack' in page
@@ -391,20 +392,20 @@ def test_budget_shares_read_as_plain_percentages():
 
 def _busy_frame(session, calls):
     """A root with ``calls`` model calls (models m-000 upwards, oldest first), popped."""
-    root = services.frame_push(session=session, goal="Root", budget_total=10_000_000)
+    root = frame_push(session=session, goal="Root", budget_total=10_000_000)
     for n in range(calls):
-        services.usage_record(
+        usage_record(
             session=session, frame=root, input_tokens=10, output_tokens=1, model=f"m-{n:03}"
         )
-    services.frame_pop(frame=root, status="completed")
+    frame_pop(frame=root, status="completed")
     return root
 
 
 def test_the_frame_page_shows_its_latest_calls_and_events_and_says_how_many(api, member_client):
     session = _session(api)
     root = _busy_frame(session, 60)
-    other = services.frame_push(session=session, goal="Other", budget_total=100)
-    services.usage_record(session=session, frame=other, input_tokens=1, output_tokens=1, model="x")
+    other = frame_push(session=session, goal="Other", budget_total=100)
+    usage_record(session=session, frame=other, input_tokens=1, output_tokens=1, model="x")
     events = Event.objects.filter(session=session, frame_id=root.pk).count()
     assert events > 60
 
@@ -441,11 +442,11 @@ def test_the_calls_page_names_the_frame_of_each_call_in_one_query_for_all(api, m
     def session_with_calls(frames):
         session = _session(api)
         for n in range(frames):
-            frame = services.frame_push(
+            frame = frame_push(
                 session=session, goal=f"Frame {n:02} " + "of a long goal " * 5, budget_total=100
             )
-            services.usage_record(session=session, frame=frame, input_tokens=1, output_tokens=1)
-        services.usage_record(session=session, input_tokens=1, output_tokens=1, model="loose")
+            usage_record(session=session, frame=frame, input_tokens=1, output_tokens=1)
+        usage_record(session=session, input_tokens=1, output_tokens=1, model="loose")
         return session
 
     few, many = session_with_calls(2), session_with_calls(40)
@@ -490,7 +491,7 @@ def test_the_calls_page_past_the_end_shows_the_last_page_and_a_bad_offset_the_fi
 
 def test_the_calls_of_a_frame_of_another_session_are_not_found(api, member_client):
     session, elsewhere = _session(api), _session(api, title="Elsewhere")
-    frame = services.frame_push(session=elsewhere, goal="Root", budget_total=100)
+    frame = frame_push(session=elsewhere, goal="Root", budget_total=100)
     url = f"/sessions/{session.pk}/calls/"
     assert member_client.get(url, {"frame": frame.pk}).status_code == 404
     assert member_client.get(url, {"frame": "not-an-id"}).status_code == 404
@@ -543,9 +544,9 @@ def _link(events: str, name: str) -> str:
 
 def test_an_older_page_of_events_keeps_its_rows_while_new_events_arrive(api, member_client):
     session = _session(api)
-    root = services.frame_push(session=session, goal="Root", budget_total=10_000_000)
+    root = frame_push(session=session, goal="Root", budget_total=10_000_000)
     for n in range(60):
-        services.usage_record(
+        usage_record(
             session=session, frame=root, input_tokens=10, output_tokens=1, model=f"m-{n:03}"
         )
     url = f"/frames/{root.pk}/"
@@ -565,7 +566,7 @@ def test_an_older_page_of_events_keeps_its_rows_while_new_events_arrive(api, mem
     # The agent writes on: the older page, reloaded or polled, lists the same events;
     # only where they stand moves on.
     for n in range(5):
-        services.frame_reserve(frame=root, purpose=f"note {n}", amount=1)
+        frame_reserve(frame=root, purpose=f"note {n}", amount=1)
     total = Event.objects.filter(frame_id=root.pk).count()
     reloaded, again = _page_at(member_client, address)
     polled, by_poll = _page_at(member_client, poll, HTTP_HX_REQUEST="true")
@@ -590,13 +591,13 @@ def test_an_older_page_of_events_keeps_its_rows_while_new_events_arrive(api, mem
 
 def test_the_first_pages_poll_brings_the_new_events(api, member_client):
     session = _session(api)
-    root = services.frame_push(session=session, goal="Open", budget_total=10_000_000)
+    root = frame_push(session=session, goal="Open", budget_total=10_000_000)
     for _ in range(55):
-        services.usage_record(session=session, frame=root, input_tokens=10, output_tokens=1)
+        usage_record(session=session, frame=root, input_tokens=10, output_tokens=1)
     count = Event.objects.filter(frame_id=root.pk).count()
     page = member_client.get(f"/frames/{root.pk}/").content.decode()
     assert "frame.reserved" not in page
-    services.frame_reserve(frame=root, purpose="summary", amount=5)
+    frame_reserve(frame=root, purpose="summary", amount=5)
     poll = member_client.get(_poll_address(page), HTTP_HX_REQUEST="true").content.decode()
     assert 'id="frame-events" hx-swap-oob="true"' in poll
     events = _events_section(poll)
@@ -638,7 +639,7 @@ def test_a_bad_events_anchor_shows_the_nearest_page(api, member_client):
 
 
 def test_the_sessions_list_names_lifecycle_states_as_the_session_page_does(api, member_client):
-    session = services.session_create(organization=api.organization, agent=api.agent, title="Hot")
+    session = session_create(organization=api.organization, agent=api.agent, title="Hot")
     Session.objects.filter(pk=session.pk).update(lifecycle_state="active_pressure")
     listed = member_client.get("/").content.decode()
     assert '<label for="filter-status">Lifecycle</label>' in listed
@@ -649,8 +650,8 @@ def test_the_sessions_list_names_lifecycle_states_as_the_session_page_does(api, 
 
 
 def test_the_recent_events_lead_to_the_whole_log(api, member_client):
-    session = services.session_create(organization=api.organization, agent=api.agent)
-    services.frame_push(session=session, goal="Root", budget_total=1000)
+    session = session_create(organization=api.organization, agent=api.agent)
+    frame_push(session=session, goal="Root", budget_total=1000)
     page = member_client.get(f"/sessions/{session.pk}/").content.decode()
     card = page[page.index("<h2>Recent events</h2>") :]
     card = card[: card.index("</section>")]

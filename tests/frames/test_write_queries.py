@@ -12,8 +12,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from frames import services
 from frames.models import Event, Frame, Session
+from frames.services.sessions import session_create
+from frames.services.stack import frame_pop, frame_push
+from frames.services.usage import usage_record
 from tests.conftest import IS_POSTGRES
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,11 +30,11 @@ def _statements(queries: CaptureQueriesContext) -> list[str]:
 
 
 def _session_with_siblings(org, siblings: int = 20):
-    session = services.session_create(organization=org, identity={"user_name": "Ada"})
-    root = services.frame_push(session=session, goal="root", budget_total=100_000)
+    session = session_create(organization=org, identity={"user_name": "Ada"})
+    root = frame_push(session=session, goal="root", budget_total=100_000)
     for i in range(siblings):
-        child = services.frame_push(session=session, parent=root, goal=f"s{i}", budget_total=10)
-        services.frame_pop(frame=child, status="completed")
+        child = frame_push(session=session, parent=root, goal=f"s{i}", budget_total=10)
+        frame_pop(frame=child, status="completed")
     return Session.objects.get(pk=session.pk), Frame.objects.get(pk=root.pk)
 
 
@@ -40,7 +42,7 @@ def test_it_pushes_a_child_in_six_queries_with_every_event(api):
     session, root = _session_with_siblings(api.organization)
     before = session.last_event_seq
     with CaptureQueriesContext(connection) as queries:
-        child = services.frame_push(session=session, parent=root, goal="child", budget_total=500)
+        child = frame_push(session=session, parent=root, goal="child", budget_total=500)
     assert len(_statements(queries)) <= PUSH, _statements(queries)
     root.refresh_from_db()
     assert root.status == "waiting" and root.subcall_allocation == 500
@@ -52,12 +54,12 @@ def test_it_pushes_a_child_in_six_queries_with_every_event(api):
 
 def test_it_pops_a_child_in_six_queries_and_wakes_the_parent(api):
     session, root = _session_with_siblings(api.organization)
-    child = services.frame_push(session=session, parent=root, goal="child", budget_total=500)
-    services.usage_record(session=session, frame=child, input_tokens=40, output_tokens=2)
+    child = frame_push(session=session, parent=root, goal="child", budget_total=500)
+    usage_record(session=session, frame=child, input_tokens=40, output_tokens=2)
     before = Session.objects.get(pk=session.pk).last_event_seq
     child = Frame.objects.select_related("session").get(pk=child.pk)
     with CaptureQueriesContext(connection) as queries:
-        popped = services.frame_pop(frame=child, status="completed", result_refs=["r"])
+        popped = frame_pop(frame=child, status="completed", result_refs=["r"])
     assert len(_statements(queries)) <= POP, _statements(queries)
     assert popped.status == "completed" and popped.result_refs == ["r"]
     root.refresh_from_db()
@@ -72,9 +74,9 @@ def test_it_pops_a_child_in_six_queries_and_wakes_the_parent(api):
 
 def test_it_keeps_a_parent_waiting_while_another_child_is_open(api):
     session, root = _session_with_siblings(api.organization, siblings=0)
-    first = services.frame_push(session=session, parent=root, goal="a", budget_total=10)
-    services.frame_push(session=session, parent=root, goal="b", budget_total=10)
-    services.frame_pop(frame=Frame.objects.get(pk=first.pk), status="completed")
+    first = frame_push(session=session, parent=root, goal="a", budget_total=10)
+    frame_push(session=session, parent=root, goal="b", budget_total=10)
+    frame_pop(frame=Frame.objects.get(pk=first.pk), status="completed")
     root.refresh_from_db()
     assert root.status == "waiting" and root.subcall_allocation == 10
 
@@ -83,7 +85,7 @@ def test_it_records_usage_in_five_queries(api):
     session, root = _session_with_siblings(api.organization)
     before = session.last_event_seq
     with CaptureQueriesContext(connection) as queries:
-        usage = services.usage_record(
+        usage = usage_record(
             session=session,
             frame=root,
             input_tokens=100,
@@ -101,11 +103,11 @@ def test_it_records_usage_in_five_queries(api):
 
 def test_it_charges_a_replayed_message_once_and_leaves_the_session_as_it_was(api):
     session, root = _session_with_siblings(api.organization, siblings=0)
-    first = services.usage_record(
+    first = usage_record(
         session=session, frame=root, input_tokens=100, output_tokens=20, message_id="m"
     )
     stored = Session.objects.get(pk=session.pk)
-    again = services.usage_record(
+    again = usage_record(
         session=stored, frame=root, input_tokens=100, output_tokens=20, message_id="m"
     )
     assert again.pk == first.pk and again.frame.budget_used == 120
@@ -122,10 +124,8 @@ def test_it_charges_a_replayed_message_once_and_leaves_the_session_as_it_was(api
 def test_it_numbers_events_right_from_a_stale_copy_of_the_session(api):
     session, root = _session_with_siblings(api.organization, siblings=0)
     stale = Session.objects.get(pk=session.pk)
-    services.frame_push(session=session, parent=root, goal="moves the log on", budget_total=5)
-    child = services.frame_push(
-        session=stale, parent=root, goal="from the stale copy", budget_total=5
-    )
+    frame_push(session=session, parent=root, goal="moves the log on", budget_total=5)
+    child = frame_push(session=stale, parent=root, goal="from the stale copy", budget_total=5)
     seqs = list(Event.objects.filter(session=session).order_by("seq").values_list("seq", flat=True))
     assert seqs == list(range(1, len(seqs) + 1))
     assert (

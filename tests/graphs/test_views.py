@@ -1,7 +1,7 @@
 """Where a person finds a LangGraph thread: the session page and the sessions list."""
 
-from frames import services
 from frames.graphs.models import GraphThread
+from frames.services.sessions import session_create
 from tests.graphs.test_api_graphs import put_body
 
 
@@ -25,14 +25,14 @@ def test_the_session_page_links_its_thread_and_says_it_holds_one(api, member_cli
 
 
 def test_a_session_without_a_thread_says_how_frames_come(api, member_client):
-    session = services.session_create(organization=api.organization, agent=api.agent)
+    session = session_create(organization=api.organization, agent=api.agent)
     page = member_client.get(f"/sessions/{session.pk}/").content.decode()
     assert "No frames yet" in page and "/langgraph/" not in page
 
 
 def test_the_sessions_list_links_the_thread_of_a_row(api, member_client):
     thread = _thread(api)
-    plain = services.session_create(organization=api.organization, agent=api.agent, title="Plain")
+    plain = session_create(organization=api.organization, agent=api.agent, title="Plain")
     page = member_client.get("/").content.decode()
     rows = page[page.index("<tbody>") :]
     graph_row = rows[rows.index(f"/sessions/{thread.session_id}/") :]

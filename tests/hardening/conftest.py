@@ -3,9 +3,12 @@
 import pytest
 
 from contextops.notifications.services import destination_create
-from frames import services
 from frames.graphs.models import GraphThread
 from frames.models import token_hash
+from frames.services.handles import handle_add
+from frames.services.sessions import session_create
+from frames.services.stack import frame_push
+from frames.services.usage import usage_record
 
 
 @pytest.fixture
@@ -25,21 +28,17 @@ def jobs_sent(monkeypatch) -> list:
 @pytest.fixture
 def acme(api):
     """Acme's objects, with the secrets a leak would reveal."""
-    session = services.session_create(
+    session = session_create(
         organization=api.organization,
         agent=api.agent,
         identity={"user_name": "Acme person"},
         title="acme-secret-title shared-project",
         model="acme-secret-model",
     )
-    root = services.frame_push(session=session, goal="acme-secret-goal", budget_total=100_000)
-    frame = services.frame_push(
-        session=session, parent=root, goal="acme-child-goal", budget_total=10_000
-    )
-    waiting = services.frame_push(
-        session=session, parent=root, goal="acme-waiting-goal", budget_total=1_000
-    )
-    handle = services.handle_add(frame=frame, kind="document", content="acme-secret-content")
+    root = frame_push(session=session, goal="acme-secret-goal", budget_total=100_000)
+    frame = frame_push(session=session, parent=root, goal="acme-child-goal", budget_total=10_000)
+    waiting = frame_push(session=session, parent=root, goal="acme-waiting-goal", budget_total=1_000)
+    handle = handle_add(frame=frame, kind="document", content="acme-secret-content")
     ids = {"session_id": str(session.pk), "frame_id": str(frame.pk), "handle_id": str(handle.pk)}
     secrets = {str(session.pk), str(frame.pk), str(root.pk), str(handle.pk), "acme-secret"}
 
@@ -178,7 +177,7 @@ def acme(api):
     )
     ids["a"] = ids["b"] = pack["id"]
     secrets.add(pack["id"])
-    call = services.usage_record(
+    call = usage_record(
         session=session, frame=frame, input_tokens=10, output_tokens=2, model="claude-sonnet-4-5"
     )
     ids["call_id"] = str(call.pk)

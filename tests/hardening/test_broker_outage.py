@@ -16,8 +16,10 @@ import uuid
 import pytest
 import redis as redis_client
 
-from frames import services
 from frames.models import ContextHandle
+from frames.services.handles import handle_add
+from frames.services.sessions import session_create
+from frames.services.stack import frame_push
 from tests.conftest import IS_POSTGRES
 from tests.hardening.production import production_worker
 from tests.hardening.test_faults import RowLock, _database_url, _until, _waiting_on_a_lock
@@ -46,9 +48,9 @@ def _worker(broker: str, queue: str, log) -> subprocess.Popen:
 
 
 def _handle(api, content: str) -> ContextHandle:
-    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
-    frame = services.frame_push(session=session, goal="Read a contract", budget_total=100_000)
-    return services.handle_add(frame=frame, kind="document", content=content * 40)
+    session = session_create(organization=api.organization, agent=api.agent, identity={})
+    frame = frame_push(session=session, goal="Read a contract", budget_total=100_000)
+    return handle_add(frame=frame, kind="document", content=content * 40)
 
 
 def test_a_worker_outlives_a_redis_outage_in_the_middle_of_a_job(api, tmp_path):

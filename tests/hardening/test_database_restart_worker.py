@@ -32,14 +32,16 @@ import json
 import django
 django.setup()
 from contextops.tenancy import api_key_create
-from frames import services
+from frames.services.handles import handle_add
+from frames.services.sessions import session_create
+from frames.services.stack import frame_push
 key, _ = api_key_create(org_name="Acme", agent_name="reader")
 org, agent = key.agent.organization, key.agent
 ids = []
 for n in range(2):
-    session = services.session_create(organization=org, agent=agent, identity={})
-    frame = services.frame_push(session=session, goal="Read", budget_total=100_000)
-    handle = services.handle_add(frame=frame, kind="document", content="A clause. " * 200)
+    session = session_create(organization=org, agent=agent, identity={})
+    frame = frame_push(session=session, goal="Read", budget_total=100_000)
+    handle = handle_add(frame=frame, kind="document", content="A clause. " * 200)
     ids.append(str(handle.pk))
 print(json.dumps(ids))
 """

@@ -22,9 +22,11 @@ from django.conf import settings
 from django.db import connection
 
 from contextops import settings as production_settings
-from frames import services
 from frames.models import ContextHandle, Event
 from frames.projections import budget_audit, projection_diff
+from frames.services.handles import handle_add
+from frames.services.sessions import session_create
+from frames.services.stack import frame_push
 from tests.conftest import IS_POSTGRES, IS_REDIS
 from tests.hardening.figures import figures_record
 from tests.servers import PrivateRedis
@@ -137,9 +139,9 @@ def _until(predicate, timeout=40.0, interval=0.2) -> bool:
 def test_a_page_out_whose_worker_dies_midway_is_redelivered_and_done_once(api, tmp_path):
     from frames.context.tasks import handle_page_out
 
-    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
-    frame = services.frame_push(session=session, goal="Read a long document", budget_total=100_000)
-    handle = services.handle_add(
+    session = session_create(organization=api.organization, agent=api.agent, identity={})
+    frame = frame_push(session=session, goal="Read a long document", budget_total=100_000)
+    handle = handle_add(
         frame=frame, kind="document", content="The contract renews every year in March. " * 40
     )
     queue = f"faults-{uuid.uuid4().hex[:8]}"
@@ -195,8 +197,8 @@ def test_a_compaction_whose_worker_dies_midway_is_redelivered_and_done_once(api,
     from frames.conversation.tasks import compaction_run
     from tests.conversation.test_compaction import conversation
 
-    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
-    services.frame_push(session=session, goal="Build the parser", budget_total=10**7)
+    session = session_create(organization=api.organization, agent=api.agent, identity={})
+    frame_push(session=session, goal="Build the parser", budget_total=10**7)
     conversation(api, session, 8, anchors={3})
     response = api.post(f"/sessions/{session.pk}/compactions", {})
     assert response.status_code == 202
@@ -312,10 +314,10 @@ def test_with_redis_down_the_api_keeps_answering_and_queued_jobs_run_after(api, 
     from frames.conversation.models import CompactionRun
     from tests.conversation.test_compaction import conversation
 
-    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
-    root = services.frame_push(session=session, goal="Keep working", budget_total=10**7)
+    session = session_create(organization=api.organization, agent=api.agent, identity={})
+    root = frame_push(session=session, goal="Keep working", budget_total=10**7)
     conversation(api, session, 8, anchors={3})
-    handle = services.handle_add(frame=root, kind="document", content="A long contract. " * 50)
+    handle = handle_add(frame=root, kind="document", content="A long contract. " * 50)
     # The writes so far were counted in this Redis.
     assert any("ratelimit:" in key for key in private_redis.keys()), private_redis.keys()
 

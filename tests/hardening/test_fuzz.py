@@ -26,7 +26,9 @@ from schemathesis.core.parameters import ParameterLocation
 
 from contextops.api import LINK_PRODUCERS
 from contextops.api import api as ninja_api
-from frames import services
+from frames.services.handles import handle_add
+from frames.services.sessions import session_create
+from frames.services.stack import frame_push
 from tests.fuzz_seed import ENV
 
 EXAMPLES = int(os.environ.get("CONTEXTOPS_FUZZ_EXAMPLES", "10"))
@@ -118,10 +120,10 @@ def test_no_input_produces_a_server_error_or_an_undocumented_body(
 
 
 def _scenario_ids(api) -> dict[str, str]:
-    session = services.session_create(organization=api.organization, agent=api.agent, identity={})
-    root = services.frame_push(session=session, goal="Fuzz root", budget_total=10**7)
-    frame = services.frame_push(session=session, parent=root, goal="Fuzz child", budget_total=10**6)
-    handle = services.handle_add(frame=frame, kind="document", content="Fuzzing evidence.")
+    session = session_create(organization=api.organization, agent=api.agent, identity={})
+    root = frame_push(session=session, goal="Fuzz root", budget_total=10**7)
+    frame = frame_push(session=session, parent=root, goal="Fuzz child", budget_total=10**6)
+    handle = handle_add(frame=frame, kind="document", content="Fuzzing evidence.")
     return {"session_id": str(session.pk), "frame_id": str(frame.pk), "handle_id": str(handle.pk)}
 
 

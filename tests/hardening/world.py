@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from django.test import Client
 
 from facts.models import Fact, FactConflict
-from frames import services
 from frames.conversation.models import CompactionRun
 from frames.models import ContextHandle, Session, Suspension, token_hash
 from frames.rlm.models import RlmVariable
+from frames.services.handles import handle_add
 
 NO_ID = "00000000-0000-0000-0000-000000000000"
 
@@ -321,7 +321,7 @@ def actions_ready(acme) -> dict:
     """Make every dashboard action possible on Acme's world; the ids the actions name."""
     ids = dict(acme["ids"])
     ids["hashed"] = token_hash(ids["token"])
-    cold = services.handle_add(frame=acme["frame"], kind="document", content="acme-secret-cold")
+    cold = handle_add(frame=acme["frame"], kind="document", content="acme-secret-cold")
     ContextHandle.objects.filter(pk=cold.pk).update(state="cold")
     ids["cold_handle_id"] = acme["ids"]["cold_handle_id"] = str(cold.pk)
     Fact.objects.filter(key="acme_secret_fact").update(needs_review=True)

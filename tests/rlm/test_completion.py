@@ -2,23 +2,24 @@
 
 import pytest
 
-from frames import services as frame_services
 from frames.models import Event, Frame
 from frames.rlm import protocol
 from frames.rlm.models import RlmState
+from frames.services.sessions import session_create
+from frames.services.stack import frame_push
 
 
 @pytest.fixture
 def session(org):
-    return frame_services.session_create(
+    return session_create(
         organization=org, identity={"user_name": "Ada", "authority": "employee"}, environment={}
     )
 
 
 @pytest.fixture
 def tree(session):
-    root = frame_services.frame_push(session=session, goal="Fix all errors", budget_total=10_000)
-    child = frame_services.frame_push(session=session, parent=root, goal="Scan", budget_total=3_000)
+    root = frame_push(session=session, goal="Fix all errors", budget_total=10_000)
+    child = frame_push(session=session, parent=root, goal="Scan", budget_total=3_000)
     return root, child
 
 

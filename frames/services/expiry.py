@@ -1,0 +1,146 @@
+"""Suspension expiry: an overdue suspension is marked expired and its frame fails.
+
+Shared by the periodic job, every read of a suspension or of its frame, a decision and a
+resume (``frames.suspensions.services``), and the end of a session, which expires the
+open suspensions of the frames it cancelled."""
+
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from contextops.actors import system_actor
+
+from ..events import event_append
+from ..locks import frame_lock, session_lock
+from ..models import Frame, Session, Suspension, token_hash
+from ..notices import approval_notify
+from .stack import cancel_open_descendants, frame_close
+
+
+def suspension_expire_locked(
+    *,
+    session: Session,
+    suspension: Suspension,
+    frame_id,
+    actor: str,
+    now: datetime,
+    frame_closed: bool = False,
+) -> bool:
+    """Mark an open suspension expired with a conditional UPDATE and log it; True if this
+    call was the one that did. It must be overdue, or (``frame_closed``) its frame must
+    no longer be suspended, e.g. cancelled when the session ended."""
+    rows = Suspension.objects.filter(pk=suspension.pk, status__in=Suspension.OPEN_STATUSES)
+    if frame_closed:
+        rows = rows.exclude(frame__status=Frame.Status.SUSPENDED)
+    else:
+        rows = rows.filter(expires_at__lte=now)
+    changed = rows.update(status=Suspension.Status.EXPIRED)
+    if changed:
+        payload = {
+            "token_hash": token_hash(suspension.pk),
+            "expires_at": suspension.expires_at.isoformat() if suspension.expires_at else None,
+        }
+        if frame_closed:
+            payload["reason"] = "frame_closed"
+        event_append(
+            session=session,
+            type="suspension.expired",
+            frame=Frame.objects.only("pk").get(pk=frame_id),
+            actor=actor,
+            payload=payload,
+        )
+    return bool(changed)
+
+
+# Expiry fails the frame (seed 000 §3): shared by the periodic job, every read of a
+# suspension or of its frame, a decision and a resume (frames.suspensions.services).
+EXPIRY_ACTOR = system_actor("suspension-expiry")
+EXPIRED_REASON = "suspension_expired"
+
+
+def suspension_locked(suspension: Suspension) -> tuple[Session, Suspension]:
+    """Lock the suspension's session (ended or not: a decision on an ended session's
+    suspension is refused by its frame's status), then the suspension; return both fresh."""
+    session = session_lock(suspension.session_id, open_only=False)
+    return session, Suspension.objects.select_for_update(no_key=True).get(pk=suspension.pk)
+
+
+def expire_locked(*, session: Session, suspension: Suspension, now: datetime) -> bool:
+    """Mark an overdue open suspension expired and fail its frame; inside the caller's
+    transaction, the session locked. True if this call was the one that expired it."""
+    if not suspension_expire_locked(
+        session=session,
+        suspension=suspension,
+        frame_id=suspension.frame_id,
+        actor=EXPIRY_ACTOR,
+        now=now,
+    ):
+        return False
+    frame = frame_lock(suspension.frame_id)
+    if frame.status == Frame.Status.SUSPENDED:
+        cancel_open_descendants(
+            frame,
+            actor=EXPIRY_ACTOR,
+            note="An ancestor's suspension expired.",
+            result={"cancelled": "an ancestor's suspension expired"},
+        )
+        frame_close(
+            session=session,
+            frame=frame,
+            status=Frame.Status.FAILED,
+            result_refs=[{"failed": "the suspension expired before anyone resumed it"}],
+            actor=EXPIRY_ACTOR,
+            failure_reason=EXPIRED_REASON,
+        )
+    suspension.status = Suspension.Status.EXPIRED
+    approval_notify("approval.expired", suspension, frame, session)
+    return True
+
+
+def suspension_expire_if_overdue(suspension: Suspension) -> bool:
+    """In its own transaction: expire ``suspension`` (failing its frame) if it is overdue;
+    True if it is (now) expired. Runs before a decision so the mark survives the 410 that
+    follows, and on every read of a suspension so nobody sees an overdue one pending."""
+    if suspension.status != Suspension.Status.EXPIRED and not suspension.is_expired():
+        return False  # nothing to lock for: a suspension only becomes overdue with time
+    with transaction.atomic():
+        session, locked = suspension_locked(suspension)
+        if locked.status == Suspension.Status.EXPIRED:
+            return True
+        if locked.is_expired():
+            expire_locked(session=session, suspension=locked, now=timezone.now())
+            return True
+    return False
+
+
+def frame_suspension_expire_if_overdue(frame: Frame) -> bool:
+    """A read of a suspended frame applies its suspension's expiry at once, by the rule a
+    read of the suspension applies (``suspension_expire_if_overdue``): True if the frame's
+    open suspension is (now) expired and the frame failed, so the reader reads it again."""
+    if frame.status != Frame.Status.SUSPENDED:
+        return False
+    open_one = Suspension.objects.filter(
+        frame_id=frame.pk, status__in=Suspension.OPEN_STATUSES
+    ).first()
+    return open_one is not None and suspension_expire_if_overdue(open_one)
+
+
+def suspensions_close(*, session: Session, actor: str) -> int:
+    """Expire the open suspensions of the session's frames that are no longer suspended
+    (cancelled by the end of the session); inside the caller's transaction, the session
+    locked. Returns how many were expired."""
+    now = timezone.now()
+    expired = 0
+    for suspension in Suspension.objects.select_for_update(no_key=True).filter(
+        session=session, status__in=Suspension.OPEN_STATUSES
+    ):
+        expired += suspension_expire_locked(
+            session=session,
+            suspension=suspension,
+            frame_id=suspension.frame_id,
+            actor=actor,
+            now=now,
+            frame_closed=True,
+        )
+    return expired
