@@ -12,6 +12,11 @@ from dataclasses import dataclass
 
 from contextops.errors import InsufficientTokens, Invalid
 
+# How deep a frame's children may nest: a root frame's limit when its push names none,
+# and the highest limit a push may name (a child may only lower its parent's).
+DEFAULT_MAX_SUBFRAME_DEPTH = 8
+MAX_SUBFRAME_DEPTH = 64
+
 
 @dataclass(frozen=True)
 class Budget:

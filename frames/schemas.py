@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 from contextops.bodies import BodyIn
 from contextops.pages import Page
 
+from .budget import MAX_SUBFRAME_DEPTH
 from .costs import CostTotal
 from .models import FAILURE_REASON_MAX, ContextHandle, Frame, Session
 
@@ -111,7 +112,7 @@ class SessionListOut(Page[SessionOut]):
 
 class BudgetIn(BodyIn):
     total: int = Field(..., ge=0, le=MAX_BUDGET)
-    max_subframe_depth: int | None = Field(None, ge=0, le=64)
+    max_subframe_depth: int | None = Field(None, ge=0, le=MAX_SUBFRAME_DEPTH)
 
 
 class FrameIn(BodyIn):

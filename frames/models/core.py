@@ -9,7 +9,13 @@ from django.utils import timezone
 from contextops.models import Agent, Organization
 
 from .. import pressure
-from ..budget import Budget, cost_weighted_tokens, full_input_tokens, usage_tokens
+from ..budget import (
+    DEFAULT_MAX_SUBFRAME_DEPTH,
+    Budget,
+    cost_weighted_tokens,
+    full_input_tokens,
+    usage_tokens,
+)
 from ..priorities import Priority
 
 # The longest reason a failed frame keeps (an agent's words, or the system's code).
@@ -138,7 +144,7 @@ class Frame(models.Model):
     budget_used = models.BigIntegerField(default=0)
     budget_reserved = models.BigIntegerField(default=0)
     subcall_allocation = models.BigIntegerField(default=0)
-    max_subframe_depth = models.PositiveIntegerField(default=8)
+    max_subframe_depth = models.PositiveIntegerField(default=DEFAULT_MAX_SUBFRAME_DEPTH)
     reservations = models.JSONField(default=dict, blank=True)
     result_refs = models.JSONField(default=list, blank=True)
     # Why a failed frame failed when no agent said so ("suspension_expired"); "" otherwise.
