@@ -57,6 +57,16 @@ def frame_get(*, organization, frame_id: Any) -> Frame:
     return frame
 
 
+def session_get_optional(*, organization, session_id: Any) -> Session | None:
+    """``session_get`` when a request names a session; None when ``session_id`` is empty."""
+    return session_get(organization=organization, session_id=session_id) if session_id else None
+
+
+def frame_get_optional(*, organization, frame_id: Any) -> Frame | None:
+    """``frame_get`` when a request names a frame; None when ``frame_id`` is empty."""
+    return frame_get(organization=organization, frame_id=frame_id) if frame_id else None
+
+
 def session_frame_get(*, session: Session, frame_id: Any) -> Frame:
     """One of ``session``'s frames (the session already read for its organization);
     NotFound for another session's frame or a malformed id."""
