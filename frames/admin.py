@@ -1,21 +1,11 @@
 from django.contrib import admin
 
-from contextops.admin import OrganizationScopedAdmin
+from contextops.admin import ReadOnlyAdmin
 
 from .models import ContextHandle, Event, Frame, ModelPrice, Session, Suspension, token_hash
 
-
-class ReadOnlyAdmin(OrganizationScopedAdmin):
-    """Rows that are projections of the event log: change them through the API, never here."""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
+# Sessions, frames, handles, events and suspensions are projections of the event log:
+# they change through the API, never here.
 
 
 @admin.register(Session)
