@@ -20,7 +20,7 @@ from contextops.zones import local_now, local_zone
 from frames.models import Session
 from frames.selectors import session_get
 
-from . import selectors, services
+from . import services
 from .models import Fact
 from .schemas import (
     ConflictListOut,
@@ -40,6 +40,7 @@ from .schemas import (
     fact_out,
     working_set_out,
 )
+from .selectors import constraints, lineage, lookup, working_set
 
 router = Router(tags=["facts"])
 
@@ -141,7 +142,7 @@ def fact_list(request: ApiRequest, filters: Query[FactFilters]) -> dict[str, Any
         value = getattr(filters, name)
         if value and value not in allowed:
             raise Invalid(f"{name} must be one of {', '.join(allowed)}.", field=name)
-    facts = selectors.fact_list(
+    facts = lookup.fact_list(
         organization=request.organization,
         valid={"true": True, "false": False, "any": None}[filters.valid],
         scope=filters.scope,
@@ -157,7 +158,7 @@ def fact_list(request: ApiRequest, filters: Query[FactFilters]) -> dict[str, Any
 
 @router.get("/facts/{key}", response=FactOut, summary="One version, as stored under its key")
 def fact_get(request: ApiRequest, key: str) -> dict[str, Any]:
-    fact, links = selectors.fact_with_links(organization=request.organization, key=key_lookup(key))
+    fact, links = lookup.fact_with_links(organization=request.organization, key=key_lookup(key))
     return fact_out(fact, links=links)
 
 
@@ -175,14 +176,14 @@ class CurrentAt(Schema):
     ),
 )
 def fact_current(request: ApiRequest, key: str, when: Query[CurrentAt]) -> dict[str, Any]:
-    fact = selectors.fact_current_get(
+    fact = lookup.fact_current_get(
         organization=request.organization, key=key_lookup(key), at=when.at
     )
-    return fact_out(fact, links=selectors.fact_links(fact))
+    return fact_out(fact, links=lineage.fact_links(fact))
 
 
 class LineagePage(Schema):
-    limit: int = Field(selectors.LINEAGE_PAGE, ge=1, le=selectors.LINEAGE_PAGE_MAX)
+    limit: int = Field(lineage.LINEAGE_PAGE, ge=1, le=lineage.LINEAGE_PAGE_MAX)
     before_version: int | None = Field(None, ge=1, le=2**31 - 1)
 
 
@@ -199,17 +200,17 @@ class LineagePage(Schema):
     ),
 )
 def fact_lineage(request: ApiRequest, key: str, page: Query[LineagePage]) -> HttpResponse:
-    lineage = selectors.fact_lineage(
+    versions = lineage.fact_lineage(
         organization=request.organization,
         key=key_lookup(key),
         before_version=page.before_version,
         limit=page.limit,
     )
-    chain = lineage.chain
-    older, newer = lineage.older, lineage.newer
-    keys = {f.pk: f.key for f in (*lineage.chain, *lineage.dependents)}
+    chain = versions.chain
+    older, newer = versions.older, versions.newer
+    keys = {f.pk: f.key for f in (*versions.chain, *versions.dependents)}
     depends: dict[int, list[str]] = {}
-    for fact_id, up_id in lineage.edges:
+    for fact_id, up_id in versions.edges:
         depends.setdefault(fact_id, []).append(keys.get(up_id, ""))
     body = {
         "key": key,
@@ -225,17 +226,17 @@ def fact_lineage(request: ApiRequest, key: str, page: Query[LineagePage]) -> Htt
                             else (newer.key if newer else None)
                         ),
                         "contested": None,
-                        "depends_on": lineage.depends_on[f.pk],
-                        "derived_facts": lineage.derived_facts[f.pk],
+                        "depends_on": versions.depends_on[f.pk],
+                        "derived_facts": versions.derived_facts[f.pk],
                     },
                 ),
-                "superseded_by_rule": lineage.superseded_rule(i),
+                "superseded_by_rule": versions.superseded_rule(i),
             }
             for i, f in enumerate(chain)
         ],
-        "total_versions": lineage.total_versions,
-        "older_before_version": lineage.older_cursor,
-        "contested": [fact_out(f) for f in lineage.contested],
+        "total_versions": versions.total_versions,
+        "older_before_version": versions.older_cursor,
+        "contested": [fact_out(f) for f in versions.contested],
         "dependents": [
             {
                 "key": d.key,
@@ -246,7 +247,7 @@ def fact_lineage(request: ApiRequest, key: str, page: Query[LineagePage]) -> Htt
                 "needs_review": d.needs_review,
                 "depends_on": sorted(depends.get(d.pk, [])),
             }
-            for d in lineage.dependents
+            for d in versions.dependents
         ],
     }
     # Built field by field in LineageOut's order from typed model fields: a hundred full
@@ -313,7 +314,7 @@ def fact_invalidate(request: ApiRequest, key: str) -> dict[str, Any]:
     summary="Is a proposed value allowed by the constraint facts governing its subject?",
 )
 def constraints_check(request: ApiRequest, payload: ConstraintCheckIn) -> dict[str, Any]:
-    check = selectors.constraints_check(
+    check = constraints.constraints_check(
         organization=request.organization,
         subject=payload.subject,
         value=payload.value,
@@ -351,7 +352,7 @@ class ConflictFilters(Schema):
 )
 def conflict_list(request: ApiRequest, filters: Query[ConflictFilters]) -> dict[str, Any]:
     now = timezone.now()
-    conflicts = selectors.conflict_list(
+    conflicts = lookup.conflict_list(
         organization=request.organization,
         status="" if filters.status == "any" else filters.status,
         subject=filters.subject,
@@ -369,7 +370,7 @@ def conflict_list(request: ApiRequest, filters: Query[ConflictFilters]) -> dict[
 @router.get("/fact-conflicts/{conflict_id}", response=ConflictOut, summary="One proposal")
 def conflict_get(request: ApiRequest, conflict_id: int) -> dict[str, Any]:
     return conflict_out(
-        selectors.conflict_get(organization=request.organization, conflict_id=conflict_id)
+        lookup.conflict_get(organization=request.organization, conflict_id=conflict_id)
     )
 
 
@@ -427,7 +428,7 @@ def _session(request: ApiRequest, session_id: str) -> Session:
 def working_set_list(request: ApiRequest, session_id: str) -> list[dict[str, Any]]:
     return [
         working_set_out(i)
-        for i in selectors.working_set_list(session=_session(request, session_id))
+        for i in working_set.working_set_list(session=_session(request, session_id))
     ]
 
 
@@ -455,7 +456,7 @@ def working_set_put(
 )
 def working_set_get(request: ApiRequest, session_id: str, key: str) -> dict[str, Any]:
     return working_set_out(
-        selectors.working_set_get(session=_session(request, session_id), key=key_lookup(key))
+        working_set.working_set_get(session=_session(request, session_id), key=key_lookup(key))
     )
 
 

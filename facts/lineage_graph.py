@@ -9,7 +9,7 @@ from typing import Any
 
 from contextops.text import value_text
 
-from .selectors import Lineage
+from .selectors.lineage import Lineage
 
 NODE_W, NODE_H = 150, 44
 GAP_X, GAP_Y = 36, 70

@@ -29,10 +29,17 @@ from frames.events import event_append
 from frames.locks import session_lock
 from frames.models import Session
 
-from . import conflicts, selectors
+from . import conflicts
 from . import supersession as rules
 from .models import Fact, FactConflict, FactDependency, SourceAuthority, WorkingSetItem
-from .selectors import Lineage, dependencies_closure, dependents_closure
+from .selectors.lineage import (
+    Lineage,
+    dependencies_closure,
+    dependents_closure,
+    fact_lineage,
+    with_relations,
+)
+from .selectors.lookup import conflict_get, conflict_list, fact_get, subject_current_key
 
 MAX_KEY_LENGTH = 200
 
@@ -41,7 +48,7 @@ MAX_KEY_LENGTH = 200
 class FactWriteResult:
     """What a write did: ``outcome`` is created, superseded, proposal, outdated, unchanged
     or promoted. ``fact`` is read before the commit: a fact just written with the rows the
-    write itself set (``superseded``, ``contested``), any other with ``selectors.with_relations``.
+    write itself set (``superseded``, ``contested``), any other with ``with_relations``.
     """
 
     fact: Fact
@@ -333,6 +340,10 @@ def fact_write(
     unchanged (``created`` False, nothing stored), unless it carries a higher authority
     or a later observation; dependents are only flagged when the superseding version
     states something else.
+
+    Long because its docstring states every outcome of a write; the body only prepares
+    the arguments, opens the transaction for _fact_write and says who won a race the
+    locks could not see.
     """
     if isinstance(key, str) and key:
         key = key_normalize(key)  # 422 for look-alikes; NFKC so one key is stored one way
@@ -360,7 +371,7 @@ def fact_write(
     detected = rules.explicit_keywords(utterance) if utterance and not supersedes else []
     if detected:
         supersedes = (
-            selectors.subject_current_key(
+            subject_current_key(
                 organization=organization, subject=subject, scope=scope, scope_id=scope_id
             )
             or ""
@@ -406,9 +417,7 @@ def fact_write(
     except IntegrityError as exc:
         # A concurrent write won a race the locks could not see (the constraints on
         # supersedes, chain versions and keys are the last line): say who won.
-        existing = selectors.with_relations(
-            Fact.objects.filter(organization=organization, key=key)
-        ).first()
+        existing = with_relations(Fact.objects.filter(organization=organization, key=key)).first()
         if existing is not None:
             if existing.value == value:
                 return FactWriteResult(fact=existing, created=False, outcome="unchanged")
@@ -436,13 +445,18 @@ def _fact_write(
     **fields: Any,
 ) -> FactWriteResult:
     """``fact_write`` inside its transaction: load what the rules need, ask
-    ``rules.decide_write`` once, then write what the decision says."""
+    ``rules.decide_write`` once, then write what the decision says.
+
+    Long because it reads straight through in the three steps the rules ask for (load,
+    decide once with rules.decide_write, write what the decision says), each marked by a
+    comment; the loads it calls are already their own functions.
+    """
     # Most writes are of a new key: a bare existence check, and the stored version with
     # its relations read only for a key written before (compiling that read cost more CPU
     # than the rest of a write).
     stored = Fact.objects.filter(organization=organization, key=key)
     if stored.exists():
-        existing = selectors.with_relations(stored).get()
+        existing = with_relations(stored).get()
         return _fact_rewritten(existing, value=value, supersedes=supersedes)
 
     # Load: the facts it depends on, the fact it names or its subject's current facts
@@ -493,7 +507,7 @@ def _fact_write(
     if decision.outcome == rules.UNCHANGED:
         assert target is not None
         return FactWriteResult(
-            fact=selectors.fact_get(organization=organization, key=target.key),
+            fact=fact_get(organization=organization, key=target.key),
             created=False,
             outcome="unchanged",
             notice=decision.reason,
@@ -702,7 +716,7 @@ def fact_promote(
                 if not rules.same_statement(new, _version(target, organization)):
                     flagged = _flag_dependents([target.pk])
             fact.save()
-            promoted = selectors.fact_get(organization=organization, key=fact.key)
+            promoted = fact_get(organization=organization, key=fact.key)
     except IntegrityError as exc:
         raise Conflict(
             "write_conflict", "A concurrent write changed this chain; retry the promotion."
@@ -738,7 +752,7 @@ def _withdraw(
         fact.valid_until = max(now, fact.valid_from)
         fact.save(update_fields=["is_valid", "status", "updated_at", "valid_until"])
         _flag_dependents([fact.pk])
-        return selectors.fact_get(organization=organization, key=key)
+        return fact_get(organization=organization, key=key)
 
 
 def fact_discard(*, organization: Organization, key: str, authority: str) -> Fact:
@@ -791,7 +805,7 @@ def fact_review_clear(*, organization: Organization, key: str, user: User | None
     Returns the fact with its relations, read before the commit."""
     with transaction.atomic():
         _review_clear(organization, key, user)
-        return selectors.fact_get(organization=organization, key=key)
+        return fact_get(organization=organization, key=key)
 
 
 def fact_review_clear_in_lineage(
@@ -802,7 +816,7 @@ def fact_review_clear_in_lineage(
     and then nothing is cleared."""
     with transaction.atomic():
         _review_clear(organization, key, user)
-        return selectors.fact_lineage(organization=organization, key=lineage_key)
+        return fact_lineage(organization=organization, key=lineage_key)
 
 
 def next_version_key(organization: Organization, fact: Fact) -> str:
@@ -1167,7 +1181,7 @@ def conflict_decide(
                     "other": conflict.other.key,
                 },
             )
-            return selectors.conflict_get(organization=organization, conflict_id=conflict.pk)
+            return conflict_get(organization=organization, conflict_id=conflict.pk)
     except IntegrityError as exc:
         raise Conflict(
             "write_conflict", "A concurrent write changed one of the chains; retry."
@@ -1183,9 +1197,9 @@ def conflict_decide_in_queue(
     with transaction.atomic():
         conflict_decide(**decision)
         organization = decision["organization"]
-        pending = list(selectors.conflict_list(organization=organization, **queue)[:limit])
+        pending = list(conflict_list(organization=organization, **queue)[:limit])
         decided = list(
-            selectors.conflict_list(organization=organization, status="").exclude(
+            conflict_list(organization=organization, status="").exclude(
                 status=FactConflict.Status.PROPOSED
             )[:10]
         )

@@ -15,11 +15,12 @@ from contextops.dashboard import organization_required, render_page
 from contextops.errors import DomainError, NotFound
 from contextops.http import MemberRequest
 
-from . import selectors, services
+from . import services
 from .admin import admin_authority
 from .lineage_graph import lineage_graph
 from .models import Fact, FactConflict
-from .selectors import Lineage
+from .selectors import lineage, lookup
+from .selectors.lineage import Lineage
 from .valid_timeline import picked, valid_timeline
 
 PAGE_SIZE = 25
@@ -41,7 +42,7 @@ def fact_list(request: MemberRequest) -> HttpResponse:
         "validity": validity if validity in VALIDITY else "valid",
         "needs_review": params.get("needs_review") == "1",
     }
-    facts = selectors.fact_list(
+    facts = lookup.fact_list(
         organization=request.organization,
         valid=VALIDITY[filters["validity"]],
         scope=filters["scope"],
@@ -59,15 +60,15 @@ def fact_list(request: MemberRequest) -> HttpResponse:
         "scopes": Fact.Scope.values,
         "memory_types": Fact.MemoryType.values,
         "query": query.urlencode(),
-        "review_count": selectors.fact_review_count(organization=request.organization),
+        "review_count": lookup.fact_review_count(organization=request.organization),
     }
     return render_page(request, "facts/fact_list.html", context, partial="fact-table")
 
 
 def _lineage_context(
-    request: MemberRequest, key: str, error: str = "", lineage: Lineage | None = None
+    request: MemberRequest, key: str, error: str = "", versions: Lineage | None = None
 ) -> dict[str, Any]:
-    """The lineage page of ``key``: ``lineage`` when a write already read it, else read now
+    """The lineage page of ``key``: ``versions`` when a write already read it, else read now
     (the page of versions below ``?before_version=``, the newest by default)."""
     at_text = request.GET.get("at", "")[:20]
     at = picked(at_text, UTC) if at_text else None
@@ -77,18 +78,18 @@ def _lineage_context(
         at_notice = "Pick a date (YYYY-MM-DD)."
     elif at is not None:
         try:
-            held = selectors.fact_current_get(organization=request.organization, key=key, at=at)
+            held = lookup.fact_current_get(organization=request.organization, key=key, at=at)
         except NotFound as exc:
             if "held at" not in exc.detail:
                 raise Http404("No such fact.") from None
             at_notice = f"No version of this chain held on {at_text}."
-    if lineage is None:
+    if versions is None:
         before = request.GET.get("before_version", "")
         before_version = int(before) if before.isdigit() and int(before) < 2**31 else None
         if before_version is None and held is not None:
             before_version = held.version + 1  # the chain as it stood then: up to that version
         try:
-            lineage = selectors.fact_lineage(
+            versions = lineage.fact_lineage(
                 organization=request.organization, key=key, before_version=before_version
             )
         except NotFound:
@@ -96,25 +97,25 @@ def _lineage_context(
     timeline = [
         {
             "fact": fact,
-            "previous": lineage.chain[i - 1] if i else lineage.older,
+            "previous": versions.chain[i - 1] if i else versions.older,
             "rule": fact.supersession_rule,
         }
-        for i, fact in enumerate(lineage.chain)
+        for i, fact in enumerate(versions.chain)
     ]
     # Versions of this chain flagged because a fact they depend on changed: what to check
     # and the button that says it was checked, at the top of the page.
     to_review = [
-        {"fact": fact, "depends_on": lineage.depends_on.get(fact.pk, [])}
-        for fact in reversed(lineage.chain)
+        {"fact": fact, "depends_on": versions.depends_on.get(fact.pk, [])}
+        for fact in reversed(versions.chain)
         if fact.needs_review
     ]
     return {
         "key": key,
-        "lineage": lineage,
+        "lineage": versions,
         "to_review": to_review,
         "timeline": list(reversed(timeline)),
-        "graph": lineage_graph(lineage),
-        "valid": valid_timeline(lineage.chain, timezone.now(), at),
+        "graph": lineage_graph(versions),
+        "valid": valid_timeline(versions.chain, timezone.now(), at),
         "at": at_text if at is not None else "",
         "held": held,
         "at_notice": at_notice,
@@ -139,10 +140,10 @@ def fact_review_clear(request: MemberRequest, key: str) -> HttpResponse:
     request.nav_section = "facts"
     back = request.POST.get("lineage") or key
     error = ""
-    lineage = None
+    versions = None
     try:
         if request.htmx:
-            lineage = services.fact_review_clear_in_lineage(
+            versions = services.fact_review_clear_in_lineage(
                 organization=request.organization, key=key, lineage_key=back, user=request.user
             )
         else:
@@ -157,7 +158,7 @@ def fact_review_clear(request: MemberRequest, key: str) -> HttpResponse:
         return render_page(
             request,
             "facts/lineage.html",
-            _lineage_context(request, back, error, lineage),
+            _lineage_context(request, back, error, versions),
             partial="lineage-body",
         )
     return redirect(reverse("facts:lineage", args=[back]))
@@ -175,7 +176,7 @@ def _can_decide(request: MemberRequest) -> bool:
 
 
 def _queue_filters(request: MemberRequest) -> tuple[dict[str, str], dict[str, Any]]:
-    """The queue's filters as the page shows them, and as ``selectors.conflict_list`` takes them."""
+    """The queue's filters as the page shows them, and as ``lookup.conflict_list`` takes them."""
     params = request.GET
     filters = {
         "subject": params.get("subject", "").strip()[:200].replace("\x00", ""),
@@ -194,9 +195,9 @@ def _queue_filters(request: MemberRequest) -> tuple[dict[str, str], dict[str, An
 def _conflict_queue(request: MemberRequest, error: str = "", status: int = 200) -> HttpResponse:
     request.nav_section = "conflicts"
     filters, query = _queue_filters(request)
-    conflicts = selectors.conflict_list(organization=request.organization, **query)
+    conflicts = lookup.conflict_list(organization=request.organization, **query)
     page = Paginator(conflicts, PAGE_SIZE).get_page(request.GET.get("page"))
-    decided = selectors.conflict_list(organization=request.organization, status="").exclude(
+    decided = lookup.conflict_list(organization=request.organization, status="").exclude(
         status=FactConflict.Status.PROPOSED
     )[:10]
     context = {

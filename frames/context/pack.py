@@ -24,7 +24,8 @@ from contextops.errors import Invalid, NotFound
 from contextops.rows import converter, param
 from contextops.text import value_text
 from contextops.zones import local_now, local_zone
-from facts.selectors import facts_for_context, working_set_for_context
+from facts.selectors.ranking import facts_for_context
+from facts.selectors.working_set import working_set_for_context
 from frames.locks import session_require_not_ended
 from frames.models import ContextHandle, ContextPackRecord, Frame, Session
 from frames.models.context import SCORE_PARTS

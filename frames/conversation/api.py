@@ -8,7 +8,8 @@ from contextops.http import ApiRequest
 from frames import selectors as frames_selectors
 from frames.selectors import session_get
 
-from . import anatomy, compaction, importing, ingest, selectors
+from . import anatomy, compaction, ingest, selectors
+from .importing.receiving import UploadFile, import_receive
 from .schemas import (
     CompactionIn,
     CompactionOut,
@@ -146,7 +147,7 @@ def import_create(request: ApiRequest, payload: ImportIn):
     a transcript, all its files together, at most ``CONTEXTOPS_IMPORT_MAX_BYTES`` (64 MiB):
     413 ``too_large`` with ``limit`` beyond either. Send a bigger file in parts.
     """
-    received = importing.import_receive(
+    received = import_receive(
         organization=request.organization,
         agent=request.agent,
         file_name=payload.file_name,
@@ -154,9 +155,7 @@ def import_create(request: ApiRequest, payload: ImportIn):
         offset=payload.offset,
         format=payload.format,
         final=payload.final,
-        subagents=[
-            importing.UploadFile(s.file_name, s.content, s.offset) for s in payload.subagents
-        ],
+        subagents=[UploadFile(s.file_name, s.content, s.offset) for s in payload.subagents],
         title=payload.title,
     )
     return Status(202, import_queued_out(received))

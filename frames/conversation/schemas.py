@@ -9,7 +9,7 @@ from ninja import Field, Schema
 from contextops.bodies import BodyIn
 from frames.strategies import CONVERSATION, MAX_NAME_LENGTH, strategy_enum
 
-from .importing import Received, source_of
+from .importing.receiving import Received, source_of
 from .models import Import
 from .selection import MAX_KEEP_TURNS, MAX_TARGET_TOKENS
 

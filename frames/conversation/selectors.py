@@ -147,6 +147,10 @@ def counterfactual_get(*, session: Session, threshold: float | None = None) -> c
     count a subagent's calls too. The real compactions are the ones its transcript
     recorded and the session's own runs that took turns out of its window
     (``_runs_applied``): not one that crashed.
+
+    Long because it gathers the calls, turns and real compactions the pure rule
+    counterfactual.counterfactual takes, in the order it takes them; each read is a few
+    lines no other page makes.
     """
     if threshold is None:
         threshold = float(session.compaction_threshold)

@@ -4,7 +4,8 @@ job claims its row with a conditional UPDATE), so ``acks_late``."""
 from celery import shared_task
 
 from .compaction import CompactionRetry, compaction_execute, compactions_requeue
-from .importing import import_execute, imports_requeue
+from .importing.executing import import_execute
+from .importing.receiving import imports_requeue
 
 __all__ = ["compaction_run", "compactions_requeue_stale", "import_run", "imports_requeue_stale"]
 

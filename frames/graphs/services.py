@@ -186,6 +186,10 @@ def checkpoint_put(
     A blob of a (channel, version) already stored is kept as it is: a version names one
     value. The thread and its session are created on the first checkpoint (in ``session``
     when given). Conflict ``session_ended`` once the thread's session has ended.
+
+    Long because most of it is the checkpoint's and its blobs' fields written out one a
+    line; the steps (open the thread, store, pass interrupts, log) already call their
+    own functions.
     """
     thread_id_check(thread_id)
     data = _bytes(checkpoint, "checkpoint.data")
@@ -290,6 +294,10 @@ def writes_put(
     errors, interrupts, ...), which replace what was there. The checkpoint need not be
     stored yet (LangGraph sends writes while the checkpoint is on its way); the thread is
     created as ``checkpoint_put`` would. Conflict ``session_ended`` once its session ended.
+
+    Long because most of it is the writes' fields written out one a line, with
+    LangGraph's keep-or-replace rule beside them; the thread is opened by the function
+    checkpoint_put uses.
     """
     thread_id_check(thread_id)
     raws = [_bytes(w.blob, ("writes", i, "data")) for i, w in enumerate(writes)]
@@ -536,6 +544,9 @@ def thread_copy(
 
     What the target already holds stays; NotFound when the source does not exist. Returns
     the target and how many checkpoints it holds, read inside the transaction.
+
+    Long because it copies three tables (checkpoints, blobs, writes) in one transaction
+    under both threads' locks, each copy a few lines of fields.
     """
     thread_id_check(target_thread_id, field="target_thread_id")
     if source_thread_id == target_thread_id:

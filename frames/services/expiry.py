@@ -1,15 +1,27 @@
-"""Suspension expiry: an overdue suspension is marked expired and its frame fails.
+"""Suspension expiry, all of it: an overdue suspension is marked expired and its frame fails.
 
-Shared by the periodic job, every read of a suspension or of its frame, a decision and a
-resume (``frames.suspensions.services``), and the end of a session, which expires the
-open suspensions of the frames it cancelled."""
+Expiry fails the frame: nobody answered in time, so the work the frame waited for will
+not happen. The suspension is marked expired (``suspension.expired``), the frame's open
+descendants are cancelled, and the frame closes as ``failed`` with ``failure_reason:
+"suspension_expired"`` through the same close as any pop (``frame.popped``, its budget
+settled with its parent). It happens on the first of: the periodic job
+(``suspensions_expire``), a read of the suspension (``GET /suspensions/{token}``, the
+inbox) or of its frame (``GET /frames/{id}``, the frame's page), a decision or a resume
+(``frames.suspensions.services``). The end of a session expires the open suspensions of
+the frames it cancelled (``suspensions_close``).
+
+It sits below ``frames.suspensions`` because the frame's own read (``frames.api``,
+``frames.views``) and the end of a session (``frames.context.lifecycle``) reach it.
+"""
 
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from contextops.actors import system_actor
+from contextops.models import Organization
 
 from ..events import event_append
 from ..locks import frame_lock, session_lock
@@ -143,4 +155,52 @@ def suspensions_close(*, session: Session, actor: str) -> int:
             now=now,
             frame_closed=True,
         )
+    return expired
+
+
+def suspensions_expire(
+    *, now: datetime | None = None, batch: int = 500, organization: Organization | None = None
+) -> int:
+    """Mark every open suspension past its expiry expired and fail its frame; return how
+    many this call did. With ``organization``, only that organization's (what a page
+    showing them runs first).
+
+    Each is claimed with a conditional UPDATE under its session's lock, so a decision or
+    resume racing with this job either happens first (and the row no longer matches)
+    or sees the suspension expired. Open suspensions whose frame was closed meanwhile
+    (the session ended and cancelled it) are expired too, so no agent waits on a token
+    that can never be used.
+    """
+    now = now or timezone.now()
+    expired = 0
+    scope: QuerySet[Suspension] = Suspension.objects.all()
+    if organization is not None:
+        scope = scope.filter(session__organization=organization)
+    for frame_closed in (False, True):
+        open_rows = scope.filter(status__in=Suspension.OPEN_STATUSES)
+        if frame_closed:
+            open_rows = open_rows.exclude(frame__status=Frame.Status.SUSPENDED)
+        else:
+            open_rows = open_rows.filter(expires_at__lte=now)
+        seen: set[str] = set()
+        while True:
+            rows = list(open_rows.exclude(pk__in=seen).order_by("suspended_at")[:batch])
+            if not rows:
+                break
+            for suspension in rows:
+                seen.add(suspension.pk)
+                with transaction.atomic():
+                    session = session_lock(suspension.session_id, open_only=False)
+                    if frame_closed:
+                        done = suspension_expire_locked(
+                            session=session,
+                            suspension=suspension,
+                            frame_id=suspension.frame_id,
+                            actor=EXPIRY_ACTOR,
+                            now=now,
+                            frame_closed=True,
+                        )
+                    else:
+                        done = expire_locked(session=session, suspension=suspension, now=now)
+                    expired += done
     return expired

@@ -60,6 +60,10 @@ def frame_push(
     Raises InsufficientTokens when the parent cannot fund the child, Conflict
     ``max_depth_exceeded`` when the parent is at its depth limit, Conflict
     ``frame_not_active`` when the parent is closed or suspended.
+
+    Long because it reads straight through as the budget rules ask: lock, check the
+    parent, fund the child (the arithmetic is frames.budget's), create it and log it,
+    every step on the rows the first one locked.
     """
     with transaction.atomic():
         if parent is None:
@@ -262,6 +266,10 @@ def frame_close(
     ``failure_reason`` says why a frame failed when the system failed it. A frame from
     ``frame_close_lock`` brings its locked parent and ``open_siblings`` along; any
     other has them read here.
+
+    Long because the frame's close and its parent's settlement are one change, written
+    and logged as one batch of events; split, each half would hand its row changes and
+    events back to the other.
     """
     parent = None
     if frame.parent_id:

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F, OuterRef, QuerySet, Subquery
+from django.db.models import F, OuterRef, Subquery
 from django.utils import timezone
 
 from contextops.errors import Invalid, NotFound
@@ -63,99 +63,23 @@ def usage_record(
         frame_pk = parse_id(frame, "No such frame.")
     if session is None and frame_pk is None:
         raise TypeError("usage_record needs a session or a frame")
-
-    def frames() -> QuerySet[Frame]:
-        if organization is None:
-            return Frame.objects.all()
-        return Frame.objects.filter(organization=organization)
-
-    def sessions() -> QuerySet[Session]:
-        if session is not None:
-            return Session.objects.filter(pk=session.pk)
-        assert frame_pk is not None
-        return Session.objects.filter(
-            pk=Subquery(frames().filter(pk=frame_pk).values("session_id"))
-        )
-
     counts = {
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
         "cache_creation_input_tokens": cache_creation_input_tokens,
         "cache_read_input_tokens": cache_read_input_tokens,
     }
-    spent = usage_tokens(**counts)
-
-    def totals(sign: int) -> dict[str, Any]:
-        return {
-            "input_tokens_total": F("input_tokens_total") + sign * input_tokens,
-            "output_tokens_total": F("output_tokens_total") + sign * output_tokens,
-            "cache_creation_tokens_total": F("cache_creation_tokens_total")
-            + sign * cache_creation_input_tokens,
-            "cache_read_tokens_total": F("cache_read_tokens_total")
-            + sign * cache_read_input_tokens,
-            "api_calls_total": F("api_calls_total") + sign,
-            "last_event_seq": F("last_event_seq") + sign,  # the usage.recorded event
-        }
-
     with transaction.atomic():
-        # The charge to the session's totals, with the number of its usage.recorded event,
-        # is the statement that takes the session's lock: one write, no read before it.
-        if frame_pk is not None and connection.vendor == "postgresql":
-            charged, frame = usage_charge_and_read(
-                counts,
-                session_pk=session.pk if session is not None else None,
-                frame_pk=frame_pk,
-                organization=organization,
-                message_id=message_id,
-            )
-            if frame is None:
-                raise NotFound("No such frame.")  # the charge matched no session
-            if session is not None and frame.session_id != session.pk:
-                raise Invalid("The frame belongs to another session.", field="frame_id")
-            session, replayed = frame.session, getattr(frame, "replayed_id", None)
-        elif frame_pk is not None:
-            charged = (
-                sessions()
-                .exclude(lifecycle_state=Session.Lifecycle.ENDED)
-                .update(**totals(+1), updated_at=timezone.now())
-            )
-            # Read after the lock, so what it sees (a replayed message, the top of the
-            # stack) stays true until the commit.
-            read: dict[str, Any] = {"top_id": top_frame_id_of("session_id")}
-            if message_id:  # a record without one is never a replay: nothing to look for
-                read["replayed_id"] = Subquery(
-                    Usage.objects.filter(
-                        session_id=OuterRef("session_id"), message_id=message_id
-                    ).values("pk")[:1]
-                )
-            try:
-                frame = frames().select_related("session").annotate(**read).get(pk=frame_pk)
-            except Frame.DoesNotExist:
-                raise NotFound("No such frame.") from None  # the charge matched no session
-            if session is not None and frame.session_id != session.pk:
-                raise Invalid("The frame belongs to another session.", field="frame_id")
-            session, replayed = frame.session, getattr(frame, "replayed_id", None)
-        else:
-            assert session is not None
-            charged = (
-                sessions()
-                .exclude(lifecycle_state=Session.Lifecycle.ENDED)
-                .update(**totals(+1), updated_at=timezone.now())
-            )
-            replayed_id = Subquery(
-                Usage.objects.filter(session_id=session.pk, message_id=message_id).values("pk")[:1]
-            )
-            session = Session.objects.annotate(replayed_id=replayed_id).get(pk=session.pk)
-            replayed = getattr(session, "replayed_id", None)
-        if message_id and replayed is not None:
-            # A retry of a record whose answer was lost (even once the frame or the
-            # session has closed): the call is charged already, so the charge above goes.
-            if charged:
-                Session.objects.filter(pk=session.pk).update(**totals(-1))
-            usage = Usage.objects.get(pk=replayed)
-            if frame is not None and usage.frame_id == frame.pk:
-                usage.frame = frame  # as it stands now, read after the lock
-            return usage
+        charge = _usage_charge(
+            counts,
+            session=session,
+            frame_pk=frame_pk,
+            organization=organization,
+            message_id=message_id,
+        )
+        if message_id and charge.replayed is not None:
+            return _usage_replayed(charge, counts)
+        session, frame = charge.session, charge.frame
         session_require_not_ended(session)
         if frame is not None:
             frame_require_open(frame, action="record usage on")
@@ -176,33 +100,165 @@ def usage_record(
             actor=actor,
             payload=_usage_recorded(usage),  # its usage_id set once the row is stored
         )
-        top_level = None
-        if frame is None:
-            usage.save(force_insert=True)
-            event.payload["usage_id"] = usage.pk
-            event.save(force_insert=True)
-        else:
-            frame.budget_used += spent
-            frame.last_occupancy_tokens = usage.occupancy_tokens
-            utilization = utilization_of(frame.last_occupancy_tokens, session.context_window_tokens)
-            level = level_next(frame.pressure_level, utilization)
-            frame.pressure_level = level
-            if connection.vendor == "postgresql":
-                usage_charge_in_one_statement(usage, event, spent=spent)
-            else:
-                usage.save(force_insert=True)
-                Frame.objects.filter(pk=frame.pk).update(
-                    budget_used=F("budget_used") + spent,
-                    last_occupancy_tokens=usage.occupancy_tokens,
-                    pressure_level=level,
-                )
-                event.payload["usage_id"] = usage.pk
-                event.save(force_insert=True)
-            if getattr(frame, "top_id", None) == frame.pk:
-                top_level = (level, utilization)
-        if frame is not None and top_level is not None:
-            session_gauge_follow(session, frame, *top_level)
+        _usage_store(session, frame, usage, event, spent=usage_tokens(**counts))
     return usage
+
+
+def _session_totals(counts: dict[str, int], sign: int) -> dict[str, Any]:
+    """The change one call (``counts``) makes to its session's running totals, with the
+    number of its ``usage.recorded`` event: ``sign`` +1 charges it, -1 takes it back."""
+    return {
+        "input_tokens_total": F("input_tokens_total") + sign * counts["input_tokens"],
+        "output_tokens_total": F("output_tokens_total") + sign * counts["output_tokens"],
+        "cache_creation_tokens_total": F("cache_creation_tokens_total")
+        + sign * counts["cache_creation_input_tokens"],
+        "cache_read_tokens_total": F("cache_read_tokens_total")
+        + sign * counts["cache_read_input_tokens"],
+        "api_calls_total": F("api_calls_total") + sign,
+        "last_event_seq": F("last_event_seq") + sign,  # the usage.recorded event
+    }
+
+
+@dataclass(frozen=True)
+class _Charge:
+    """What ``_usage_charge`` found: how many sessions the charge matched (0: an ended
+    session), the session and the frame (None: a session's own call) read after it, and
+    the id of the session's earlier record of the same message, if there is one."""
+
+    rows: int
+    session: Session
+    frame: Frame | None
+    replayed: Any
+
+
+def _usage_charge(
+    counts: dict[str, int],
+    *,
+    session: Session | None,
+    frame_pk: Any,
+    organization: Any,
+    message_id: str,
+) -> _Charge:
+    """Charge one call to its session's totals, then read what the write needs.
+
+    The charge, with the number of the call's ``usage.recorded`` event, is the statement
+    that takes the session's lock: one write, no read before it. The reads come after the
+    lock, so what they see (a replayed message, the top of the stack) stays true until
+    the commit. NotFound when the frame is not there (the charge matched no session),
+    Invalid when it belongs to another session than ``session``."""
+    if frame_pk is None:
+        assert session is not None
+        rows = (
+            Session.objects.filter(pk=session.pk)
+            .exclude(lifecycle_state=Session.Lifecycle.ENDED)
+            .update(**_session_totals(counts, +1), updated_at=timezone.now())
+        )
+        replayed_id = Subquery(
+            Usage.objects.filter(session_id=session.pk, message_id=message_id).values("pk")[:1]
+        )
+        session = Session.objects.annotate(replayed_id=replayed_id).get(pk=session.pk)
+        return _Charge(rows, session, None, getattr(session, "replayed_id", None))
+    if connection.vendor == "postgresql":
+        rows, frame = usage_charge_and_read(
+            counts,
+            session_pk=session.pk if session is not None else None,
+            frame_pk=frame_pk,
+            organization=organization,
+            message_id=message_id,
+        )
+    else:
+        rows, frame = _usage_charge_and_read_orm(
+            counts,
+            session=session,
+            frame_pk=frame_pk,
+            organization=organization,
+            message_id=message_id,
+        )
+    if frame is None:
+        raise NotFound("No such frame.")  # the charge matched no session
+    if session is not None and frame.session_id != session.pk:
+        raise Invalid("The frame belongs to another session.", field="frame_id")
+    return _Charge(rows, frame.session, frame, getattr(frame, "replayed_id", None))
+
+
+def _usage_charge_and_read_orm(
+    counts: dict[str, int],
+    *,
+    session: Session | None,
+    frame_pk: Any,
+    organization: Any,
+    message_id: str,
+) -> tuple[int, Frame | None]:
+    """``usage_charge_and_read`` through the ORM (every database but PostgreSQL): charge
+    the session of ``frame_pk`` (``session`` when given), then read the frame with its
+    session, ``top_id`` and ``replayed_id`` annotated; None when there is no such frame."""
+    frames = Frame.objects.all()
+    if organization is not None:
+        frames = frames.filter(organization=organization)
+    if session is not None:
+        sessions = Session.objects.filter(pk=session.pk)
+    else:
+        sessions = Session.objects.filter(
+            pk=Subquery(frames.filter(pk=frame_pk).values("session_id"))
+        )
+    rows = sessions.exclude(lifecycle_state=Session.Lifecycle.ENDED).update(
+        **_session_totals(counts, +1), updated_at=timezone.now()
+    )
+    read: dict[str, Any] = {"top_id": top_frame_id_of("session_id")}
+    if message_id:  # a record without one is never a replay: nothing to look for
+        read["replayed_id"] = Subquery(
+            Usage.objects.filter(session_id=OuterRef("session_id"), message_id=message_id).values(
+                "pk"
+            )[:1]
+        )
+    try:
+        return rows, frames.select_related("session").annotate(**read).get(pk=frame_pk)
+    except Frame.DoesNotExist:
+        return rows, None
+
+
+def _usage_replayed(charge: _Charge, counts: dict[str, int]) -> Usage:
+    """A retry of a record whose answer was lost (even once the frame or the session has
+    closed): the call is charged already, so the charge just made goes. Returns the first
+    record, its frame as it stands now (read after the lock)."""
+    if charge.rows:
+        Session.objects.filter(pk=charge.session.pk).update(**_session_totals(counts, -1))
+    usage = Usage.objects.get(pk=charge.replayed)
+    if charge.frame is not None and usage.frame_id == charge.frame.pk:
+        usage.frame = charge.frame
+    return usage
+
+
+def _usage_store(
+    session: Session, frame: Frame | None, usage: Usage, event: Event, *, spent: int
+) -> None:
+    """Store ``usage`` and ``event`` (its payload given the record's id) and charge
+    ``frame``, when there is one: ``spent`` more used, this call's occupancy, its pressure
+    level moved with hysteresis, and the session's gauge following when ``frame`` is the
+    top of its stack (``top_id``, read after the lock)."""
+    if frame is None:
+        usage.save(force_insert=True)
+        event.payload["usage_id"] = usage.pk
+        event.save(force_insert=True)
+        return
+    frame.budget_used += spent
+    frame.last_occupancy_tokens = usage.occupancy_tokens
+    utilization = utilization_of(frame.last_occupancy_tokens, session.context_window_tokens)
+    level = level_next(frame.pressure_level, utilization)
+    frame.pressure_level = level
+    if connection.vendor == "postgresql":
+        usage_charge_in_one_statement(usage, event, spent=spent)
+    else:
+        usage.save(force_insert=True)
+        Frame.objects.filter(pk=frame.pk).update(
+            budget_used=F("budget_used") + spent,
+            last_occupancy_tokens=usage.occupancy_tokens,
+            pressure_level=level,
+        )
+        event.payload["usage_id"] = usage.pk
+        event.save(force_insert=True)
+    if getattr(frame, "top_id", None) == frame.pk:
+        session_gauge_follow(session, frame, level, utilization)
 
 
 @dataclass(frozen=True)
@@ -255,28 +311,7 @@ def usage_record_many(
         return []
     with transaction.atomic():
         now = timezone.now()
-        # The same lock usage_record's charge takes; an ended session is not written.
-        Session.objects.filter(pk=session.pk).exclude(
-            lifecycle_state=Session.Lifecycle.ENDED
-        ).update(updated_at=now)
-        held = Session.objects.get(pk=session.pk)
-        frame_ids = {call.frame.pk for call in calls if call.frame is not None}
-        frames = {
-            frame.pk: frame
-            for frame in Frame.objects.filter(pk__in=frame_ids).annotate(
-                top_id=top_frame_id_of("session_id")
-            )
-        }
-        missing = frame_ids - frames.keys()
-        if missing:
-            raise Frame.DoesNotExist("Frame matching query does not exist.")
-        message_ids = sorted({call.message_id for call in calls if call.message_id})
-        first: dict[str, Usage] = {}
-        for start in range(0, len(message_ids), 500):
-            for stored in Usage.objects.filter(
-                session_id=session.pk, message_id__in=message_ids[start : start + 500]
-            ):
-                first[stored.message_id] = stored
+        held, frames, first = _usage_many_read(session, calls, now=now)
         answers: list[Usage] = []
         created: list[Usage] = []
         # The events in order, each with its usage record (None for pressure.changed).
@@ -314,57 +349,126 @@ def usage_record_many(
             pending.append((usage, EventSpec("usage.recorded", frame)))
             if frame is None:
                 continue
-            frame.budget_used += spent
             spent_by_frame[frame.pk] = spent_by_frame.get(frame.pk, 0) + spent
-            frame.last_occupancy_tokens = usage.occupancy_tokens
-            utilization = utilization_of(frame.last_occupancy_tokens, held.context_window_tokens)
-            frame.pressure_level = level_next(frame.pressure_level, utilization)
-            if getattr(frame, "top_id", None) == frame.pk:
-                pending += [(None, spec) for spec in gauge_moved(held, frame, utilization)]
+            pending += [(None, spec) for spec in _frame_charged(held, frame, usage, spent=spent)]
         for usage in answers:
             if usage.frame_id in frames:
                 usage.frame = frames[usage.frame_id]  # as it stands now, read after the lock
         if not created:
             return answers
-        Usage.objects.bulk_create(created, batch_size=500)
-        base = held.last_event_seq
-        events = []
-        for offset, (record, spec) in enumerate(pending, start=1):
-            events.append(
-                Event(
-                    session=held,
-                    seq=base + offset,
-                    type=spec.type,
-                    frame_id=spec.frame.pk if spec.frame is not None else None,
-                    actor=actor if record is not None else "",
-                    payload=spec.payload if record is None else _usage_recorded(record),
-                )
-            )
-        Event.objects.bulk_create(events, batch_size=500)
-        for frame_pk, spent in spent_by_frame.items():
-            frame = frames[frame_pk]
-            Frame.objects.filter(pk=frame_pk).update(
-                budget_used=F("budget_used") + spent,
-                last_occupancy_tokens=frame.last_occupancy_tokens,
-                pressure_level=frame.pressure_level,
-            )
-        moved: dict[str, Any] = {"pressure_level": held.pressure_level}
-        if held.lifecycle_state != lifecycle_before:
-            moved["lifecycle_state"] = held.lifecycle_state
-        Session.objects.filter(pk=session.pk).update(
-            **{name: F(name) + value for name, value in charged.items()},
-            api_calls_total=F("api_calls_total") + len(created),
-            last_event_seq=F("last_event_seq") + len(events),
-            **moved,
+        _usage_many_write(
+            session,
+            held,
+            frames,
+            created,
+            pending,
+            charged,
+            spent_by_frame,
+            lifecycle_before=lifecycle_before,
+            actor=actor,
+            now=now,
         )
-        for name, value in charged.items():
-            setattr(session, name, getattr(held, name) + value)
-        session.api_calls_total = held.api_calls_total + len(created)
-        session.last_event_seq = base + len(events)
-        session.updated_at = now
-        for name, value in moved.items():
-            setattr(session, name, value)
     return answers
+
+
+def _frame_charged(held: Session, frame: Frame, usage: Usage, *, spent: int) -> list[EventSpec]:
+    """``frame`` charged in memory with one call of ``usage_record_many``: ``spent`` more
+    used, the call's occupancy, its pressure level moved with hysteresis. Returns the
+    ``pressure.changed`` event of ``held``'s gauge to append, when ``frame`` is the top of
+    its stack and the level moved."""
+    frame.budget_used += spent
+    frame.last_occupancy_tokens = usage.occupancy_tokens
+    utilization = utilization_of(frame.last_occupancy_tokens, held.context_window_tokens)
+    frame.pressure_level = level_next(frame.pressure_level, utilization)
+    if getattr(frame, "top_id", None) == frame.pk:
+        return gauge_moved(held, frame, utilization)
+    return []
+
+
+def _usage_many_read(
+    session: Session, calls: Sequence[UsageCall], *, now: Any
+) -> tuple[Session, dict[Any, Frame], dict[str, Usage]]:
+    """Take the lock ``usage_record``'s charge takes (an ended session is not written),
+    then read the session as held, the calls' frames (``top_id`` annotated) and the
+    records already stored under the calls' message ids, by message id."""
+    Session.objects.filter(pk=session.pk).exclude(lifecycle_state=Session.Lifecycle.ENDED).update(
+        updated_at=now
+    )
+    held = Session.objects.get(pk=session.pk)
+    frame_ids = {call.frame.pk for call in calls if call.frame is not None}
+    frames: dict[Any, Frame] = {
+        frame.pk: frame
+        for frame in Frame.objects.filter(pk__in=frame_ids).annotate(
+            top_id=top_frame_id_of("session_id")
+        )
+    }
+    missing = frame_ids - frames.keys()
+    if missing:
+        raise Frame.DoesNotExist("Frame matching query does not exist.")
+    message_ids = sorted({call.message_id for call in calls if call.message_id})
+    first: dict[str, Usage] = {}
+    for start in range(0, len(message_ids), 500):
+        for stored in Usage.objects.filter(
+            session_id=session.pk, message_id__in=message_ids[start : start + 500]
+        ):
+            first[stored.message_id] = stored
+    return held, frames, first
+
+
+def _usage_many_write(
+    session: Session,
+    held: Session,
+    frames: dict[Any, Frame],
+    created: list[Usage],
+    pending: list[tuple[Usage | None, EventSpec]],
+    charged: dict[str, int],
+    spent_by_frame: dict[Any, int],
+    *,
+    lifecycle_before: str,
+    actor: str,
+    now: Any,
+) -> None:
+    """``usage_record_many``'s writes, a table at a time: the usage rows, the events in
+    order (numbered after ``held``'s last), one UPDATE per charged frame and one of the
+    session's totals, pressure and lifecycle; ``session`` leaves as stored."""
+    Usage.objects.bulk_create(created, batch_size=500)
+    base = held.last_event_seq
+    events = []
+    for offset, (record, spec) in enumerate(pending, start=1):
+        events.append(
+            Event(
+                session=held,
+                seq=base + offset,
+                type=spec.type,
+                frame_id=spec.frame.pk if spec.frame is not None else None,
+                actor=actor if record is not None else "",
+                payload=spec.payload if record is None else _usage_recorded(record),
+            )
+        )
+    Event.objects.bulk_create(events, batch_size=500)
+    for frame_pk, spent in spent_by_frame.items():
+        frame = frames[frame_pk]
+        Frame.objects.filter(pk=frame_pk).update(
+            budget_used=F("budget_used") + spent,
+            last_occupancy_tokens=frame.last_occupancy_tokens,
+            pressure_level=frame.pressure_level,
+        )
+    moved: dict[str, Any] = {"pressure_level": held.pressure_level}
+    if held.lifecycle_state != lifecycle_before:
+        moved["lifecycle_state"] = held.lifecycle_state
+    Session.objects.filter(pk=session.pk).update(
+        **{name: F(name) + value for name, value in charged.items()},
+        api_calls_total=F("api_calls_total") + len(created),
+        last_event_seq=F("last_event_seq") + len(events),
+        **moved,
+    )
+    for name, value in charged.items():
+        setattr(session, name, getattr(held, name) + value)
+    session.api_calls_total = held.api_calls_total + len(created)
+    session.last_event_seq = base + len(events)
+    session.updated_at = now
+    for name, value in moved.items():
+        setattr(session, name, value)
 
 
 def _usage_recorded(usage: Usage) -> dict[str, Any]:

@@ -12,40 +12,26 @@ suspension row, then frames (the frame services lock session then frames too), s
 approve, reject, resume and the expiry job serialize per session and never deadlock
 with each other.
 
-Expiry fails the frame: nobody answered in time, so the work the frame waited for will
-not happen. The suspension is marked expired (``suspension.expired``), the frame's open
-descendants are cancelled, and the frame closes as ``failed`` with ``failure_reason:
-"suspension_expired"`` through the same close as any pop (``frame.popped``, its budget
-settled with its parent). It happens on the first of: the periodic job, a read of the
-suspension (``GET /suspensions/{token}``, the inbox) or of its frame (``GET /frames/{id}``,
-the frame's page), a decision or a resume. The expiry itself lives in ``frames.services.expiry``
-(``suspension_expire_if_overdue``), where the frame's read reaches it.
+Expiry fails the frame; it lives whole in ``frames.services.expiry`` (the periodic job's
+``suspensions_expire`` included), below this package, where a read of the frame reaches it.
 """
 
 import secrets
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import QuerySet
 from django.utils import timezone
 
 from contextops import tracing
 from contextops.actors import user_actor
 from contextops.audit import audit_record
 from contextops.errors import Conflict, Gone, Invalid
-from contextops.models import Organization
 from frames.events import event_append
 from frames.locks import frame_lock, session_lock
 from frames.models import FAILURE_REASON_MAX, Frame, Session, Suspension, token_hash
 from frames.notices import approval_notify
-from frames.services.expiry import (
-    EXPIRY_ACTOR,
-    expire_locked,
-    suspension_expire_if_overdue,
-    suspension_expire_locked,
-    suspension_locked,
-)
+from frames.services.expiry import expire_locked, suspension_expire_if_overdue, suspension_locked
 from frames.services.stack import cancel_open_descendants, frame_pop, frame_status_set
 
 DEFAULT_EXPIRES_IN_SECONDS = 24 * 3600
@@ -359,51 +345,3 @@ def suspension_passed(*, suspension: Suspension, actor: str, result: dict) -> bo
     )
     frame_pop(frame=frame, status=Frame.Status.COMPLETED, result_refs=[result], actor=actor)
     return True
-
-
-def suspensions_expire(
-    *, now: datetime | None = None, batch: int = 500, organization: Organization | None = None
-) -> int:
-    """Mark every open suspension past its expiry expired and fail its frame; return how
-    many this call did. With ``organization``, only that organization's (what a page
-    showing them runs first).
-
-    Each is claimed with a conditional UPDATE under its session's lock, so a decision or
-    resume racing with this job either happens first (and the row no longer matches)
-    or sees the suspension expired. Open suspensions whose frame was closed meanwhile
-    (the session ended and cancelled it) are expired too, so no agent waits on a token
-    that can never be used.
-    """
-    now = now or timezone.now()
-    expired = 0
-    scope: QuerySet[Suspension] = Suspension.objects.all()
-    if organization is not None:
-        scope = scope.filter(session__organization=organization)
-    for frame_closed in (False, True):
-        open_rows = scope.filter(status__in=Suspension.OPEN_STATUSES)
-        if frame_closed:
-            open_rows = open_rows.exclude(frame__status=Frame.Status.SUSPENDED)
-        else:
-            open_rows = open_rows.filter(expires_at__lte=now)
-        seen: set[str] = set()
-        while True:
-            rows = list(open_rows.exclude(pk__in=seen).order_by("suspended_at")[:batch])
-            if not rows:
-                break
-            for suspension in rows:
-                seen.add(suspension.pk)
-                with transaction.atomic():
-                    session = session_lock(suspension.session_id, open_only=False)
-                    if frame_closed:
-                        done = suspension_expire_locked(
-                            session=session,
-                            suspension=suspension,
-                            frame_id=suspension.frame_id,
-                            actor=EXPIRY_ACTOR,
-                            now=now,
-                            frame_closed=True,
-                        )
-                    else:
-                        done = expire_locked(session=session, suspension=suspension, now=now)
-                    expired += done
-    return expired

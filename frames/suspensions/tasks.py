@@ -2,8 +2,9 @@
 
 from celery import shared_task
 
+from frames.services.expiry import suspensions_expire as suspensions_expire_service
+
 from .notices import approvals_expiring_notify as approvals_expiring_notify_service
-from .services import suspensions_expire as suspensions_expire_service
 
 __all__ = ["approvals_expiring_notify", "suspensions_expire"]
 

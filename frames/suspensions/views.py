@@ -18,8 +18,9 @@ from django.views.decorators.vary import vary_on_headers
 from contextops.dashboard import organization_required, render_page
 from contextops.errors import NotFound
 from contextops.http import MemberRequest
+from frames.services.expiry import suspensions_expire
 
-from . import selectors, services
+from . import selectors
 from .inbox import Verdict, inbox_context, inbox_decide, pending_fingerprint
 
 PREVIEW_BUDGET = 2000
@@ -38,7 +39,7 @@ def inbox(request: MemberRequest) -> HttpResponse:
     """The inbox; for htmx its pending list (and, out of band, the recent decisions), or
     204 when ``shown`` is the fingerprint of the list as it still is."""
     request.nav_section = "inbox"
-    services.suspensions_expire(organization=request.organization)  # none shows as pending
+    suspensions_expire(organization=request.organization)  # none shows as pending
     pending = selectors.suspensions_pending(
         organization=request.organization, limit=INBOX_LIMIT + 1
     )

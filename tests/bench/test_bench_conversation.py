@@ -39,7 +39,7 @@ COPIES = 4
 def _import_throughput(organization, tmp_path) -> dict:
     """A large Claude Code file (the spotter session repeated, ids made unique per copy)."""
     from contextops.tokens import count_tokens
-    from frames.conversation.importing import transcript_import
+    from frames.conversation.importing.executing import transcript_import
     from frames.conversation.readers import read_transcript
 
     original = SPOTTER.read_text()

@@ -44,7 +44,8 @@ def _query_count(fn):
 
 @pytest.mark.django_db
 def test_bench_facts(api):
-    from facts.selectors import fact_current_get, fact_lineage
+    from facts.selectors.lineage import fact_lineage
+    from facts.selectors.lookup import fact_current_get
 
     org = api.organization
     rows = []

@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 
 from contextops.models import Organization
 from contextops.tenancy import api_key_create
-from frames.conversation.importing import transcript_import
+from frames.conversation.importing.executing import transcript_import
 from frames.conversation.readers import read_transcript
 from frames.demo import _compacted_session
 from tests.browser.conftest import screenshot

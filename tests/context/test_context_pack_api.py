@@ -7,7 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from facts import services as fact_services
-from facts.selectors import ContextFact
+from facts.selectors.ranking import ContextFact
 from frames.context import pack as context_pack
 from frames.context.schemas import ContextPackOut
 from frames.models import ContextPackRecord

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from facts import services as fact_services
 from facts.models import WorkingSetItem
-from facts.selectors import working_set_for_context
+from facts.selectors.working_set import working_set_for_context
 from frames.models import Frame
 from frames.selectors import session_top_frame
 from frames.services.sessions import session_create

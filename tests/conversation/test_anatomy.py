@@ -8,7 +8,7 @@ from contextops.llm import ExtractiveSummarizer
 from contextops.tokens import count_tokens
 from frames.conversation.anatomy import scaled_to
 from frames.conversation.compaction import compaction_execute, compaction_request
-from frames.conversation.importing import transcript_import
+from frames.conversation.importing.executing import transcript_import
 from frames.conversation.models import Message, Turn
 from frames.conversation.readers import read_transcript
 from frames.models import Usage

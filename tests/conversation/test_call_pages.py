@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from frames.conversation.importing import transcript_import
+from frames.conversation.importing.executing import transcript_import
 from frames.conversation.readers import read_transcript
 from frames.models import Usage
 from tests.conversation.conftest import assistant, text, tool_result, tool_use

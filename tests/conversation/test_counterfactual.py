@@ -15,7 +15,7 @@ import pytest
 from contextops.llm import ExtractiveSummarizer, SummaryOutcome
 from frames.conversation import counterfactual as cf
 from frames.conversation.compaction import compaction_execute, compaction_request
-from frames.conversation.importing import transcript_import
+from frames.conversation.importing.executing import transcript_import
 from frames.conversation.readers import read_transcript
 from frames.conversation.selection import strategies
 from frames.models import Event

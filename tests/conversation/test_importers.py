@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from frames.conversation.importing import transcript_import
+from frames.conversation.importing.executing import transcript_import
 from frames.conversation.models import Turn
 from frames.conversation.readers import read_transcript
 from frames.models import Frame, Session, Usage

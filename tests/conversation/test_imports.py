@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from frames.conversation.importing import import_execute, imports_requeue
+from frames.conversation.importing.executing import import_execute
+from frames.conversation.importing.receiving import imports_requeue
 from frames.conversation.models import Import, Message, TranscriptFile, Turn
 from frames.conversation.tasks import import_run
 from frames.models import Event, Frame, Session, Usage

@@ -18,7 +18,7 @@ def test_it_reads_one_version_and_the_current_head(api, write):
 
 
 def test_it_reads_the_current_head_in_one_query(api):
-    from facts.selectors import fact_current_get
+    from facts.selectors.lookup import fact_current_get
     from facts.services import fact_write
 
     org = api.organization
@@ -55,7 +55,7 @@ def test_it_returns_the_lineage_oldest_first_with_rules(api, make_api, write):
 
 
 def test_it_reads_lineage_with_a_constant_number_of_queries(api):
-    from facts.selectors import fact_lineage
+    from facts.selectors.lineage import fact_lineage
     from facts.services import fact_write
 
     org = api.organization

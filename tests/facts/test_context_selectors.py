@@ -8,7 +8,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from facts.models import WorkingSetItem
-from facts.selectors import facts_for_context, working_set_for_context
+from facts.selectors.ranking import facts_for_context
+from facts.selectors.working_set import working_set_for_context
 from facts.services import fact_write
 from tests.conftest import IS_POSTGRES
 

@@ -69,7 +69,7 @@ def test_it_refuses_a_bad_page(api, chain, params):
 
 
 def test_it_reads_any_page_in_the_same_number_of_queries(api, chain):
-    from facts.selectors import fact_lineage
+    from facts.selectors.lineage import fact_lineage
 
     def count(**page):
         with CaptureQueriesContext(connection) as ctx:

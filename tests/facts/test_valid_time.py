@@ -7,7 +7,8 @@ import pytest
 import time_machine
 
 from facts.models import Fact
-from facts.selectors import fact_current_get, fact_links
+from facts.selectors.lineage import fact_links
+from facts.selectors.lookup import fact_current_get
 from tests.facts.chains import valid_chain
 
 NOW = datetime(2026, 4, 1, 12, tzinfo=UTC)

@@ -119,7 +119,7 @@ def test_any_order_of_stored_writes_keeps_every_chain_whole_and_reads_one_versio
 
     from contextops.models import Organization
     from facts.models import Fact
-    from facts.selectors import fact_timeline_problems, held_at
+    from facts.selectors.lookup import fact_timeline_problems, held_at
     from facts.services import fact_write
 
     organization = Organization.objects.create(name="Props")

@@ -176,7 +176,7 @@ class Sweeper(threading.Thread):
 
         from frames.context.paging import handles_page_out_requeue
         from frames.conversation.compaction import compactions_requeue
-        from frames.conversation.importing import imports_requeue
+        from frames.conversation.importing.receiving import imports_requeue
 
         while not self.stopped.wait(self.every):
             try:

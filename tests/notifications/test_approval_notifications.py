@@ -14,8 +14,8 @@ from contextops.notifications.models import Delivery, Destination
 from contextops.notifications.sending import delivery_attempt
 from contextops.notifications.services import destination_create, notify
 from frames.models import token_hash
+from frames.services.expiry import suspensions_expire
 from frames.suspensions.notices import approvals_expiring_notify
-from frames.suspensions.services import suspensions_expire
 from tests.notifications.receivers import Receiver
 
 

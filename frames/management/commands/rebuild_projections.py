@@ -6,7 +6,7 @@ storage (``frames.archive``), then whatever is still in the event table.
 
 from django.core.management.base import BaseCommand, CommandError
 
-from facts.selectors import fact_timeline_problems
+from facts.selectors.lookup import fact_timeline_problems
 from frames.models import Session
 from frames.projections import budget_audit, projection_diff, projections_rebuild
 

@@ -12,7 +12,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from contextops.errors import DomainError
 from contextops.models import Organization
-from frames.conversation.importing import API_FORMATS, UploadFile, import_execute, import_receive
+from frames.conversation.importing.executing import import_execute
+from frames.conversation.importing.receiving import API_FORMATS, UploadFile, import_receive
 from frames.conversation.models import Import
 from frames.conversation.readers import FORMATS, file_text, storable, subagent_files
 
