@@ -6,11 +6,13 @@ as an unknown or another organization's id is: the answer never tells them apart
 """
 
 import uuid
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import models
 
 from .errors import NotFound
+
+Row = TypeVar("Row", bound=models.Model)
 
 
 def uuid_or_none(value: Any) -> uuid.UUID | None:
@@ -33,3 +35,13 @@ def parse_id(value: Any, detail: str | None = None) -> uuid.UUID:
     if pk is None:
         raise NotFound(detail)
     return pk
+
+
+def row_get(rows: models.QuerySet[Row], value: Any, detail: str) -> Row:
+    """The row of ``rows`` (already scoped to the caller's organization) whose primary key
+    ``value`` names; NotFound with ``detail`` for a malformed id, an unknown one, or one
+    ``rows`` leaves out."""
+    row = rows.filter(pk=parse_id(value, detail)).first()
+    if row is None:
+        raise NotFound(detail)
+    return row

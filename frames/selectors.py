@@ -20,7 +20,7 @@ from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
 from contextops.errors import NotFound
-from contextops.ids import parse_id, uuid_or_none
+from contextops.ids import row_get, uuid_or_none
 from contextops.models import Organization
 from contextops.rows import columns, converter, fetch, param
 
@@ -40,21 +40,17 @@ from .pressure import LEVELS, LOW, Pressure, level_next, utilization_of
 
 
 def session_get(*, organization, session_id: Any) -> Session:
-    pk = parse_id(session_id, "No such session.")
-    session = Session.objects.filter(pk=pk, organization=organization).first()
-    if session is None:
-        raise NotFound("No such session.")
+    session = row_get(
+        Session.objects.filter(organization=organization), session_id, "No such session."
+    )
     if isinstance(organization, Organization):
         session.organization = organization  # the one it was found in: no query to read it
     return session
 
 
 def frame_get(*, organization, frame_id: Any) -> Frame:
-    pk = parse_id(frame_id, "No such frame.")
-    frame = Frame.objects.select_related("session").filter(pk=pk, organization=organization).first()
-    if frame is None:
-        raise NotFound("No such frame.")
-    return frame
+    frames = Frame.objects.select_related("session").filter(organization=organization)
+    return row_get(frames, frame_id, "No such frame.")
 
 
 def session_get_optional(*, organization, session_id: Any) -> Session | None:
@@ -70,11 +66,9 @@ def frame_get_optional(*, organization, frame_id: Any) -> Frame | None:
 def session_frame_get(*, session: Session, frame_id: Any) -> Frame:
     """One of ``session``'s frames (the session already read for its organization);
     NotFound for another session's frame or a malformed id."""
-    pk = parse_id(frame_id, "No such frame in this session.")
-    frame = Frame.objects.filter(pk=pk, session=session).first()
-    if frame is None:
-        raise NotFound("No such frame in this session.")
-    return frame
+    return row_get(
+        Frame.objects.filter(session=session), frame_id, "No such frame in this session."
+    )
 
 
 SESSION_ORDERS = {

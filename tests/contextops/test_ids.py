@@ -39,8 +39,9 @@ def test_it_answers_not_found_for_what_is_not_an_id(value):
         ("get", "/context-packs/not-a-uuid/diff/not-a-uuid", "No such context pack."),
     ],
 )
-def test_a_malformed_id_in_an_address_is_a_404(api, method, path, detail):
+def test_a_malformed_or_unknown_id_in_an_address_is_a_404(api, method, path, detail):
     body = {"input_tokens": 1, "output_tokens": 1} if method == "post" else None
-    response = getattr(api, method)(path, body) if body else getattr(api, method)(path)
-    assert response.status_code == 404, response.content
-    assert response.json() == {"error": "not_found", "detail": detail}
+    for address in (path, path.replace("not-a-uuid", str(uuid.uuid4()))):
+        response = getattr(api, method)(address, body) if body else getattr(api, method)(address)
+        assert response.status_code == 404, response.content
+        assert response.json() == {"error": "not_found", "detail": detail}
