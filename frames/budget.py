@@ -9,6 +9,7 @@ what it reserved among them (a closed frame keeps no reservation).
 """
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from contextops.errors import InsufficientTokens, Invalid
 
@@ -115,6 +116,25 @@ def usage_tokens(
             cache_read_input_tokens=cache_read_input_tokens,
         )
         + output_tokens
+    )
+
+
+class TokenCounts(Protocol):
+    """A model call's four counts, as a usage row or a parsed usage body carries them."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+
+
+def call_occupancy(call: TokenCounts) -> int:
+    """``usage_tokens`` of ``call``'s own counts: everything it put in the window."""
+    return usage_tokens(
+        input_tokens=call.input_tokens,
+        output_tokens=call.output_tokens,
+        cache_creation_input_tokens=call.cache_creation_input_tokens,
+        cache_read_input_tokens=call.cache_read_input_tokens,
     )
 
 

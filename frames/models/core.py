@@ -12,9 +12,9 @@ from .. import pressure
 from ..budget import (
     DEFAULT_MAX_SUBFRAME_DEPTH,
     Budget,
+    call_occupancy,
     cost_weighted_tokens,
     full_input_tokens,
-    usage_tokens,
 )
 from ..priorities import Priority
 
@@ -308,12 +308,7 @@ class Usage(models.Model):
     @property
     def occupancy_tokens(self) -> int:
         """Everything the call put in the window: its full input plus its output."""
-        return usage_tokens(
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            cache_creation_input_tokens=self.cache_creation_input_tokens,
-            cache_read_input_tokens=self.cache_read_input_tokens,
-        )
+        return call_occupancy(self)
 
 
 class Event(models.Model):
