@@ -251,14 +251,9 @@ class MemberAdmin(OrganizationScopedAdmin):
     list_filter = ["organization"]
 
 
-@admin.register(AuditEntry)
-class AuditEntryAdmin(OrganizationScopedAdmin):
-    """The audit log, to read: nothing here adds, changes or deletes an entry."""
-
-    list_display = ["created_at", "actor", "action", "target", "address", "organization"]
-    list_filter = ["organization", "action"]
-    search_fields = ["actor", "target", "address"]
-    date_hierarchy = "created_at"
+class ReadOnlyAdmin(OrganizationScopedAdmin):
+    """Rows to read only: nothing here adds, changes or deletes one (they are written by
+    the product's own services, or are a log)."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -268,3 +263,13 @@ class AuditEntryAdmin(OrganizationScopedAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(ReadOnlyAdmin):
+    """The audit log, to read: nothing here adds, changes or deletes an entry."""
+
+    list_display = ["created_at", "actor", "action", "target", "address", "organization"]
+    list_filter = ["organization", "action"]
+    search_fields = ["actor", "target", "address"]
+    date_hierarchy = "created_at"

@@ -7,7 +7,6 @@ in a context variable; outside a request (a management command) it is empty.
 """
 
 import ipaddress
-import uuid
 from collections.abc import Iterable
 from contextvars import ContextVar
 from typing import Any
@@ -18,6 +17,7 @@ from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 
 from .http import GetResponse
+from .ids import uuid_or_none
 from .models import AuditEntry, Member, Organization
 
 _where: ContextVar[tuple[str, str]] = ContextVar("contextops_audit_where", default=("", ""))
@@ -130,9 +130,8 @@ def session_deleted_title(*, organization: Organization, session_id: str) -> str
     """The title a session of ``organization`` had when it was deleted, as the audit entry
     of its deletion recorded it (its id when it had none); "" when no such entry exists,
     so an address naming a session proves nothing by itself."""
-    try:
-        pk = uuid.UUID(session_id)
-    except ValueError:
+    pk = uuid_or_none(session_id)
+    if pk is None:
         return ""
     entry = (
         AuditEntry.objects.filter(

@@ -14,6 +14,7 @@ from contextops import tracing
 from contextops.actors import agent_actor
 from contextops.errors import Invalid
 from contextops.http import ApiRequest, prebuilt_json_response
+from contextops.pages import Offset, queryset_page
 from contextops.text import key_lookup
 from contextops.zones import local_now, local_zone
 from frames.models import Session
@@ -121,7 +122,7 @@ class FactFilters(Schema):
     memory_type: str = Field("", max_length=16)
     status: str = Field("", max_length=12)
     limit: int = Field(50, ge=1, le=500)
-    offset: int = Field(0, ge=0, le=10**9)
+    offset: Offset = 0
     valid_at: AwareDatetime | None = Field(
         None, description="Valid time: the versions that held then (`valid` is not applied)."
     )
@@ -152,14 +153,7 @@ def fact_list(request: ApiRequest, filters: Query[FactFilters]) -> dict[str, Any
         status=filters.status,
         valid_at=filters.valid_at,
     )
-    count = facts.count()
-    page = list(facts[filters.offset : filters.offset + filters.limit])
-    end = filters.offset + filters.limit
-    return {
-        "items": [fact_out(f) for f in page],
-        "count": count,
-        "next_offset": end if end < count else None,
-    }
+    return queryset_page(facts, offset=filters.offset, limit=filters.limit, out=fact_out)
 
 
 @router.get("/facts/{key}", response=FactOut, summary="One version, as stored under its key")
@@ -342,7 +336,7 @@ class ConflictFilters(Schema):
     min_age_hours: int | None = Field(None, ge=0, le=24 * 365 * 100)
     max_age_hours: int | None = Field(None, ge=0, le=24 * 365 * 100)
     limit: int = Field(50, ge=1, le=500)
-    offset: int = Field(0, ge=0, le=10**9)
+    offset: Offset = 0
 
 
 @router.get(
@@ -370,14 +364,7 @@ def conflict_list(request: ApiRequest, filters: Query[ConflictFilters]) -> dict[
         if filters.max_age_hours is not None
         else None,
     )
-    count = conflicts.count()
-    page = list(conflicts[filters.offset : filters.offset + filters.limit])
-    end = filters.offset + filters.limit
-    return {
-        "items": [conflict_out(c) for c in page],
-        "count": count,
-        "next_offset": end if end < count else None,
-    }
+    return queryset_page(conflicts, offset=filters.offset, limit=filters.limit, out=conflict_out)
 
 
 @router.get("/fact-conflicts/{conflict_id}", response=ConflictOut, summary="One proposal")

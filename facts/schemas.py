@@ -7,6 +7,7 @@ from ninja import Schema
 from pydantic import Field
 
 from contextops.bodies import BodyIn
+from contextops.pages import Page
 
 from .models import Fact
 
@@ -118,10 +119,8 @@ class FactWriteOut(FactOut):
     )
 
 
-class FactListOut(Schema):
-    items: list[FactOut]
-    count: int
-    next_offset: int | None
+class FactListOut(Page[FactOut]):
+    """A page of facts."""
 
 
 class LineageVersionOut(FactOut):
@@ -284,10 +283,8 @@ class ConflictOut(Schema):
     decided_at: datetime | None
 
 
-class ConflictListOut(Schema):
-    items: list[ConflictOut]
-    count: int
-    next_offset: int | None
+class ConflictListOut(Page[ConflictOut]):
+    """A page of proposed supersessions."""
 
 
 def conflict_out(conflict) -> dict[str, Any]:

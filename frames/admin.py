@@ -2,22 +2,12 @@ from django.contrib import admin
 from django.db.models import Model
 from django.http import HttpRequest
 
-from contextops.admin import OrganizationScopedAdmin
+from contextops.admin import ReadOnlyAdmin
 
 from .models import ContextHandle, Event, Frame, ModelPrice, Session, Suspension, token_hash
 
-
-class ReadOnlyAdmin(OrganizationScopedAdmin):
-    """Rows that are projections of the event log: change them through the API, never here."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
+# Sessions, frames, handles, events and suspensions are projections of the event log:
+# they change through the API, never here.
 
 
 @admin.register(Session)

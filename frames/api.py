@@ -12,10 +12,12 @@ from pydantic import Field, field_validator
 from contextops.actors import request_actor
 from contextops.errors import Conflict, NotFound
 from contextops.http import ApiRequest
+from contextops.pages import Offset, page_body
 
 from . import projections, selectors
 from .costs import CostTotal
 from .models import Frame, Session
+from .pressure import LEVELS
 from .schemas import (
     CallListOut,
     EventOut,
@@ -89,7 +91,7 @@ class SessionFilters(Schema):
     status: Literal[tuple(Session.Lifecycle.values)] | None = Field(  # type: ignore[valid-type]
         None, description="The lifecycle state, e.g. ended"
     )
-    pressure: Literal["low", "medium", "high", "critical"] | None = Field(
+    pressure: Literal[LEVELS] | None = Field(  # type: ignore[valid-type]
         None, description="The level the session's gauge shows (the top of its stack)"
     )
     agent: str = Field("", max_length=200, description="The agent's name")
@@ -101,7 +103,7 @@ class SessionFilters(Schema):
     )
     order: Literal["newest", "oldest", "last_activity", "tokens", "calls"] = "newest"
     limit: int = Field(50, ge=1, le=200)
-    offset: int = Field(0, ge=0, le=10**9)
+    offset: Offset = 0
 
     @field_validator("since", "until", mode="before")
     @classmethod
@@ -133,10 +135,9 @@ def session_list(request: ApiRequest, filters: Query[SessionFilters]):
     )
     count = found.count()
     page = selectors.top_frames(found, slice(filters.offset, filters.offset + filters.limit))
-    next_offset = filters.offset + filters.limit if filters.offset + filters.limit < count else None
     costs = selectors.sessions_costs([session.pk for session, _ in page])
     items = [session_body_with_top(session, top, costs[session.pk]) for session, top in page]
-    return {"items": items, "count": count, "next_offset": next_offset}
+    return page_body(items, count=count, offset=filters.offset, limit=filters.limit)
 
 
 @router.get(
@@ -198,7 +199,7 @@ def frame_push(request: ApiRequest, session_id: str, payload: FrameIn):
 
 class FrameFilters(Schema):
     limit: int = Field(200, ge=1, le=1000)
-    offset: int = Field(0, ge=0, le=10**9)
+    offset: Offset = 0
     status: Literal[tuple(Frame.Status.values)] | None = Field(  # type: ignore[valid-type]
         None, description="That status's frames alone"
     )
@@ -214,12 +215,8 @@ def frame_list(request: ApiRequest, session_id: str, filters: Query[FrameFilters
     frames, count = selectors.frame_list(
         session=session, limit=filters.limit, offset=filters.offset, status=filters.status or ""
     )
-    end = filters.offset + filters.limit
-    return {
-        "items": [frame_out(frame) for frame in frames],
-        "count": count,
-        "next_offset": end if end < count else None,
-    }
+    items = [frame_out(frame) for frame in frames]
+    return page_body(items, count=count, offset=filters.offset, limit=filters.limit)
 
 
 @router.get(
@@ -249,7 +246,7 @@ def frame_ancestry(request: ApiRequest, frame_id: str):
 
 class ChildrenFilters(Schema):
     limit: int = Field(200, ge=1, le=1000)
-    offset: int = Field(0, ge=0, le=10**9)
+    offset: Offset = 0
 
 
 @router.get(
@@ -386,7 +383,7 @@ def session_at(request: ApiRequest, session_id: str, seq: int = Path(..., ge=0, 
 
 class CallFilters(Schema):
     limit: int = Field(100, ge=1, le=500)
-    offset: int = Field(0, ge=0, le=10**9)
+    offset: Offset = 0
     frame_id: UUID | None = Field(None, description="That frame's calls alone")
 
 
@@ -404,12 +401,8 @@ def call_list(request: ApiRequest, session_id: str, filters: Query[CallFilters])
         session=session, limit=filters.limit, offset=filters.offset, frame=frame
     )
     prices = selectors.price_table()
-    end = filters.offset + filters.limit
-    return {
-        "items": [call_out(call, selectors.usage_cost(call, prices)) for call in calls],
-        "count": count,
-        "next_offset": end if end < count else None,
-    }
+    items = [call_out(call, selectors.usage_cost(call, prices)) for call in calls]
+    return page_body(items, count=count, offset=filters.offset, limit=filters.limit)
 
 
 class EventFilters(Schema):

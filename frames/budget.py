@@ -9,9 +9,14 @@ what it reserved among them (a closed frame keeps no reservation).
 """
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from contextops.errors import InsufficientTokens, Invalid
+
+# How deep a frame's children may nest: a root frame's limit when its push names none,
+# and the highest limit a push may name (a child may only lower its parent's).
+DEFAULT_MAX_SUBFRAME_DEPTH = 8
+MAX_SUBFRAME_DEPTH = 64
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,25 @@ def usage_tokens(
             cache_read_input_tokens=cache_read_input_tokens,
         )
         + output_tokens
+    )
+
+
+class TokenCounts(Protocol):
+    """A model call's four counts, as a usage row or a parsed usage body carries them."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+
+
+def call_occupancy(call: TokenCounts) -> int:
+    """``usage_tokens`` of ``call``'s own counts: everything it put in the window."""
+    return usage_tokens(
+        input_tokens=call.input_tokens,
+        output_tokens=call.output_tokens,
+        cache_creation_input_tokens=call.cache_creation_input_tokens,
+        cache_read_input_tokens=call.cache_read_input_tokens,
     )
 
 

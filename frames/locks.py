@@ -21,21 +21,12 @@ from django.db import connection
 from django.db.models import Exists, OuterRef
 
 from contextops.errors import Conflict, NotFound
+from contextops.ids import parse_id, uuid_or_none
 from contextops.rows import columns, from_row
 
 from .models import Frame, Session
 
 SESSION_ENDED_DETAIL = "This session has ended; start a new one."
-
-
-def _uuid(value: Any) -> uuid.UUID | None:
-    """``value`` as a UUID; None when it is not one (a 404 for the caller, as its read)."""
-    if isinstance(value, uuid.UUID):
-        return value
-    try:
-        return uuid.UUID(str(value))
-    except (TypeError, ValueError, AttributeError):
-        return None
 
 
 def session_require_not_ended(session: Session) -> None:
@@ -57,10 +48,8 @@ def session_lock(
         pk = session.pk if isinstance(session, Session) else session
         locked = Session.objects.select_for_update(no_key=True).get(pk=pk)
     else:
-        pk = _uuid(session.pk if isinstance(session, Session) else session)
+        pk = parse_id(session, "No such session.")
         try:
-            if pk is None:
-                raise Session.DoesNotExist
             locked = Session.objects.select_for_update(no_key=True).get(
                 pk=pk, organization=organization
             )
@@ -80,11 +69,9 @@ def frame_session_lock(frame: Frame | Any, *, organization: Any = None) -> tuple
     With ``organization``, a frame of another organization (or an id that is not one) is
     NotFound, as its read would be.
     """
-    pk = _uuid(frame.pk if isinstance(frame, Frame) else frame)
+    pk = parse_id(frame, "No such frame.")
     scope = {} if organization is None else {"organization": organization}
     try:
-        if pk is None:
-            raise Frame.DoesNotExist
         # Only the session's row is locked: PostgreSQL hands back its newest version.
         found = (
             Frame.objects.select_related("session")
@@ -102,13 +89,11 @@ def frame_lock(frame: Frame | Any, *, organization: Any = None) -> Frame:
     With ``organization``, a frame of another organization (or an id that is not one) is
     NotFound, as its read would be.
     """
-    pk = frame.pk if isinstance(frame, Frame) else frame
     if organization is None:
+        pk = frame.pk if isinstance(frame, Frame) else frame
         return Frame.objects.select_for_update(no_key=True).get(pk=pk)
-    pk = _uuid(pk)
+    pk = parse_id(frame, "No such frame.")
     try:
-        if pk is None:
-            raise Frame.DoesNotExist
         return Frame.objects.select_for_update(no_key=True).get(pk=pk, organization=organization)
     except Frame.DoesNotExist:
         raise NotFound("No such frame.") from None
@@ -126,8 +111,8 @@ def session_and_frame_lock(
     before the frame, as they would alone.
     """
     if connection.vendor == "postgresql":
-        session_pk = _uuid(session.pk if isinstance(session, Session) else session)
-        frame_pk = _uuid(frame.pk if isinstance(frame, Frame) else frame)
+        session_pk = uuid_or_none(session)
+        frame_pk = uuid_or_none(frame)
         if session_pk is not None and frame_pk is not None:
             locked = _session_and_frame_lock_in_one_statement(session_pk, frame_pk, organization)
             if locked is not None:
@@ -185,7 +170,7 @@ def frame_close_lock(frame: Frame | Any, *, organization: Any = None) -> tuple[S
     NotFound, as its read would be. One statement on PostgreSQL, two elsewhere.
     """
     if connection.vendor == "postgresql":
-        pk = _uuid(frame.pk if isinstance(frame, Frame) else frame)
+        pk = uuid_or_none(frame)
         locked = None if pk is None else _frame_close_lock_in_one_statement(pk, organization)
         if locked is None:
             raise NotFound("No such frame.")

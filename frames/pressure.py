@@ -10,12 +10,14 @@ from dataclasses import dataclass
 
 LOW, MEDIUM, HIGH, CRITICAL = "low", "medium", "high", "critical"
 LEVELS = (LOW, MEDIUM, HIGH, CRITICAL)
+# The levels as a model field's choices (value, label).
+CHOICES = [(level, level.title()) for level in LEVELS]
 HYSTERESIS = 0.05
 
 # A level is entered at or above its floor (critical strictly above 0.85).
 UP_THRESHOLDS = {MEDIUM: 0.50, HIGH: 0.70, CRITICAL: 0.85}
 # Leaving a level downwards needs utilization below its floor minus the hysteresis.
-DOWN_THRESHOLDS = {CRITICAL: 0.80, HIGH: 0.65, MEDIUM: 0.45}
+DOWN_THRESHOLDS = {level: round(up - HYSTERESIS, 2) for level, up in UP_THRESHOLDS.items()}
 
 RECOMMENDED_ACTIONS = {
     LOW: ["Verbose format is fine.", "No action needed."],

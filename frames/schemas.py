@@ -8,7 +8,9 @@ from ninja import Schema
 from pydantic import Field, model_validator
 
 from contextops.bodies import BodyIn
+from contextops.pages import Page
 
+from .budget import MAX_SUBFRAME_DEPTH
 from .costs import CostTotal
 from .models import FAILURE_REASON_MAX, ContextHandle, Frame, Session
 
@@ -104,15 +106,13 @@ class SessionOut(Schema):
     dashboard_url: str
 
 
-class SessionListOut(Schema):
-    items: list[SessionOut]
-    count: int
-    next_offset: int | None
+class SessionListOut(Page[SessionOut]):
+    """A page of sessions."""
 
 
 class BudgetIn(BodyIn):
     total: int = Field(..., ge=0, le=MAX_BUDGET)
-    max_subframe_depth: int | None = Field(None, ge=0, le=64)
+    max_subframe_depth: int | None = Field(None, ge=0, le=MAX_SUBFRAME_DEPTH)
 
 
 class FrameIn(BodyIn):
@@ -375,16 +375,12 @@ class CallOut(Schema):
     cost_usd: float | None = Field(..., description="null: the model has no price")
 
 
-class FrameListOut(Schema):
-    items: list[FrameOut]
-    count: int
-    next_offset: int | None
+class FrameListOut(Page[FrameOut]):
+    """A page of a session's frames."""
 
 
-class CallListOut(Schema):
-    items: list[CallOut]
-    count: int
-    next_offset: int | None
+class CallListOut(Page[CallOut]):
+    """A page of a session's model calls."""
 
 
 def call_out(call, cost) -> dict[str, Any]:

@@ -20,12 +20,12 @@ from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
 from contextops.errors import NotFound
+from contextops.ids import row_get, uuid_or_none
 from contextops.models import Organization
 from contextops.rows import columns, converter, fetch, param
 
 from .archive import session_events
 from .costs import CostTotal, Price, call_cost, cost_total, price_for
-from .locks import _uuid
 from .models import (
     ContextHandle,
     ContextPackRecord,
@@ -40,35 +40,35 @@ from .pressure import LEVELS, LOW, Pressure, level_next, utilization_of
 
 
 def session_get(*, organization, session_id: Any) -> Session:
-    pk = _uuid(session_id)
-    session = Session.objects.filter(pk=pk, organization=organization).first() if pk else None
-    if session is None:
-        raise NotFound("No such session.")
+    session = row_get(
+        Session.objects.filter(organization=organization), session_id, "No such session."
+    )
     if isinstance(organization, Organization):
         session.organization = organization  # the one it was found in: no query to read it
     return session
 
 
 def frame_get(*, organization, frame_id: Any) -> Frame:
-    pk = _uuid(frame_id)
-    frame = (
-        Frame.objects.select_related("session").filter(pk=pk, organization=organization).first()
-        if pk
-        else None
-    )
-    if frame is None:
-        raise NotFound("No such frame.")
-    return frame
+    frames = Frame.objects.select_related("session").filter(organization=organization)
+    return row_get(frames, frame_id, "No such frame.")
+
+
+def session_get_optional(*, organization, session_id: Any) -> Session | None:
+    """``session_get`` when a request names a session; None when ``session_id`` is empty."""
+    return session_get(organization=organization, session_id=session_id) if session_id else None
+
+
+def frame_get_optional(*, organization, frame_id: Any) -> Frame | None:
+    """``frame_get`` when a request names a frame; None when ``frame_id`` is empty."""
+    return frame_get(organization=organization, frame_id=frame_id) if frame_id else None
 
 
 def session_frame_get(*, session: Session, frame_id: Any) -> Frame:
     """One of ``session``'s frames (the session already read for its organization);
     NotFound for another session's frame or a malformed id."""
-    pk = _uuid(frame_id)
-    frame = Frame.objects.filter(pk=pk, session=session).first() if pk else None
-    if frame is None:
-        raise NotFound("No such frame in this session.")
-    return frame
+    return row_get(
+        Frame.objects.filter(session=session), frame_id, "No such frame in this session."
+    )
 
 
 SESSION_ORDERS = {
@@ -140,7 +140,7 @@ def session_list(
             | Q(agent__name__icontains=search)
             | Q(model__icontains=search)
         )
-        pk = _uuid(search)
+        pk = uuid_or_none(search)
         if pk is not None:
             condition |= Q(pk=pk)
         elif (ids := _uuid_prefix_range(search)) is not None:

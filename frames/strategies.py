@@ -29,6 +29,8 @@ from django.utils.module_loading import import_string
 
 from contextops.errors import Invalid
 
+from .priorities import PRIORITY_SCORES
+
 logger = logging.getLogger(__name__)
 
 ANCHOR_POINT = "anchor_point"
@@ -45,7 +47,6 @@ BUILTIN: dict[str, tuple[str, ...]] = {
 # The longest name a compaction run can store.
 MAX_NAME_LENGTH = 60
 
-PRIORITY_SCORES = {"critical": 100, "high": 75, "medium": 50, "low": 25, "background": 10}
 COMPACTION_LEVELS = ("none", "light", "moderate", "aggressive", "critical")
 
 

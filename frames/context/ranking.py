@@ -29,9 +29,7 @@ import numpy as np
 
 from contextops.relevance import analyze, bm25, query_terms, rank_share
 from frames.models.context import SCORE_PARTS
-
-# What each priority level is worth (docs/concepts.md#priorities).
-PRIORITY_SCORE = {"critical": 100, "high": 75, "medium": 50, "low": 25, "background": 10}
+from frames.priorities import PRIORITY_SCORES as PRIORITY_SCORE
 
 RRF_K = 10
 LEXICAL_WEIGHT = 1.0

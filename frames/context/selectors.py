@@ -4,6 +4,7 @@ import uuid
 from typing import Any
 
 from contextops.errors import Invalid, NotFound
+from contextops.ids import row_get
 from facts.models import Fact
 from frames.models import ContextHandle, ContextPackRecord, Frame, Session
 
@@ -12,18 +13,10 @@ from . import diff
 
 def context_pack_get(*, organization: Any, pack_id: Any) -> ContextPackRecord:
     """The organization's recorded pack ``pack_id``; NotFound for any other."""
-    try:
-        pk = uuid.UUID(str(pack_id))
-    except (TypeError, ValueError, AttributeError):
-        raise NotFound("No such context pack.") from None
-    record = (
-        ContextPackRecord.objects.select_related("session")
-        .filter(pk=pk, session__organization=organization)
-        .first()
+    records = ContextPackRecord.objects.select_related("session")
+    return row_get(
+        records.filter(session__organization=organization), pack_id, "No such context pack."
     )
-    if record is None:
-        raise NotFound("No such context pack.")
-    return record
 
 
 def _side(record: ContextPackRecord) -> diff.PackSide:

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from contextops.errors import Invalid
 from contextops.tokens import count_tokens_many
-from frames.budget import usage_tokens
+from frames.budget import call_occupancy
 from frames.events import event_append
 from frames.locks import session_lock, session_require_not_ended
 from frames.models import Event, Frame, Session, Usage
@@ -54,12 +54,7 @@ class UsageFigures:
     @property
     def occupancy_tokens(self) -> int:
         """Everything the call put in the window: full input (cached or not) plus output."""
-        return usage_tokens(
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            cache_creation_input_tokens=self.cache_creation_input_tokens,
-            cache_read_input_tokens=self.cache_read_input_tokens,
-        )
+        return call_occupancy(self)
 
     @property
     def seed_effective_tokens(self) -> float:

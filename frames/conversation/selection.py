@@ -13,13 +13,13 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from frames.priorities import PRIORITY_SCORES
 from frames.strategies import (
     ANCHOR_POINT,
     BUILTIN,
     COMPACTION_LEVELS,
     CONVERSATION,
     PRIORITY_BASED,
-    PRIORITY_SCORES,
     SUMMARIZE_OLDEST,
     TRUNCATE_AT,
     Ask,

@@ -1,13 +1,13 @@
 """Reads of the conversation, scoped to one organization (another's objects are NotFound)."""
 
 import bisect
-import uuid
 from typing import Any
 
 from django.db.models import Count, F, Q, QuerySet
 from django.db.models.functions import Coalesce
 
 from contextops.errors import Invalid, NotFound
+from contextops.ids import row_get
 from contextops.tokens import count_tokens
 from frames.models import Event, Session, Usage
 
@@ -41,18 +41,10 @@ def turn_branches(*, session: Session) -> list[str]:
 
 
 def compaction_get(*, organization, compaction_id: Any) -> CompactionRun:
-    try:
-        pk = uuid.UUID(str(compaction_id))
-    except (TypeError, ValueError, AttributeError):
-        raise NotFound("No such compaction.") from None
-    run = (
-        CompactionRun.objects.select_related("summary")
-        .filter(pk=pk, session__organization=organization)
-        .first()
+    runs = CompactionRun.objects.select_related("summary")
+    return row_get(
+        runs.filter(session__organization=organization), compaction_id, "No such compaction."
     )
-    if run is None:
-        raise NotFound("No such compaction.")
-    return run
 
 
 def compactions_list(*, session: Session) -> QuerySet[CompactionRun]:

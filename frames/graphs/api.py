@@ -7,7 +7,7 @@ from contextops.actors import agent_actor, request_actor
 from contextops.auth import api_key_person
 from contextops.errors import PermissionDenied
 from contextops.http import ApiRequest
-from frames.selectors import session_get
+from frames.selectors import session_get_optional
 from frames.suspensions.api import APPROVE_PERMISSION
 
 from . import selectors, services
@@ -41,11 +41,7 @@ router = Router(tags=["langgraph"])
 )
 def checkpoint_put(request: ApiRequest, payload: GraphCheckpointIn):
     organization = request.organization
-    session = (
-        session_get(organization=organization, session_id=payload.session_id)
-        if payload.session_id
-        else None
-    )
+    session = session_get_optional(organization=organization, session_id=payload.session_id)
     saved = services.checkpoint_put(
         organization=organization,
         agent=request.agent,
@@ -89,11 +85,7 @@ def checkpoint_list(request: ApiRequest, filters: Query[GraphCheckpointFilters])
 )
 def writes_put(request: ApiRequest, payload: GraphWritesIn):
     organization = request.organization
-    session = (
-        session_get(organization=organization, session_id=payload.session_id)
-        if payload.session_id
-        else None
-    )
+    session = session_get_optional(organization=organization, session_id=payload.session_id)
     stored = services.writes_put(
         organization=organization,
         agent=request.agent,

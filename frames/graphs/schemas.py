@@ -10,6 +10,7 @@ from ninja import Schema
 from pydantic import Field, field_validator
 
 from contextops.bodies import BodyIn
+from contextops.pages import Offset
 from frames.models import token_hash
 from frames.suspensions.selectors import suspension_status
 
@@ -217,7 +218,7 @@ class GraphThreadListOut(Schema):
 class GraphThreadFilters(Schema):
     session_id: str | None = Field(None, max_length=200)
     limit: int = Field(50, ge=1, le=200)
-    offset: int = Field(0, ge=0, le=10**9)
+    offset: Offset = 0
 
 
 def thread_out(thread: GraphThread, checkpoints: int) -> dict[str, Any]:

@@ -8,8 +8,8 @@ from django.db.models import Count, QuerySet
 from django.db.models.fields.json import KeyTransform
 
 from contextops.errors import NotFound
+from contextops.ids import uuid_or_none
 from contextops.models import Organization
-from frames.selectors import _uuid
 
 from .models import GraphBlob, GraphCheckpoint, GraphInterrupt, GraphThread, GraphWrite
 
@@ -51,7 +51,7 @@ def thread_list(*, organization: Organization, session_id: Any = None) -> QueryS
     """The organization's threads, most recently written first, with their checkpoint counts."""
     threads = GraphThread.objects.filter(organization=organization)
     if session_id is not None:
-        session_pk = _uuid(session_id)
+        session_pk = uuid_or_none(session_id)
         threads = threads.filter(session_id=session_pk) if session_pk else threads.none()
     return threads.select_related("session").annotate(checkpoint_count=Count("checkpoints"))
 

@@ -6,9 +6,9 @@ then changes the thread's rows, and appends its event to that session's log.
 
 import base64
 import binascii
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import IntegrityError, transaction
 from django.db.models import Max
@@ -25,6 +25,8 @@ from frames.services.stack import frame_push
 from frames.suspensions.services import suspension_create, suspension_passed
 
 from .models import GraphBlob, GraphCheckpoint, GraphInterrupt, GraphThread, GraphWrite
+
+Copied = TypeVar("Copied", GraphCheckpoint, GraphBlob, GraphWrite)
 
 PRUNE_STRATEGIES = ("keep_latest", "delete")
 INTERRUPT = "__interrupt__"  # LangGraph's channel for a task's interrupt() values
@@ -529,6 +531,19 @@ def runs_delete(*, organization: Organization, run_ids: Sequence[str], actor: st
     return deleted
 
 
+def _copies(rows: Iterable[Copied], *, thread: GraphThread, **changes: Any) -> list[Copied]:
+    """Unsaved copies of ``rows`` (checkpoints, blobs or writes) for ``thread``, each with
+    ``changes`` set; ``bulk_create`` saves them."""
+    copies = []
+    for row in rows:
+        row.pk = None
+        row.thread = thread
+        for name, value in changes.items():
+            setattr(row, name, value)
+        copies.append(row)
+    return copies
+
+
 def thread_copy(
     *, organization: Organization, source_thread_id: str, target_thread_id: str, actor: str = ""
 ) -> tuple[GraphThread, int]:
@@ -555,45 +570,17 @@ def thread_copy(
                     organization=organization, session=source.session, thread_id=target_thread_id
                 )
             GraphBlob.objects.bulk_create(
-                [
-                    GraphBlob(
-                        thread=target,
-                        checkpoint_ns=b.checkpoint_ns,
-                        channel=b.channel,
-                        version=b.version,
-                        type=b.type,
-                        data=b.data,
-                        preview=b.preview,
-                    )
-                    for b in source.blobs.all()
-                ],
-                ignore_conflicts=True,
+                _copies(source.blobs.all(), thread=target), ignore_conflicts=True
             )
             have = set(target.checkpoints.values_list("checkpoint_ns", "checkpoint_id"))
-            copies = []
-            for cp in source.checkpoints.all():
-                if (cp.checkpoint_ns, cp.checkpoint_id) in have:
-                    continue
-                cp.pk = None
-                cp.thread = target
-                copies.append(cp)
+            checkpoints = source.checkpoints.all()
+            copies = _copies(
+                (c for c in checkpoints if (c.checkpoint_ns, c.checkpoint_id) not in have),
+                thread=target,
+            )
             GraphCheckpoint.objects.bulk_create(copies)
             GraphWrite.objects.bulk_create(
-                [
-                    GraphWrite(
-                        thread=target,
-                        checkpoint_ns=w.checkpoint_ns,
-                        checkpoint_id=w.checkpoint_id,
-                        task_id=w.task_id,
-                        task_path=w.task_path,
-                        idx=w.idx,
-                        channel=w.channel,
-                        type=w.type,
-                        data=w.data,
-                        preview=w.preview,
-                    )
-                    for w in source.writes.all()
-                ],
+                _copies(source.writes.all(), thread=target, created_at=timezone.now()),
                 ignore_conflicts=True,
             )
             target.updated_at = timezone.now()

@@ -8,7 +8,15 @@ from django.utils import timezone
 
 from contextops.models import Agent, Organization
 
-from ..budget import Budget, cost_weighted_tokens, full_input_tokens, usage_tokens
+from .. import pressure
+from ..budget import (
+    DEFAULT_MAX_SUBFRAME_DEPTH,
+    Budget,
+    call_occupancy,
+    cost_weighted_tokens,
+    full_input_tokens,
+)
+from ..priorities import Priority
 
 # The longest reason a failed frame keeps (an agent's words, or the system's code).
 FAILURE_REASON_MAX = 2000
@@ -24,12 +32,6 @@ class Session(models.Model):
         ACTIVE_PRESSURE = "active_pressure", "Active under pressure"
         PERSISTING = "persisting"
         ENDED = "ended"
-
-    class Pressure(models.TextChoices):
-        LOW = "low"
-        MEDIUM = "medium"
-        HIGH = "high"
-        CRITICAL = "critical"
 
     class Eviction(models.TextChoices):
         LRU = "lru"
@@ -52,7 +54,7 @@ class Session(models.Model):
     model = models.CharField(max_length=120, blank=True)
     context_window_tokens = models.PositiveIntegerField(default=200_000)
     compaction_threshold = models.FloatField(default=0.9)
-    pressure_level = models.CharField(max_length=16, choices=Pressure.choices, default=Pressure.LOW)
+    pressure_level = models.CharField(max_length=16, choices=pressure.CHOICES, default=pressure.LOW)
     eviction_policy = models.CharField(
         max_length=20, choices=Eviction.choices, default=Eviction.LRU
     )
@@ -142,7 +144,7 @@ class Frame(models.Model):
     budget_used = models.BigIntegerField(default=0)
     budget_reserved = models.BigIntegerField(default=0)
     subcall_allocation = models.BigIntegerField(default=0)
-    max_subframe_depth = models.PositiveIntegerField(default=8)
+    max_subframe_depth = models.PositiveIntegerField(default=DEFAULT_MAX_SUBFRAME_DEPTH)
     reservations = models.JSONField(default=dict, blank=True)
     result_refs = models.JSONField(default=list, blank=True)
     # Why a failed frame failed when no agent said so ("suspension_expired"); "" otherwise.
@@ -150,7 +152,7 @@ class Frame(models.Model):
     children_count = models.PositiveIntegerField(default=0)
     # Window occupancy of this frame's latest model call: full input + output.
     last_occupancy_tokens = models.BigIntegerField(default=0)
-    pressure_level = models.CharField(max_length=16, default="low")
+    pressure_level = models.CharField(max_length=16, default=pressure.LOW)
     created_at = models.DateTimeField(default=timezone.now)
     completed_at = models.DateTimeField(null=True, blank=True)
 
@@ -203,12 +205,7 @@ class ContextHandle(models.Model):
         DOCUMENT = "document"
         SUMMARY = "summary"
 
-    class Priority(models.TextChoices):
-        CRITICAL = "critical"
-        HIGH = "high"
-        MEDIUM = "medium"
-        LOW = "low"
-        BACKGROUND = "background"
+    Priority = Priority
 
     class State(models.TextChoices):
         COLD = "cold"
@@ -216,8 +213,6 @@ class ContextHandle(models.Model):
         HOT = "hot"
         INDEXED = "indexed"
         OFFLINE = "offline"
-
-    PRIORITY_ORDER = ["critical", "high", "medium", "low", "background"]
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     frame = models.ForeignKey(Frame, on_delete=models.CASCADE, related_name="handles")
@@ -313,12 +308,7 @@ class Usage(models.Model):
     @property
     def occupancy_tokens(self) -> int:
         """Everything the call put in the window: its full input plus its output."""
-        return usage_tokens(
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            cache_creation_input_tokens=self.cache_creation_input_tokens,
-            cache_read_input_tokens=self.cache_read_input_tokens,
-        )
+        return call_occupancy(self)
 
 
 class Event(models.Model):

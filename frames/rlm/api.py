@@ -7,7 +7,8 @@ from ninja.responses import Status
 
 from contextops.actors import request_actor
 from contextops.http import ApiRequest
-from frames.selectors import frame_get, session_get
+from contextops.pages import queryset_page
+from frames.selectors import frame_get_optional, session_get_optional
 
 from . import interchange, protocol, selectors, snapshots
 from .models import RlmState
@@ -49,14 +50,7 @@ def state_list(request: ApiRequest, filters: Query[StateFilters]):
         tree_id=filters.tree_id,
         completion_status=filters.completion_status,
     )
-    count = states.count()
-    page = list(states[filters.offset : filters.offset + filters.limit])
-    end = filters.offset + filters.limit
-    return {
-        "items": [state_summary_out(s) for s in page],
-        "count": count,
-        "next_offset": end if end < count else None,
-    }
+    return queryset_page(states, offset=filters.offset, limit=filters.limit, out=state_summary_out)
 
 
 @router.post(
@@ -66,16 +60,8 @@ def state_list(request: ApiRequest, filters: Query[StateFilters]):
 )
 def state_create(request: ApiRequest, payload: StateIn):
     organization = request.organization
-    session = (
-        session_get(organization=organization, session_id=payload.session_id)
-        if payload.session_id
-        else None
-    )
-    frame = (
-        frame_get(organization=organization, frame_id=payload.frame_id)
-        if payload.frame_id
-        else None
-    )
+    session = session_get_optional(organization=organization, session_id=payload.session_id)
+    frame = frame_get_optional(organization=organization, frame_id=payload.frame_id)
     view = protocol.state_initialize_viewed(
         organization=organization,
         prompt=payload.prompt,

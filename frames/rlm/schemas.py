@@ -7,6 +7,7 @@ from ninja import Schema
 from pydantic import Field
 
 from contextops.bodies import BodyIn
+from contextops.pages import Offset, Page
 
 from . import selectors
 from .models import RlmCheckpoint, RlmMutation, RlmState, RlmVariable
@@ -54,7 +55,7 @@ class StateFilters(Schema):
     tree_id: str | None = Field(None, max_length=40)
     completion_status: str | None = Field(None, max_length=20)
     limit: int = Field(50, ge=1, le=200)
-    offset: int = Field(0, ge=0, le=10**9)
+    offset: Offset = 0
 
 
 class MutationFilters(Schema):
@@ -128,10 +129,8 @@ class StateSummaryOut(Schema):
     updated_at: datetime
 
 
-class StateListOut(Schema):
-    items: list[StateSummaryOut]
-    count: int
-    next_offset: int | None
+class StateListOut(Page[StateSummaryOut]):
+    """A page of RLM states."""
 
 
 class StateOut(StateSummaryOut):

@@ -5,7 +5,6 @@ Listing and detail reads never count as variable reads: only ``protocol.variable
 (the protocol's read_variable) increments access counts.
 """
 
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -14,6 +13,7 @@ from django.db.models import Case, Count, Exists, OuterRef, Q, QuerySet, Value, 
 from django.utils import timezone
 
 from contextops.errors import NotFound
+from contextops.ids import uuid_or_none
 
 from .models import RlmCheckpoint, RlmMutation, RlmState, RlmVariable, Scope
 from .values import FINAL, PROMPT, STATE_ID_PATTERN, stored_value
@@ -59,10 +59,9 @@ def state_list(
         )
     )
     if session_id:
-        try:
-            match = Q(session_id=uuid.UUID(session_id)) | Q(session_ref=session_id)
-        except ValueError:
-            match = Q(session_ref=session_id)
+        match = Q(session_ref=session_id)
+        if (session_pk := uuid_or_none(session_id)) is not None:
+            match |= Q(session_id=session_pk)
         states = states.filter(match)
     if tree_id:
         states = states.filter(tree_id=tree_id)

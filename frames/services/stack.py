@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from contextops.errors import Conflict, Invalid
 
+from ..budget import DEFAULT_MAX_SUBFRAME_DEPTH
 from ..events import EventSpec, RowChange, event_append, events_append
 from ..locks import (
     frame_close_lock,
@@ -21,8 +22,6 @@ from ..locks import (
 )
 from ..models import Frame, Session, Suspension
 from ..pressure import LOW
-
-DEFAULT_MAX_SUBFRAME_DEPTH = 8
 
 
 def open_frame_lock(frame: Frame, *, action: str) -> tuple[Session, Frame]:

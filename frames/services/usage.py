@@ -13,10 +13,11 @@ from django.db.models import F, OuterRef, Subquery
 from django.utils import timezone
 
 from contextops.errors import Invalid, NotFound
+from contextops.ids import parse_id
 
 from ..budget import usage_tokens
 from ..events import EventSpec
-from ..locks import _uuid, session_require_not_ended
+from ..locks import session_require_not_ended
 from ..models import Event, Frame, Session, Usage
 from ..pressure import level_next, utilization_of
 from ..selectors import top_frame_id_of
@@ -59,9 +60,7 @@ def usage_record(
     """
     frame_pk = None
     if frame is not None:
-        frame_pk = _uuid(frame.pk if isinstance(frame, Frame) else frame)
-        if frame_pk is None:
-            raise NotFound("No such frame.")
+        frame_pk = parse_id(frame, "No such frame.")
     if session is None and frame_pk is None:
         raise TypeError("usage_record needs a session or a frame")
     counts = {
