@@ -2,7 +2,8 @@
 
 A handle, a conversation turn and a pack candidate each carry one of five levels.
 Compaction gives up the cheapest first, packing takes the dearest first, and
-``critical`` is never given up. The scores are seed 000 §2's tier weights.
+``critical`` is never given up. The scores are the tier weights of
+docs/concepts.md#priorities.
 """
 
 from django.db import models

@@ -12,6 +12,7 @@ from django.utils import timezone
 from contextops.errors import Conflict, Gone
 from contextops.waits import wait_slots
 from frames.models import Event, Frame, Suspension
+from frames.services import expiry
 from frames.suspensions import services as suspensions
 from frames.suspensions.tasks import suspensions_expire
 from tests.conftest import postgres_only
@@ -174,7 +175,7 @@ def _race_approve_with_expiry(token, user):
 
     def expire():
         barrier.wait(timeout=30)
-        return suspensions.suspensions_expire()
+        return expiry.suspensions_expire()
 
     with ThreadPoolExecutor(2) as pool:
         approved = pool.submit(_threaded(approve))
