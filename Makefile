@@ -48,8 +48,9 @@ demo: migrate ## Load the demo organization, session and login
 run: demo ## Serve the dashboard and a Celery worker on the embedded defaults
 	DEBUG=1 $(PY) -m contextops.run --port $(PORT)
 
+# The 30 slowest tests are listed at the end of each run, so a pass that grows says where.
 test: install ## Run the whole suite (SQLite, or PostgreSQL and Redis when DATABASE_URL / REDIS_URL are set)
-	$(PY) -m pytest -p no:cacheprovider -n 2 --dist loadgroup
+	$(PY) -m pytest -p no:cacheprovider -n 2 --dist loadgroup --durations=30
 
 test-fast: install ## The suite without browser tests
 	$(PY) -m pytest -p no:cacheprovider -n 2 --dist loadgroup -m "not browser"
