@@ -85,14 +85,6 @@ class ContextPackRecord(models.Model):
             items = self.__dict__["_dropped"] = dropped_items(self.dropped_runs)
         return items
 
-    @dropped.setter
-    def dropped(self, items: list[dict[str, Any]]) -> None:
-        """Keeps ``items`` as runs; each item's ``score`` may be given as its parts' list
-        in SCORE_PARTS order (what the packer makes) or as a mapping. Read back, every
-        score is a mapping."""
-        self.__dict__.pop("_dropped", None)
-        self.dropped_runs = dropped_runs(items)
-
     def dropped_keep(self, drops: Iterable[Any]) -> None:
         """Keeps ``drops`` (objects with ``section``, ``id``, ``reason``, ``level``,
         ``tokens``, ``rank``, ``score`` as its parts' list and ``older_than``: what the
@@ -148,7 +140,6 @@ class ContextPackRecord(models.Model):
         return grouped
 
 
-_RUN_KEYS = ("section", "reason", "level")
 # A score's parts in the order runs store them (frames.context.ranking.Score.as_dict).
 SCORE_PARTS = (
     "total",
@@ -160,35 +151,6 @@ SCORE_PARTS = (
     "neighbour",
     "older",
 )
-
-
-def dropped_runs(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``items`` as runs: consecutive items alike but for their own figures as one."""
-    runs: list[dict[str, Any]] = []
-    last: tuple[Any, ...] | None = None
-    run: dict[str, Any] = {}
-    for item in items:
-        key = (item["section"], item["reason"], item["level"])
-        if key != last:
-            last = key
-            run = {
-                **dict(zip(_RUN_KEYS, key, strict=True)),
-                "ids": [],
-                "tokens": [],
-                "ranks": [],
-                "scores": [],
-            }
-            runs.append(run)
-        run["ids"].append(item["id"])
-        run["tokens"].append(item["tokens"])
-        run["ranks"].append(item.get("rank"))
-        score = item.get("score")
-        if isinstance(score, dict):
-            score = [score[p] for p in SCORE_PARTS]
-        run["scores"].append(score or None)
-        if item.get("older_than"):
-            run.setdefault("older", {})[str(len(run["ids"]) - 1)] = item["older_than"]
-    return runs
 
 
 def dropped_items(stored: list[dict[str, Any]]) -> list[dict[str, Any]]:
