@@ -2,32 +2,57 @@
 handles, and the resource maps a session leaves for the next one of its agent."""
 
 import uuid
+import zlib
 from collections.abc import Iterable
 from typing import Any
 
 import orjson
 from django.db import models
 from django.utils import timezone
-from psycopg.types.json import Jsonb
 
 from contextops.models import Agent, Organization
 
 from .core import ContextHandle, Frame, Session
 
 
-def _orjson_text(value: Any) -> str:
-    return orjson.dumps(value).decode()
+class CompressedJSONField(models.Field):  # type: ignore[type-arg]
+    """A JSON value kept in a binary column, encoded by orjson and compressed by zlib.
 
+    A pack's record lists every item in or out with its score: thousands on a large
+    frame. PostgreSQL parsed that JSON into ``jsonb`` for nothing (nothing queries
+    inside it) in more time than assembling the pack took; this column takes the bytes
+    as they are, a tenth of the size. Reads back the Python value; a value written as
+    plain JSON text (before this column was binary) reads back too."""
 
-class PackJSONField(models.JSONField):
-    """A JSONField that PostgreSQL receives encoded by orjson: a pack's record lists
-    every item in or out with its score, thousands on a large frame, and the standard
-    encoder took longer than assembling them. Reads and other databases as JSONField."""
+    description = "JSON, compressed"
+
+    def get_internal_type(self) -> str:
+        return "BinaryField"
 
     def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
-        if connection.vendor == "postgresql" and isinstance(value, list | dict):
-            return Jsonb(value, dumps=_orjson_text)
-        return super().get_db_prep_value(value, connection, prepared)
+        if value is None:
+            return None
+        return connection.Database.Binary(zlib.compress(orjson.dumps(value), 1))
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        return json_decompressed(value)
+
+    def to_python(self, value: Any) -> Any:
+        return json_decompressed(value) if isinstance(value, bytes | memoryview) else value
+
+    def value_to_string(self, obj: models.Model) -> str:
+        return orjson.dumps(self.value_from_object(obj)).decode()
+
+
+def json_decompressed(value: bytes | memoryview | str | None) -> Any:
+    """What ``CompressedJSONField`` stored: zlib's stream (it begins with 0x78, which
+    no JSON text does) or, from before, the JSON text itself."""
+    if value is None:
+        return None
+    data = bytes(value) if isinstance(value, memoryview) else value
+    if isinstance(data, bytes) and data[:1] == b"x":
+        data = zlib.decompress(data)
+    return orjson.loads(data)
 
 
 class ContextPackRecord(models.Model):
@@ -35,13 +60,12 @@ class ContextPackRecord(models.Model):
 
     ``included`` holds ``{section, id, tokens, form, rank, reason, score, older_than}``
     per item; ``dropped`` is ``{section, id, reason, level, tokens, rank, score,
-    older_than}`` per item left out, stored as runs (``dropped_runs``): consecutive items
-    of one section, reason and level as one ``{section, reason, level, ids, tokens,
-    ranks, scores, older}`` (a score as its parts' list in ``SCORE_PARTS`` order,
-    ``older`` only for the items that are an older near-duplicate). A pack on a frame of a thousand handles
-    drops a thousand items for the same reason: their runs are a third of the JSON to
-    write, and the list reads back in its order. Records written before runs hold the
-    items themselves, read back as they are.
+    older_than}`` per item left out, in the packer's order (a score as a dict of
+    ``SCORE_PARTS``). Both are compressed JSON (``CompressedJSONField``): a pack on a frame
+    of a thousand handles drops a thousand items, and the answer shows every one. Records
+    written before kept the dropped items as runs (consecutive items of one section,
+    reason and level as one ``{section, reason, level, ids, tokens, ranks, scores,
+    older}``), or as items without scores: they read back as items all the same.
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -54,8 +78,8 @@ class ContextPackRecord(models.Model):
     level = models.CharField(max_length=12)
     min_compaction = models.CharField(max_length=12, default="none")
     breakdown = models.JSONField(default=dict)
-    included = PackJSONField(default=list)
-    dropped_runs = PackJSONField(default=list, db_column="dropped")
+    included = CompressedJSONField(default=list)
+    dropped_stored = CompressedJSONField(default=list, db_column="dropped")
     query = models.CharField(max_length=2000, blank=True)
     as_of_seq = models.PositiveBigIntegerField(
         null=True,
@@ -79,52 +103,31 @@ class ContextPackRecord(models.Model):
 
     @property
     def dropped(self) -> list[dict[str, Any]]:
-        """The items left out, in order, each ``{section, id, reason, level, tokens}``."""
+        """The items left out, in order, each ``{section, id, reason, level, tokens, rank,
+        score, older_than}``."""
         items = self.__dict__.get("_dropped")
         if items is None:
-            items = self.__dict__["_dropped"] = dropped_items(self.dropped_runs)
+            items = self.__dict__["_dropped"] = dropped_items(self.dropped_stored)
         return items
 
     def dropped_keep(self, drops: Iterable[Any]) -> None:
         """Keeps ``drops`` (objects with ``section``, ``id``, ``reason``, ``level``,
         ``tokens``, ``rank``, ``score`` as its parts' list and ``older_than``: what the
-        packer drops) as runs, and their items as ``dropped`` reads them back, both in one
-        pass: a large pack drops a thousand items, and an answer shows every one."""
-        runs: list[dict[str, Any]] = []
-        items: list[dict[str, Any]] = []
-        last: tuple[str, str, str] | None = None
-        ids: list[Any] = []
-        tokens: list[Any] = []
-        ranks: list[Any] = []
-        scores: list[Any] = []
-        run: dict[str, Any] = {}
-        for drop in drops:
-            section, reason, level, score = drop.section, drop.reason, drop.level, drop.score
-            if (section, reason, level) != last:
-                last = (section, reason, level)
-                ids, tokens, ranks, scores = [], [], [], []
-                run = {"section": section, "reason": reason, "level": level, "ids": ids}
-                run.update(tokens=tokens, ranks=ranks, scores=scores)
-                runs.append(run)
-            ids.append(drop.id)
-            tokens.append(drop.tokens)
-            ranks.append(drop.rank)
-            scores.append(score or None)
-            if drop.older_than:
-                run.setdefault("older", {})[str(len(ids) - 1)] = drop.older_than
-            items.append(
-                {
-                    "section": section,
-                    "id": drop.id,
-                    "reason": reason,
-                    "level": level,
-                    "tokens": drop.tokens,
-                    "rank": drop.rank,
-                    "score": dict(zip(SCORE_PARTS, score, strict=True)) if score else None,
-                    "older_than": drop.older_than,
-                }
-            )
-        self.dropped_runs = runs
+        packer drops) as the items ``dropped`` reads back."""
+        items = [
+            {
+                "section": drop.section,
+                "id": drop.id,
+                "reason": drop.reason,
+                "level": drop.level,
+                "tokens": drop.tokens,
+                "rank": drop.rank,
+                "score": dict(zip(SCORE_PARTS, drop.score, strict=True)) if drop.score else None,
+                "older_than": drop.older_than,
+            }
+            for drop in drops
+        ]
+        self.dropped_stored = items
         self.__dict__["_dropped"] = items
 
     @property
@@ -153,12 +156,18 @@ SCORE_PARTS = (
 )
 
 
+# What an item dropped before packs ranked lacks.
+UNRANKED = ("rank", "score", "older_than")
+
+
 def dropped_items(stored: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The items of ``stored`` runs, in order (a record written before runs: as it is)."""
+    """The items ``stored``, in order: runs written before items were stored opened up,
+    items as they are (written before scores: with ``rank``, ``score`` and
+    ``older_than`` null)."""
     items = []
     for run in stored:
         if "ids" not in run:
-            items.append(run)
+            items.append(run if "score" in run else {**run, **dict.fromkeys(UNRANKED)})
             continue
         section, reason, level = run["section"], run["reason"], run["level"]
         count = len(run["ids"])
