@@ -36,9 +36,11 @@ LEXICAL_WEIGHT = 1.0
 SEMANTIC_WEIGHT = 1.0
 NEIGHBOUR_WEIGHT = 0.4
 # Recency orders candidates of equal priority without a query; with one, it only breaks
-# ties. Both stay under the smallest gap between two priority tiers (0.15).
+# ties: at most a thousandth, under any relevance share a candidate of a few hundred can
+# have (at 0.05 the newest items outranked relevant ones at the tail of a full pack).
+# Both stay under the smallest gap between two priority tiers (0.15).
 RECENCY_WEIGHT = 0.1
-RECENCY_WEIGHT_WITH_QUERY = 0.05
+RECENCY_WEIGHT_WITH_QUERY = 0.001
 ATTENTION_WEIGHT = 0.1
 # Two candidates of one group whose embeddings are this close say nearly the same thing:
 # two current facts of one subject (a value said twice, differently) at a lower bar than
