@@ -399,15 +399,20 @@ def test_acme_handles_facts_and_constraints_never_reach_another_organizations_an
     frame = other_api.post(
         f"/sessions/{globex['id']}/frames", {"goal": "g", "budget": {"total": 10_000}}
     ).json()
-    pack = other_api.post(
+    body = {
+        "budget_tokens": 5000,
+        "frame_id": frame["id"],
+        "query": "acme-secret-subject acme-secret-value",
+    }
+    # Acme's handle is not one Globex's frame holds: refused as any unknown id is.
+    forced = other_api.post(
         f"/sessions/{globex['id']}/context-pack",
-        {
-            "budget_tokens": 5000,
-            "frame_id": frame["id"],
-            "query": "acme-secret-subject acme-secret-value",
-            "include_handles": [acme["ids"]["handle_id"]],
-        },
+        {**body, "include_handles": [acme["ids"]["handle_id"]]},
     )
+    assert forced.status_code == 422, forced.content
+    assert forced.json()["errors"][0]["loc"] == ["body", "include_handles"]
+    assert "acme-secret" not in forced.content.decode()
+    pack = other_api.post(f"/sessions/{globex['id']}/context-pack", body)
     assert pack.status_code == 200, pack.content
     answer = pack.json()
     assert answer.pop("query") == "acme-secret-subject acme-secret-value"  # echoed, as sent

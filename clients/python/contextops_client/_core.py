@@ -1023,9 +1023,14 @@ class Api:
         include_handles: Iterable[Any] | None = None,
         exclude_handles: Iterable[Any] | None = None,
         min_compaction: str | None = None,
+        as_of_seq: int | None = None,
+        valid_at: str | None = None,
     ) -> ContextPack:
         """``POST /sessions/{id}/context-pack`` → ``{brief_context, breadcrumbs, facts,
-        working_set, segments, token_summary}``; ``token_summary.used`` ≤ ``budget_tokens``."""
+        working_set, segments, dropped, token_summary}``; ``token_summary.used`` ≤
+        ``budget_tokens``. ``as_of_seq``: the pack as it would have been right after that
+        event of the session (a replay); ``valid_at`` (ISO 8601 with a zone): the facts that
+        held at that time."""
         body = _drop_none(
             frame_id=_id(frame) if frame is not None else None,
             budget_tokens=budget_tokens,
@@ -1033,6 +1038,8 @@ class Api:
             include_handles=[_id(h) for h in include_handles] if include_handles else None,
             exclude_handles=[_id(h) for h in exclude_handles] if exclude_handles else None,
             min_compaction=min_compaction,
+            as_of_seq=as_of_seq,
+            valid_at=valid_at,
         )
         return self._call("POST", f"/sessions/{_id(session)}/context-pack", json=body)
 
