@@ -81,6 +81,12 @@ class ContextPackRecord(models.Model):
     included = CompressedJSONField(default=list)
     dropped_stored = CompressedJSONField(default=list, db_column="dropped")
     query = models.CharField(max_length=2000, blank=True)
+    format = models.CharField(
+        max_length=12,
+        blank=True,
+        help_text="verbose, dense or ultra_dense; empty (unknown: the API answers null) for "
+        "a pack recorded before formats were kept.",
+    )
     as_of_seq = models.PositiveBigIntegerField(
         null=True,
         blank=True,
@@ -100,6 +106,17 @@ class ContextPackRecord(models.Model):
 
     def __str__(self) -> str:
         return f"pack {self.used}/{self.budget} at {self.level}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """A new record without a ``format`` takes the one its pack was rendered in: the
+        session's pressure picks it (``packing.pack_format``), read as the pack read it."""
+        if not self.format and self._state.adding and self.session_id:
+            # The packer owns the pressure -> format rule; the record asks it (commented
+            # in .importlinter).
+            from frames.context.packing import pack_format
+
+            self.format = pack_format(self.session.pressure_level)
+        super().save(*args, **kwargs)
 
     @property
     def dropped(self) -> list[dict[str, Any]]:

@@ -175,7 +175,7 @@ def acme(api):
         ),
         200,
     )
-    ids["a"] = ids["b"] = pack["id"]
+    ids["a"] = ids["b"] = ids["pack_id"] = pack["id"]
     secrets.add(pack["id"])
     call = usage_record(
         session=session, frame=frame, input_tokens=10, output_tokens=2, model="claude-sonnet-4-5"

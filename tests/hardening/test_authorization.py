@@ -183,6 +183,7 @@ def test_the_probes_visit_every_operation_of_the_served_schema(client):
         ("GET", "/facts/{key}/current"),
         ("GET", "/context-packs/{a}/diff/{b}"),
         ("GET", "/sessions/{session_id}/context-packs"),
+        ("GET", "/context-packs/{pack_id}"),
     ):
         assert new_this_round in operations, new_this_round
     assert {p for op in OPERATIONS for p in QUERY_PARAMS[op]} <= set(QUERY_PROBES), (
