@@ -438,6 +438,7 @@ def context_pack_assemble(
         included=[_included_entry(i) for i in result.included],
         query=query[:2000],
         as_of_seq=as_of_seq,
+        format=pack_format,
     )
     record.dropped_keep(result.dropped)
     if store and session.lifecycle_state == Session.Lifecycle.LOADING:

@@ -107,17 +107,6 @@ class ContextPackRecord(models.Model):
     def __str__(self) -> str:
         return f"pack {self.used}/{self.budget} at {self.level}"
 
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        """A new record without a ``format`` takes the one its pack was rendered in: the
-        session's pressure picks it (``packing.pack_format``), read as the pack read it."""
-        if not self.format and self._state.adding and self.session_id:
-            # The packer owns the pressure -> format rule; the record asks it (commented
-            # in .importlinter).
-            from frames.context.packing import pack_format
-
-            self.format = pack_format(self.session.pressure_level)
-        super().save(*args, **kwargs)
-
     @property
     def dropped(self) -> list[dict[str, Any]]:
         """The items left out, in order, each ``{section, id, reason, level, tokens, rank,
