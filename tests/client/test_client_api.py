@@ -165,6 +165,14 @@ def test_a_pack_replays_an_earlier_moment_and_takes_valid_time(ops):
     assert [s["handle_id"] for s in replay["segments"]] == [first["id"]]
     assert "venue" in [f["key"] for f in now["facts"]]
     assert before["facts"] == []
+    # The recorded packs page, read one by one, and compare.
+    listed = ops.context_packs(session, limit=2)
+    assert [p["id"] for p in listed] == [before["id"], replay["id"]]
+    assert [p["id"] for p in ops.context_packs(session, limit=2, offset=2)] == [now["id"]]
+    one = ops.context_pack_get(replay["id"])
+    assert (one["id"], one["as_of_seq"], one["format"]) == (replay["id"], seq, "verbose")
+    diff = ops.context_pack_diff(now["id"], replay["id"])
+    assert [d["id"] for d in diff["dropped"] if d["section"] == "segments"] == [later["id"]]
 
 
 def test_it_resumes_and_reads_events_in_order(ops):

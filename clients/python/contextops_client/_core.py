@@ -1044,10 +1044,26 @@ class Api:
         return self._call("POST", f"/sessions/{_id(session)}/context-pack", json=body)
 
     @endpoint
-    def context_packs(self, session: Any, *, limit: int | None = None) -> list[ContextPackRecord]:
+    def context_packs(
+        self, session: Any, *, limit: int | None = None, offset: int | None = None
+    ) -> list[ContextPackRecord]:
+        """``GET /sessions/{id}/context-packs``: the recorded packs, newest first."""
         return self._call(
-            "GET", f"/sessions/{_id(session)}/context-packs", params=_drop_none(limit=limit)
+            "GET",
+            f"/sessions/{_id(session)}/context-packs",
+            params=_drop_none(limit=limit, offset=offset),
         )
+
+    @endpoint
+    def context_pack_get(self, pack: Any) -> ContextPackRecord:
+        """``GET /context-packs/{id}``: one recorded pack, as the list gives it."""
+        return self._call("GET", f"/context-packs/{_id(pack)}")
+
+    @endpoint
+    def context_pack_diff(self, a: Any, b: Any) -> dict[str, Any]:
+        """``GET /context-packs/{a}/diff/{b}`` → ``{a, b, added, dropped, changed}``: what
+        ``b`` added, dropped and shows differently from ``a``, each with its reason."""
+        return self._call("GET", f"/context-packs/{_id(a)}/diff/{_id(b)}")
 
     @endpoint
     def pressure(self, session: Any) -> Pressure:
