@@ -15,7 +15,8 @@ from frames.models import Frame
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-pytestmark = pytest.mark.slow
+# One worker builds the wheel and its virtualenv (``client_venv``) for both tests.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("client-wheel")]
 
 
 def _readme_agent_snippet() -> str:
