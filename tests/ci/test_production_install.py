@@ -19,9 +19,6 @@ from tests.conftest import IS_REDIS
 
 pytestmark = [
     pytest.mark.slow,
-    # One worker installs the lock (``prod_python``, minutes) for the module's three tests;
-    # with the tests spread over both workers each would install it.
-    pytest.mark.xdist_group("production-install"),
     pytest.mark.skipif(not IS_REDIS, reason="needs Redis: the worker's broker (REDIS_URL)"),
 ]
 

@@ -15,8 +15,7 @@ from frames.models import Frame
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-# One worker builds the wheel and its virtualenv (``client_venv``) for both tests.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("client-wheel")]
+pytestmark = pytest.mark.slow
 
 
 def _readme_agent_snippet() -> str:

@@ -17,9 +17,6 @@ import sys
 import pytest
 from django.conf import settings
 
-# One worker collects the production static files (``production``) for the module's tests.
-pytestmark = pytest.mark.xdist_group("static-production")
-
 HOST = "ops.example.com"
 HASHED = r"[0-9a-f]{12}"
 

@@ -17,9 +17,6 @@ import sys
 import pytest
 from django.conf import settings
 
-# One worker starts the production page (``production_page``) for the module's tests.
-pytestmark = pytest.mark.xdist_group("security-headers")
-
 HOST = "ops.example.com"
 POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; "
