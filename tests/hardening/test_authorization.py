@@ -119,6 +119,18 @@ QUERY_PROBES: dict[str, str | None] = {
 LISTS = [op for op in OPERATIONS if op[0] == "GET" and "{" not in op[1] and op not in PUBLIC]
 
 
+# Acme's world is built once for the module (``acme_once`` in conftest.py); each test runs
+# in a transaction rolled back when it ends, so none sees what another changed.
+@pytest.fixture
+def api(acme_once, db):
+    return acme_once.api_for_test()
+
+
+@pytest.fixture
+def acme(acme_once, db) -> dict:
+    return acme_once.world_for_test()
+
+
 @pytest.fixture(autouse=True)
 def _jobs_recorded(jobs_sent):
     """No broker or worker here: a page-out or a compaction only records its job."""
