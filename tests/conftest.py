@@ -33,6 +33,35 @@ postgres_only = pytest.mark.skipif(
 )
 
 
+def _empty_tables_by_delete() -> None:
+    """A transactional test (``transaction=True``, the live server, a worker) ends with
+    Django's flush, which on PostgreSQL is one TRUNCATE of every table: TRUNCATE gives each
+    table new files, 0.3 s to 2 s on a busy CI machine, for tables that hold a few rows.
+    DELETE of every table, in one transaction with the foreign keys checked at its commit
+    (Django's are DEFERRABLE INITIALLY DEFERRED), empties the same tables in milliseconds.
+    The tables end as empty as before and sequences are not reset in either case; a flush
+    that resets sequences (``reset_sequences=True``) still truncates."""
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    truncate = DatabaseOperations.sql_flush
+
+    def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
+        if reset_sequences or not tables:
+            return truncate(
+                self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade
+            )
+        return ["SET CONSTRAINTS ALL DEFERRED;"] + [
+            f"{style.SQL_KEYWORD('DELETE FROM')} {style.SQL_FIELD(self.quote_name(table))};"
+            for table in tables
+        ]
+
+    DatabaseOperations.sql_flush = sql_flush  # type: ignore[method-assign]
+
+
+if IS_POSTGRES:
+    _empty_tables_by_delete()
+
+
 @dataclass
 class ApiClient:
     """The JSON API as an agent sees it: paths relative to /api/v1, bearer key attached."""

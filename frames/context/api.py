@@ -13,6 +13,7 @@ from contextops.actors import request_actor
 from contextops.collector import cyclic_collector_paused
 from contextops.errors import NotFound
 from contextops.http import ApiRequest, prebuilt_json_response
+from contextops.pages import Offset
 from frames.api import session_body_with_top
 from frames.models import ContextHandle
 from frames.schemas import SessionOut
@@ -51,7 +52,7 @@ from .schemas import (
     context_pack_out,
     pressure_out,
 )
-from .selectors import context_pack_diff
+from .selectors import context_pack_diff, context_pack_get
 
 router = Router(tags=["context"])
 
@@ -134,6 +135,7 @@ def context_pack_create(request: ApiRequest, session_id: UUID, payload: ContextP
 
 class PackListFilters(Schema):
     limit: int = Field(20, ge=1, le=100)
+    offset: Offset = 0
 
 
 @router.get(
@@ -143,7 +145,20 @@ class PackListFilters(Schema):
 )
 def context_pack_list(request: ApiRequest, session_id: UUID, filters: Query[PackListFilters]):
     session = session_get(organization=request.organization, session_id=session_id)
-    return list(context_packs_newest_first(session)[: filters.limit])
+    packs = context_packs_newest_first(session)
+    # A bare array, as before paging (docs/api.md#compatibility): the next page is at
+    # offset + limit while a page comes back full.
+    return list(packs[filters.offset : filters.offset + filters.limit])
+
+
+@router.get(
+    "/context-packs/{pack_id}",
+    response=ContextPackRecordOut,
+    summary="One recorded context pack",
+)
+def context_pack_record_get(request: ApiRequest, pack_id: str):
+    """The organization's recorded pack, as the list shows it; 404 for any other id."""
+    return context_pack_get(organization=request.organization, pack_id=pack_id)
 
 
 @router.get(

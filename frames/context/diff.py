@@ -13,8 +13,16 @@ frame's breadcrumb). Reasons, for an item the later pack lacks or shows differen
 - ``excluded_by_hint``: the request's ``exclude_handles`` left it out;
 - ``pressure_format``: the same item in a shorter form because the later pack was
   assembled at another compaction level or format;
+- ``query``: (added items only) the later pack's query differs and ranked it in, where
+  the earlier pack dropped it for its budget;
 - ``scope``: not a candidate of the later pack at all: a fact of another scope or one
-  withdrawn, a handle or breadcrumb of another frame, a working-set item gone.
+  withdrawn, a handle or breadcrumb of another frame, a working-set item gone; or a fact
+  ranked below the facts the pack read (a pack reads the best-ranked facts only, and
+  lists none below them).
+
+``over_budget`` covers every drop the packer made for room: ``over_budget`` itself and
+the compaction levels' ``low_priority``, ``not_critical`` and ``not_essential``; the
+drop's own reason stays in ``after.reason`` and ``detail`` says which it was.
 """
 
 from dataclasses import asdict, dataclass, field
@@ -27,7 +35,17 @@ EXCLUDED_BY_HINT = "excluded_by_hint"
 PRESSURE_FORMAT = "pressure_format"
 SCOPE = "scope"
 CONTENT = "content"
-REASONS = (OVER_BUDGET, SUPERSEDED, PAGED_OUT, EXCLUDED_BY_HINT, PRESSURE_FORMAT, SCOPE, CONTENT)
+QUERY = "query"
+REASONS = (
+    OVER_BUDGET,
+    SUPERSEDED,
+    PAGED_OUT,
+    EXCLUDED_BY_HINT,
+    PRESSURE_FORMAT,
+    SCOPE,
+    CONTENT,
+    QUERY,
+)
 
 # The packer's own drop reasons, as the diff names them.
 DROP_REASONS = {
@@ -39,6 +57,30 @@ DROP_REASONS = {
     "offline": PAGED_OUT,
     "cold": PAGED_OUT,
     "indexed_without_summary": PAGED_OUT,
+}
+
+# What the packer's drop reason means, in words (``{level}``: the level that dropped it).
+DROP_DETAIL = {
+    "over_budget": "Dropped to fit the budget at level {level}: it fitted in no form in the "
+    "room its rank left.",
+    "low_priority": "Left out at level {level}, which leaves low-priority items out.",
+    "not_critical": "Left out at level {level}, which keeps critical items only.",
+    "not_essential": "Left out at level {level}, which keeps only the root and current "
+    "frames' breadcrumbs.",
+    "excluded": "The request's exclude_handles left it out.",
+    "offline": "Paged out (offline).",
+    "cold": "Paged out (cold: discovered, not loaded).",
+    "indexed_without_summary": "Paged out (indexed, with no summary to show).",
+}
+
+# Why the packer took an item in, in words.
+IN_DETAIL = {
+    "critical": "critical: always in",
+    "forced": "asked for by include_handles",
+    "constraint": "a constraint: always in",
+    "essential": "the frame's ancestry",
+    "cold": "a cold resource, listed by name",
+    "ranked": "ranked",
 }
 
 
@@ -57,6 +99,7 @@ class PackSide:
     format: str | None = None
     created_at: Any = None
     as_of_seq: int | None = None
+    query: str = ""
 
     def figures(self) -> dict:
         return {
@@ -70,6 +113,7 @@ class PackSide:
             "breakdown": self.breakdown,
             "created_at": self.created_at,
             "as_of_seq": self.as_of_seq,
+            "query": self.query,
         }
 
 
@@ -83,6 +127,8 @@ class ItemChange:
     detail: str = ""
     superseded_by: str | None = None
     priority: str | None = None
+    # An added item the earlier pack dropped: that drop {reason, level, tokens, rank, score}.
+    earlier_drop: dict | None = None
 
 
 @dataclass
@@ -120,18 +166,10 @@ def diff(
     after = {_key(i): i for i in b.included}
     b_dropped = {_key(d): d for d in b.dropped}
     answer = PackDiff(a=a.figures(), b=b.figures())
+    a_dropped = {_key(d): d for d in a.dropped}
     for key, item in after.items():
         if key not in before:
-            answer.added.append(
-                ItemChange(
-                    key[0],
-                    key[1],
-                    _added_reason(key, a),
-                    None,
-                    _shown(item, b.level),
-                    priority=handles.get(key[1], {}).get("priority"),
-                )
-            )
+            answer.added.append(_added(key, item, a, b, a_dropped.get(key), facts, handles))
     for key, item in before.items():
         if key in after:
             change = _changed(key, item, after[key], a, b, handles)
@@ -149,15 +187,102 @@ def _shown(item: dict, level: str) -> dict:
         "level": level,
         "rank": item.get("rank"),
         "score": item.get("score"),
+        "reason": item.get("reason"),
     }
 
 
-def _added_reason(key: tuple[str, str], a: PackSide) -> str:
-    """Why an item the earlier pack lacked is in: it was dropped there (and why), or new."""
-    dropped = next((d for d in a.dropped if _key(d) == key), None)
-    if dropped is not None:
-        return DROP_REASONS.get(str(dropped.get("reason", "")), OVER_BUDGET)
-    return SCOPE
+def _drop(drop: dict) -> dict:
+    return {
+        "reason": str(drop.get("reason", "")),
+        "level": str(drop.get("level", "")),
+        "tokens": int(drop.get("tokens", 0)),
+        "rank": drop.get("rank"),
+        "score": drop.get("score"),
+    }
+
+
+def _total(item: dict) -> Any:
+    score = item.get("score")
+    return score.get("total") if isinstance(score, dict) else None
+
+
+def _ranked(item: dict) -> str:
+    """``ranked 3, score 0.71`` or ``unranked``."""
+    if item.get("rank") is None:
+        return "unranked"
+    total = _total(item)
+    return f"ranked {item['rank']}" + (f", score {total}" if total is not None else "")
+
+
+def _query_change(a: PackSide, b: PackSide) -> str:
+    if a.query == b.query:
+        return ""
+    return f" The query changed from {a.query or '(none)'!r} to {b.query or '(none)'!r}."
+
+
+def _added(
+    key: tuple[str, str],
+    item: dict,
+    a: PackSide,
+    b: PackSide,
+    earlier: dict | None,
+    facts: dict[str, dict],
+    handles: dict[str, dict],
+) -> ItemChange:
+    """An item the earlier pack lacked: why it is in now (the later pack's reason, rank
+    and score), what the earlier pack did with it, and the query change if any."""
+    section, item_id = key
+    shown = _shown(item, b.level)
+    in_reason = str(item.get("reason") or "ranked")
+    if in_reason == "ranked":
+        now = f"In now: {_ranked(item)}"
+    else:
+        now = f"In now: {IN_DETAIL.get(in_reason, in_reason)}"
+        if item.get("rank") is not None:
+            now += f" ({_ranked(item)})"
+    query = _query_change(a, b)
+    if earlier is not None:
+        drop_reason = str(earlier.get("reason", ""))
+        reason = DROP_REASONS.get(drop_reason, OVER_BUDGET)
+        if reason == OVER_BUDGET and query:
+            reason = QUERY
+        was = DROP_DETAIL.get(drop_reason, drop_reason).format(
+            level=earlier.get("level") or a.level
+        )
+        detail = f"{now}. The earlier pack left it out ({_ranked(earlier)}): {was}{query}"
+        return ItemChange(
+            section,
+            item_id,
+            reason,
+            None,
+            shown,
+            detail=detail,
+            priority=handles.get(item_id, {}).get("priority"),
+            earlier_drop=_drop(earlier),
+        )
+    if section == "facts":
+        fact = facts.get(item_id, {})
+        created = fact.get("created_at")
+        if created is not None and a.created_at is not None and created > a.created_at:
+            was = "The fact was written after the earlier pack."
+        else:
+            was = (
+                "The earlier pack did not read it: ranked below the facts it read (a pack "
+                "reads the best-ranked facts only), or of a scope it did not see."
+            )
+    elif section in ("segments", "breadcrumbs", "resources") and a.frame_id != b.frame_id:
+        was = "The earlier pack was assembled for another frame."
+    else:
+        was = "Not a candidate of the earlier pack (added since, or of another frame)."
+    return ItemChange(
+        section,
+        item_id,
+        SCOPE,
+        None,
+        shown,
+        detail=f"{now}. {was}{query}",
+        priority=handles.get(item_id, {}).get("priority"),
+    )
 
 
 def _dropped(
@@ -184,30 +309,24 @@ def _dropped(
             superseded_by=str(fact["superseded_by"]),
         )
     if drop is not None:
-        reason = DROP_REASONS.get(str(drop.get("reason", "")), OVER_BUDGET)
+        drop_reason = str(drop.get("reason", ""))
+        reason = DROP_REASONS.get(drop_reason, OVER_BUDGET)
         ranked = ""
         if drop.get("rank") and drop.get("score"):
             was = f" (ranked {item['rank']} before)" if item.get("rank") else ""
             ranked = f" Ranked {drop['rank']}{was}, score {drop['score'].get('total')}."
-        detail = {
-            OVER_BUDGET: f"Dropped to fit the budget at level {drop.get('level', b.level)}: "
-            f"it fitted in no form in the room its rank left.{ranked}",
-            EXCLUDED_BY_HINT: "The request's exclude_handles left it out.",
-            PAGED_OUT: f"Paged out ({drop.get('reason')}).",
-        }.get(reason, "")
+        detail = DROP_DETAIL.get(drop_reason, drop_reason).format(
+            level=drop.get("level") or b.level
+        )
+        if reason == OVER_BUDGET:
+            detail += ranked
         return ItemChange(
             section,
             item_id,
             reason,
             shown,
-            {
-                "reason": str(drop.get("reason", "")),
-                "level": str(drop.get("level", "")),
-                "tokens": int(drop.get("tokens", 0)),
-                "rank": drop.get("rank"),
-                "score": drop.get("score"),
-            },
-            detail=detail,
+            _drop(drop),
+            detail=detail + _query_change(a, b),
             priority=handle.get("priority"),
         )
     if section == "facts" and fact.get("status") not in (None, "active"):
@@ -216,9 +335,15 @@ def _dropped(
         detail = "The later pack was assembled for another frame."
     elif section == "segments" and not handle:
         detail = "The handle is gone."
+    elif section == "facts":
+        detail = (
+            "The later pack did not read it: ranked below the facts it read (a pack reads "
+            "the best-ranked facts only, and lists none below them), or of a scope or "
+            "validity it did not see."
+        )
     else:
-        detail = "Not among the later pack's candidates (scope, query or expiry)."
-    return ItemChange(section, item_id, SCOPE, shown, None, detail=detail)
+        detail = "Not among the later pack's candidates (scope or expiry)."
+    return ItemChange(section, item_id, SCOPE, shown, None, detail=detail + _query_change(a, b))
 
 
 def _changed(

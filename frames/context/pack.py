@@ -333,9 +333,10 @@ def context_pack_assemble(
     dashboard's preview), so the packs an agent lists are the ones agents asked for; a
     stored pack also moves a loading session to bootstrap.
 
-    Raises Invalid(code="budget_too_small") under 500 tokens and NotFound when
-    ``frame`` is not one of the session's frames. Without any frame the pack holds the
-    brief, facts and working set only.
+    Raises Invalid(code="budget_too_small") under 500 tokens, NotFound when ``frame`` is
+    not one of the session's frames, and Invalid(field="include_handles") for an included
+    handle the frame does not hold (unknown, another frame's, or another organization's).
+    Without any frame the pack holds the brief, facts and working set only.
 
     ``as_of_seq``: a replay, the pack as it would have been assembled right after that
     event of the session (``as_of``): stored with ``as_of_seq`` so it can be compared
@@ -374,6 +375,14 @@ def context_pack_assemble(
     ancestry = frame_ancestry(frame) if frame is not None else []
     include, exclude = {str(h) for h in include_handles}, {str(h) for h in exclude_handles}
     segments, skipped, cold = _segments(frame, include, exclude, as_of) if frame else ([], [], [])
+    unknown = include - {s.id for s in segments} - {hid for hid, _ in skipped}
+    if unknown:
+        raise Invalid(
+            "include_handles names handles the frame does not hold"
+            + (" at that event" if as_of is not None else "")
+            + f": {', '.join(sorted(unknown)[:5])}{' …' if len(unknown) > 5 else ''}.",
+            field="include_handles",
+        )
     pack_format = packing.pack_format(session.pressure_level)
     notes = (
         notes_by_handle([s.id for s in segments]) if segments and pack_format != "verbose" else {}
@@ -429,6 +438,7 @@ def context_pack_assemble(
         included=[_included_entry(i) for i in result.included],
         query=query[:2000],
         as_of_seq=as_of_seq,
+        format=pack_format,
     )
     record.dropped_keep(result.dropped)
     if store and session.lifecycle_state == Session.Lifecycle.LOADING:

@@ -156,8 +156,17 @@ class ContextPackRecordOut(Schema):
     included: list[dict]
     dropped: list[DroppedOut]
     query: str
+    format: str | None = Field(
+        None,
+        description="verbose, dense or ultra_dense; null for a pack recorded before formats "
+        "were kept.",
+    )
     as_of_seq: int | None = None
     created_at: object
+
+    @staticmethod
+    def resolve_format(record: Any) -> str | None:
+        return record.format or None
 
 
 class EvictionCandidateOut(Schema):
@@ -399,6 +408,7 @@ class PackFiguresOut(Schema):
     breakdown: dict[str, int]
     created_at: datetime
     as_of_seq: int | None
+    query: str = Field("", description="The query the pack was assembled for; empty for none.")
 
 
 class PackItemShownOut(Schema):
@@ -407,6 +417,9 @@ class PackItemShownOut(Schema):
     level: str
     rank: int | None = None
     score: ScoreOut | None = None
+    reason: str | None = Field(
+        None, description="Why that pack took it in: critical, forced, constraint, ranked, ..."
+    )
 
 
 class PackItemChangeOut(Schema):
@@ -414,7 +427,7 @@ class PackItemChangeOut(Schema):
     id: str
     reason: str = Field(
         description="over_budget, superseded, paged_out, excluded_by_hint, pressure_format, "
-        "scope or content"
+        "scope, content or (added items) query"
     )
     before: PackItemShownOut | None
     after: dict[str, Any] | None = Field(
@@ -423,6 +436,11 @@ class PackItemChangeOut(Schema):
     detail: str
     superseded_by: str | None
     priority: str | None
+    earlier_drop: dict[str, Any] | None = Field(
+        None,
+        description="An added item the earlier pack dropped: that drop "
+        "{reason, level, tokens, rank, score}.",
+    )
 
 
 class PackDiffOut(Schema):

@@ -29,9 +29,10 @@ def _side(record: ContextPackRecord) -> diff.PackSide:
         breakdown=record.breakdown,
         included=record.included,
         dropped=record.dropped,
-        format=getattr(record, "format", None),
+        format=record.format or None,
         created_at=record.created_at,
         as_of_seq=record.as_of_seq,
+        query=record.query,
     )
 
 
@@ -59,10 +60,15 @@ def context_pack_diff(
             except ValueError:
                 continue
     facts = {
-        str(pk): {"status": status, "superseded_by": next_id, "scope": scope}
-        for pk, status, scope, next_id in Fact.objects.filter(
+        str(pk): {
+            "status": status,
+            "superseded_by": next_id,
+            "scope": scope,
+            "created_at": created_at,
+        }
+        for pk, status, scope, next_id, created_at in Fact.objects.filter(
             pk__in=[int(f) for f in fact_ids if f.isdigit()], organization=organization
-        ).values_list("pk", "status", "scope", "superseded_by")
+        ).values_list("pk", "status", "scope", "superseded_by", "created_at")
     }
     handles = {
         str(pk): {"priority": priority, "state": state, "frame_id": str(frame_id)}

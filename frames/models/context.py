@@ -81,6 +81,12 @@ class ContextPackRecord(models.Model):
     included = CompressedJSONField(default=list)
     dropped_stored = CompressedJSONField(default=list, db_column="dropped")
     query = models.CharField(max_length=2000, blank=True)
+    format = models.CharField(
+        max_length=12,
+        blank=True,
+        help_text="verbose, dense or ultra_dense; empty (unknown: the API answers null) for "
+        "a pack recorded before formats were kept.",
+    )
     as_of_seq = models.PositiveBigIntegerField(
         null=True,
         blank=True,

@@ -148,6 +148,33 @@ def test_it_adds_handles_and_assembles_a_context_pack_of_the_frame(ops):
         assert ops.handle_attention(handle, 2.0)["attention_weight"] == 2.0
 
 
+def test_a_pack_replays_an_earlier_moment_and_takes_valid_time(ops):
+    """``as_of_seq`` and ``valid_at`` reach the API: a handle added after the event is not
+    in the replay, and a moment before every fact's validity holds none of them."""
+    session = ops.session()
+    with ops.frame(session, goal="Plan", budget=3000) as frame:
+        first = frame.handle("document", content="Venue: Lyon.")
+        seq = ops.events(session)[-1]["seq"]
+        later = frame.handle("document", content="Venue: Nantes.")
+        ops.fact_write(key="venue", value="Lyon", source="user")
+        now = frame.context_pack(budget_tokens=1000)
+        replay = frame.context_pack(budget_tokens=1000, as_of_seq=seq)
+        before = frame.context_pack(budget_tokens=1000, valid_at="2001-01-01T00:00:00Z")
+    assert {s["handle_id"] for s in now["segments"]} >= {first["id"], later["id"]}
+    assert replay["as_of_seq"] == seq
+    assert [s["handle_id"] for s in replay["segments"]] == [first["id"]]
+    assert "venue" in [f["key"] for f in now["facts"]]
+    assert before["facts"] == []
+    # The recorded packs page, read one by one, and compare.
+    listed = ops.context_packs(session, limit=2)
+    assert [p["id"] for p in listed] == [before["id"], replay["id"]]
+    assert [p["id"] for p in ops.context_packs(session, limit=2, offset=2)] == [now["id"]]
+    one = ops.context_pack_get(replay["id"])
+    assert (one["id"], one["as_of_seq"], one["format"]) == (replay["id"], seq, "verbose")
+    diff = ops.context_pack_diff(now["id"], replay["id"])
+    assert [d["id"] for d in diff["dropped"] if d["section"] == "segments"] == [later["id"]]
+
+
 def test_it_resumes_and_reads_events_in_order(ops):
     session = ops.session()
     root = ops.frame_push(session, goal="Long task", budget=500)

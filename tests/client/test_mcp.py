@@ -414,6 +414,48 @@ def test_it_serves_every_tool_over_stdio_against_the_api(agent, ops, prices):
     asyncio.run(run())
 
 
+def test_the_pack_tool_lists_the_best_dropped_items_unless_asked_for_all(agent, ops):
+    """An agent reads the tool's answer in its window: on a frame of many handles the
+    items left out are listed by the ten closest to getting in, and counted."""
+    session = ops.session_create(title="Many notes")
+    frame = ops.frame_push(session, goal="Read the notes", budget=100_000)
+    for n in range(40):
+        ops.handle_add(frame, kind="document", content=f"Note {n}: " + "the venue list. " * 20)
+    api_pack = ops.context_pack(session, frame=frame, budget_tokens=600)
+    assert len(api_pack["dropped"]) > 20
+
+    async def run():
+        async with McpClient(stdio_server(agent)) as client:
+            best = await call(
+                client, "context_pack", session_id=session.id, frame_id=frame.id, budget_tokens=600
+            )
+            every = await call(
+                client,
+                "context_pack",
+                session_id=session.id,
+                frame_id=frame.id,
+                budget_tokens=600,
+                dropped="all",
+            )
+            wrong = await call_error(
+                client, "context_pack", session_id=session.id, budget_tokens=600, dropped="some"
+            )
+        return best, every, wrong
+
+    best, every, wrong = asyncio.run(run())
+    ranks = [d["rank"] for d in api_pack["dropped"] if d["rank"] is not None]
+    assert [d["rank"] for d in best["dropped"]] == sorted(ranks)[:10]
+    assert best["dropped_total"] == len(api_pack["dropped"])
+    assert sum(best["dropped_by_reason"].values()) == len(api_pack["dropped"])
+    assert len(json.dumps(best["dropped"])) * 3 < len(json.dumps(api_pack["dropped"]))
+    assert [d["id"] for d in every["dropped"]] == [d["id"] for d in api_pack["dropped"]]
+    assert "dropped_total" not in every
+    assert (wrong["error"], wrong["errors"][0]["loc"]) == (
+        "validation_error",
+        ["arguments", "dropped"],
+    )
+
+
 def test_api_errors_arrive_as_tool_errors_with_their_code(agent, ops, make_agent):
     other = ops.session_create(title="Acme's")
     outsider = make_agent(org="Globex", agent="outsider")

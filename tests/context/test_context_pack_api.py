@@ -1,6 +1,7 @@
 """POST /sessions/{id}/context-pack and the stored records."""
 
 import json
+import uuid
 
 import orjson
 import pytest
@@ -98,6 +99,29 @@ def test_it_answers_422_for_bad_input(api, session):
         ).status_code
         == 422
     )
+
+
+def test_an_included_handle_the_frame_does_not_hold_is_refused_and_nothing_stored(
+    api, session, frame, make_frame, make_handle
+):
+    mine = make_handle(frame, "mine", tokens=10)
+    sibling = make_frame(session, parent=frame, goal="Other")
+    elsewhere = make_handle(sibling, "the child's", tokens=10)
+    for named in (str(uuid.uuid4()), str(elsewhere.id)):
+        response = api.post(
+            f"/sessions/{session.id}/context-pack",
+            {"frame_id": str(frame.id), "budget_tokens": 600, "include_handles": [named]},
+        )
+        assert response.status_code == 422, response.content
+        body = response.json()
+        assert body["errors"][0]["loc"] == ["body", "include_handles"]
+        assert named in body["errors"][0]["msg"]
+    assert not ContextPackRecord.objects.filter(session=session).exists()
+    forced = api.post(
+        f"/sessions/{session.id}/context-pack",
+        {"frame_id": str(frame.id), "budget_tokens": 600, "include_handles": [str(mine.id)]},
+    ).json()
+    assert [s["reason"] for s in forced["segments"]] == ["forced"]
 
 
 def test_it_forces_includes_leaves_out_excludes_and_always_keeps_critical(

@@ -1,14 +1,21 @@
 """The hardening suites' shared world: Acme's objects, and jobs recorded instead of sent."""
 
+import copy
+import sys
+from collections.abc import Iterator
+
 import pytest
+from django.db import transaction
 
 from contextops.notifications.services import destination_create
+from contextops.tenancy import api_key_create
 from frames.graphs.models import GraphThread
 from frames.models import token_hash
 from frames.services.handles import handle_add
 from frames.services.sessions import session_create
 from frames.services.stack import frame_push
 from frames.services.usage import usage_record
+from tests.conftest import ApiClient
 
 
 @pytest.fixture
@@ -28,6 +35,11 @@ def jobs_sent(monkeypatch) -> list:
 @pytest.fixture
 def acme(api):
     """Acme's objects, with the secrets a leak would reveal."""
+    return acme_build(api)
+
+
+def acme_build(api) -> dict:
+    """Acme's world, made through ``api`` (Acme's own agent) as an agent would make it."""
     session = session_create(
         organization=api.organization,
         agent=api.agent,
@@ -175,7 +187,7 @@ def acme(api):
         ),
         200,
     )
-    ids["a"] = ids["b"] = pack["id"]
+    ids["a"] = ids["b"] = ids["pack_id"] = pack["id"]
     secrets.add(pack["id"])
     call = usage_record(
         session=session, frame=frame, input_tokens=10, output_tokens=2, model="claude-sonnet-4-5"
@@ -191,6 +203,59 @@ def acme(api):
     ids["destination_id"] = str(destination.pk)
     secrets |= {ids["destination_id"], "acme-secret-hook"}
     return {"ids": ids, "secrets": secrets, "session": session, "frame": frame}
+
+
+class AcmeOnce:
+    """Acme's world built once for a module (``acme_once``), handed to each test afresh."""
+
+    def __init__(self, api, world: dict) -> None:
+        self.api = api
+        self.world = world
+
+    def api_for_test(self):
+        """Acme's agent and key, with a client of the test's own (no cookie carries over)."""
+        return ApiClient(key=self.api.key, organization=self.api.organization, agent=self.api.agent)
+
+    def world_for_test(self) -> dict:
+        """A copy per test, as Django's setUpTestData gives one: an instance a test changes
+        in memory (``refresh_from_db``, a field set) is not the next test's."""
+        return copy.deepcopy(self.world)
+
+
+@pytest.fixture(scope="module")
+def acme_once(django_db_setup, django_db_blocker) -> Iterator[AcmeOnce]:
+    """Acme's key and world for a module of non-transactional tests, built once.
+
+    It is made inside a transaction opened for the module and rolled back after its last
+    test. Each test's own transaction (pytest-django's ``db``) is a savepoint inside it,
+    rolled back when the test ends, so what a test writes or deletes (a revoked key, a
+    popped frame, an action's rows) is gone before the next one starts, exactly as when
+    the world was built per test. A module opts in by defining ``api`` and ``acme`` from
+    it (test_authorization.py, test_strict_queries.py). Jobs are recorded while it is
+    built, as ``jobs_sent`` does for a test."""
+    atomic = transaction.atomic()
+    # As Django marks its TestCase transactions: a durable block inside is still allowed.
+    atomic._from_testcase = True  # type: ignore[attr-defined]
+    with django_db_blocker.unblock():
+        atomic.__enter__()
+        try:
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr("frames.context.paging.job_send", lambda task, *args: True)
+                patch.setattr("frames.conversation.compaction.job_send", lambda task, *a: True)
+                key, raw = api_key_create(
+                    org_name="Acme", agent_name="researcher", authority="employee", department=""
+                )
+                api = ApiClient(key=raw, organization=key.agent.organization, agent=key.agent)
+                world = acme_build(api)
+        except BaseException:
+            atomic.__exit__(*sys.exc_info())
+            raise
+    try:
+        yield AcmeOnce(api, world)
+    finally:
+        with django_db_blocker.unblock():
+            transaction.set_rollback(True)
+            atomic.__exit__(None, None, None)
 
 
 @pytest.fixture(scope="session")

@@ -119,6 +119,18 @@ QUERY_PROBES: dict[str, str | None] = {
 LISTS = [op for op in OPERATIONS if op[0] == "GET" and "{" not in op[1] and op not in PUBLIC]
 
 
+# Acme's world is built once for the module (``acme_once`` in conftest.py); each test runs
+# in a transaction rolled back when it ends, so none sees what another changed.
+@pytest.fixture
+def api(acme_once, db):
+    return acme_once.api_for_test()
+
+
+@pytest.fixture
+def acme(acme_once, db) -> dict:
+    return acme_once.world_for_test()
+
+
 @pytest.fixture(autouse=True)
 def _jobs_recorded(jobs_sent):
     """No broker or worker here: a page-out or a compaction only records its job."""
@@ -183,6 +195,7 @@ def test_the_probes_visit_every_operation_of_the_served_schema(client):
         ("GET", "/facts/{key}/current"),
         ("GET", "/context-packs/{a}/diff/{b}"),
         ("GET", "/sessions/{session_id}/context-packs"),
+        ("GET", "/context-packs/{pack_id}"),
     ):
         assert new_this_round in operations, new_this_round
     assert {p for op in OPERATIONS for p in QUERY_PARAMS[op]} <= set(QUERY_PROBES), (
@@ -399,15 +412,20 @@ def test_acme_handles_facts_and_constraints_never_reach_another_organizations_an
     frame = other_api.post(
         f"/sessions/{globex['id']}/frames", {"goal": "g", "budget": {"total": 10_000}}
     ).json()
-    pack = other_api.post(
+    body = {
+        "budget_tokens": 5000,
+        "frame_id": frame["id"],
+        "query": "acme-secret-subject acme-secret-value",
+    }
+    # Acme's handle is not one Globex's frame holds: refused as any unknown id is.
+    forced = other_api.post(
         f"/sessions/{globex['id']}/context-pack",
-        {
-            "budget_tokens": 5000,
-            "frame_id": frame["id"],
-            "query": "acme-secret-subject acme-secret-value",
-            "include_handles": [acme["ids"]["handle_id"]],
-        },
+        {**body, "include_handles": [acme["ids"]["handle_id"]]},
     )
+    assert forced.status_code == 422, forced.content
+    assert forced.json()["errors"][0]["loc"] == ["body", "include_handles"]
+    assert "acme-secret" not in forced.content.decode()
+    pack = other_api.post(f"/sessions/{globex['id']}/context-pack", body)
     assert pack.status_code == 200, pack.content
     answer = pack.json()
     assert answer.pop("query") == "acme-secret-subject acme-secret-value"  # echoed, as sent

@@ -36,6 +36,18 @@ def _declared(method: str, path: str) -> set[str]:
 OPERATIONS = _operations()
 
 
+# Acme's world is built once for the module (``acme_once`` in conftest.py); each test runs
+# in a transaction rolled back when it ends, so none sees what another changed.
+@pytest.fixture
+def api(acme_once, db):
+    return acme_once.api_for_test()
+
+
+@pytest.fixture
+def acme(acme_once, db) -> dict:
+    return acme_once.world_for_test()
+
+
 def _refused_naming(response, *names: str) -> None:
     assert response.status_code == 422, response.content
     answer = response.json()

@@ -1023,9 +1023,14 @@ class Api:
         include_handles: Iterable[Any] | None = None,
         exclude_handles: Iterable[Any] | None = None,
         min_compaction: str | None = None,
+        as_of_seq: int | None = None,
+        valid_at: str | None = None,
     ) -> ContextPack:
         """``POST /sessions/{id}/context-pack`` → ``{brief_context, breadcrumbs, facts,
-        working_set, segments, token_summary}``; ``token_summary.used`` ≤ ``budget_tokens``."""
+        working_set, segments, dropped, token_summary}``; ``token_summary.used`` ≤
+        ``budget_tokens``. ``as_of_seq``: the pack as it would have been right after that
+        event of the session (a replay); ``valid_at`` (ISO 8601 with a zone): the facts that
+        held at that time."""
         body = _drop_none(
             frame_id=_id(frame) if frame is not None else None,
             budget_tokens=budget_tokens,
@@ -1033,14 +1038,32 @@ class Api:
             include_handles=[_id(h) for h in include_handles] if include_handles else None,
             exclude_handles=[_id(h) for h in exclude_handles] if exclude_handles else None,
             min_compaction=min_compaction,
+            as_of_seq=as_of_seq,
+            valid_at=valid_at,
         )
         return self._call("POST", f"/sessions/{_id(session)}/context-pack", json=body)
 
     @endpoint
-    def context_packs(self, session: Any, *, limit: int | None = None) -> list[ContextPackRecord]:
+    def context_packs(
+        self, session: Any, *, limit: int | None = None, offset: int | None = None
+    ) -> list[ContextPackRecord]:
+        """``GET /sessions/{id}/context-packs``: the recorded packs, newest first."""
         return self._call(
-            "GET", f"/sessions/{_id(session)}/context-packs", params=_drop_none(limit=limit)
+            "GET",
+            f"/sessions/{_id(session)}/context-packs",
+            params=_drop_none(limit=limit, offset=offset),
         )
+
+    @endpoint
+    def context_pack_get(self, pack: Any) -> ContextPackRecord:
+        """``GET /context-packs/{id}``: one recorded pack, as the list gives it."""
+        return self._call("GET", f"/context-packs/{_id(pack)}")
+
+    @endpoint
+    def context_pack_diff(self, a: Any, b: Any) -> dict[str, Any]:
+        """``GET /context-packs/{a}/diff/{b}`` → ``{a, b, added, dropped, changed}``: what
+        ``b`` added, dropped and shows differently from ``a``, each with its reason."""
+        return self._call("GET", f"/context-packs/{_id(a)}/diff/{_id(b)}")
 
     @endpoint
     def pressure(self, session: Any) -> Pressure:

@@ -10,7 +10,8 @@ A tool takes the body fields of its operation plus the operation's path paramete
 name (``session_id``, ``frame_id``, ``key``, ``state_id``, ``name``). Arguments that do not
 fit the tool's input schema (missing, unknown, wrong type, out of range) answer the API's
 422 ``validation_error`` before anything is sent; the rest goes to the API, whose own
-validation still applies. The answer is the API's JSON, as text and as structured content; an API error is a tool error (``isError``) whose text is the error's JSON
+validation still applies. The answer is the API's JSON, as text and as structured content
+(``context_pack``'s with its ``dropped`` cut to the best-ranked, ``pack_answer``); an API error is a tool error (``isError``) whose text is the error's JSON
 (``error``, ``detail`` and the code's extra fields, plus the HTTP ``status``).
 
 Needs the ``mcp`` extra: ``pip install "contextops-client[mcp]"``.
@@ -26,7 +27,7 @@ import re
 import string
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -143,6 +144,10 @@ class Tool:
     idempotent: bool = False
     destructive: bool = False
     path_descriptions: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    # Arguments of the tool's own (never sent to the API) and what makes the tool's answer
+    # of the API's and those arguments (the API's answer itself when None).
+    options: dict[str, Any] = field(default_factory=dict)
+    answer: Callable[[Any, Mapping[str, Any]], Any] | None = None
 
     @property
     def path_params(self) -> tuple[str, ...]:
@@ -162,7 +167,7 @@ class Tool:
             }
             for name in self.path_params
         }
-        return _obj({**params, **self.body}, (*self.path_params, *self.required))
+        return _obj({**params, **self.body, **self.options}, (*self.path_params, *self.required))
 
     def definition(self) -> types.Tool:
         return types.Tool(
@@ -181,15 +186,28 @@ class Tool:
         """The API path (its parameters percent-encoded) and body for ``arguments``, an
         optional one given as null left out; raises :class:`InvalidArguments` when they do
         not fit :meth:`input_schema`."""
-        schema = self.input_schema()
-        arguments = without_nulls(dict(arguments), schema)
-        invalid = argument_errors(schema, arguments)
-        if invalid:
-            raise InvalidArguments(invalid)
+        arguments = self.arguments(arguments)
         path = self.path.format(**{n: quote(arguments[n], safe="") for n in self.path_params})
         if not self.has_body:
             return path, None
-        return path, {k: v for k, v in arguments.items() if k not in self.path_params}
+        sent = {k: v for k, v in arguments.items() if k not in self.options}
+        return path, {k: v for k, v in sent.items() if k not in self.path_params}
+
+    def arguments(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """``arguments`` without the optional ones given as null; raises
+        :class:`InvalidArguments` when they do not fit :meth:`input_schema`."""
+        schema = self.input_schema()
+        given: dict[str, Any] = without_nulls(dict(arguments), schema)
+        invalid = argument_errors(schema, given)
+        if invalid:
+            raise InvalidArguments(invalid)
+        return given
+
+    def answered(self, data: Any, arguments: Mapping[str, Any]) -> Any:
+        """The tool's answer for the API's ``data``."""
+        if self.answer is None:
+            return data
+        return self.answer(data, {k: v for k, v in arguments.items() if k in self.options})
 
 
 def without_nulls(value: Any, schema: Mapping[str, Any]) -> Any:
@@ -238,6 +256,36 @@ class InvalidArguments(ContextopsError):
             ".".join(str(part) for part in e["loc"][1:]) or "arguments" for e in errors
         )
         super().__init__(f"Invalid arguments: {names}.", body={"errors": errors})
+
+
+# What the context_pack tool keeps of a pack's dropped items unless asked for all: an agent
+# reads its answer in its window, and on a large frame the items left out (each with its
+# score) are most of the answer's bytes, ten times the pack's own tokens.
+DROPPED_SHOWN = 10
+
+
+def pack_answer(pack: Any, options: Mapping[str, Any]) -> Any:
+    """The context_pack tool's answer: the API's pack, its ``dropped`` cut to the
+    DROPPED_SHOWN best-ranked items (the ones closest to getting in) unless ``dropped`` is
+    ``all``, with ``dropped_total`` and ``dropped_by_reason`` counting every one."""
+    if options.get("dropped") == "all" or not isinstance(pack, dict):
+        return pack
+    dropped = pack.get("dropped")
+    if not isinstance(dropped, list) or len(dropped) <= DROPPED_SHOWN:
+        return pack
+    by_reason: dict[str, int] = {}
+    for item in dropped:
+        reason = str(item.get("reason"))
+        by_reason[reason] = by_reason.get(reason, 0) + 1
+    ranked = sorted(
+        (item for item in dropped if item.get("rank") is not None), key=lambda i: i["rank"]
+    )
+    return {
+        **pack,
+        "dropped": ranked[:DROPPED_SHOWN],
+        "dropped_total": len(dropped),
+        "dropped_by_reason": by_reason,
+    }
 
 
 TOOLS: tuple[Tool, ...] = (
@@ -487,6 +535,17 @@ TOOLS: tuple[Tool, ...] = (
         },
         required=("budget_tokens",),
         path_descriptions={"session_id": SESSION_ID},
+        options={
+            "dropped": {
+                "type": "string",
+                "enum": ["best", "all"],
+                "description": f"The items left out to list: best (default), the {DROPPED_SHOWN} "
+                "ranked closest to getting in, with dropped_total and dropped_by_reason "
+                "counting them all; all, every one (a large frame's can be many times the "
+                "pack's own size).",
+            }
+        },
+        answer=pack_answer,
     ),
     Tool(
         "fact_write",
@@ -929,6 +988,7 @@ class Contextops:
             data = await self.call(ctx, tool.method, path, body)
         except ContextopsError as error:
             return tool_result(error_json(error), is_error=True)
+        data = tool.answered(data, tool.arguments(params.arguments or {}))
         return tool_result(self.absolute_urls(data))
 
     def absolute_urls(self, data: Any) -> Any:

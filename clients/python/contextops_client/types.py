@@ -474,6 +474,8 @@ class ContextPackRecord(TypedDict):
     included: list[dict[str, Any]]
     dropped: list[PackDropped]
     query: str
+    format: Literal["verbose", "dense", "ultra_dense"] | None  # None: recorded before formats
+    as_of_seq: int | None
     created_at: str
 
 
