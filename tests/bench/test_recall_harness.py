@@ -2,6 +2,7 @@
 the LoCoMo file itself is never read by a test (CC BY-NC 4.0, evaluation only)."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -335,6 +336,9 @@ def test_the_figures_join_the_json_without_touching_the_others(
     tmp_path, monkeypatch, database, section, figures_file
 ):
     monkeypatch.setattr(report, "DOCS", tmp_path)
+    retrieval = Path(__file__).resolve().parents[2] / "docs" / "retrieval.md"
+    kept = retrieval.read_text()
+    (tmp_path / "retrieval.md").write_text(kept)
     others = {"push": {"p50_ms": 1.5}, "recall": {"stale": True}}
     (tmp_path / figures_file).write_text(
         json.dumps({"commit": "0123456789ab", "database": database, "figures": others})
@@ -366,3 +370,7 @@ def test_the_figures_join_the_json_without_touching_the_others(
     assert "| contextops pack | 0.50 |" in text and "| pack − hybrid | +0.25 |" in text
     assert "## Retrieval recall on LoCoMo" in (tmp_path / "benchmarks.md").read_text()
     assert markdown(figures) in text
+    # PostgreSQL's table is the page's, in the docs it was given; the repository's is untouched.
+    page = (tmp_path / "retrieval.md").read_text()
+    assert ("| contextops pack | 0.50 |" in page) == (database == "postgresql")
+    assert retrieval.read_text() == kept

@@ -139,13 +139,16 @@ def write_docs(figures: dict[str, Any]) -> list[Path]:
     return written
 
 
-RETRIEVAL_DOC = Path(__file__).resolve().parents[3] / "docs" / "retrieval.md"
 RECALL_START, RECALL_END = "<!-- recall:start -->", "<!-- recall:end -->"
 
 
-def retrieval_doc_update(table: str, path: Path = RETRIEVAL_DOC) -> Path:
-    """docs/retrieval.md with the recall table between its markers, as this run measured
-    it (the prose around it is the page's own)."""
+def retrieval_doc_update(table: str, path: Path | None = None) -> Path:
+    """docs/retrieval.md (beside the other docs the run writes: ``report.DOCS``) with the
+    recall table between its markers, as this run measured it (the prose around it is the
+    page's own)."""
+    from tests.bench import report
+
+    path = path or report.DOCS / "retrieval.md"
     text = path.read_text()
     head, rest = text.split(RECALL_START, 1)
     _, tail = rest.split(RECALL_END, 1)
