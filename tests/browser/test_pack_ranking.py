@@ -60,3 +60,79 @@ def test_the_preview_and_the_pack_page_show_each_items_score_parts(logged_in, ag
     expect(out).to_contain_text("out · over_budget")
     expect(page.locator("dl")).to_contain_text("What is the Okonkwo pallet rate?")
     screenshot(page, "context-pack")
+
+
+PARTS = ("priority", "lexical", "semantic", "recency", "attention", "neighbour", "older")
+LONG = (
+    "The carrier review for the northern depots covers pallet rates, fuel surcharges, "
+    "late deliveries in the third quarter, the damaged-goods claims of March and the "
+    "renewal terms of every contract that ends this year, vendor by vendor: {}."
+)
+
+
+def _near_duplicates(agent, session):
+    """Two facts saying nearly the same (the older one ranks behind the newer) and two long
+    handles saying nearly the same: each older one gets an ``older`` part below zero."""
+    agent.fact_write(
+        "refund_limit",
+        "Refunds for carriers are capped at 15% of the order",
+        source="user",
+        subject="refund limit",
+    )
+    agent.fact_write(
+        "refund_limit_here",
+        "Refunds are capped at 10% of the order",
+        source="user",
+        subject="refund limit",
+        scope="session",
+        scope_id=str(session.id),
+    )
+    frame = agent.frame_push(session, goal="Review the carriers", budget=50_000)
+    agent.handle_add(frame, kind="message", content=LONG.format("Okonkwo first"))
+    newer = agent.handle_add(frame, kind="message", content=LONG.format("Okonkwo last"))
+    return frame, newer
+
+
+def _parts_add_up(table) -> int:
+    """Every row of an older near-duplicate shows its ``older`` part, and the parts shown add
+    up to the total shown (each rounded to 3 places); the number of rows whose ``older``
+    penalty is below zero."""
+    header = [t.strip() for t in table.locator("thead th").all_inner_texts()]
+    columns = [header.index(p.capitalize()) for p in PARTS]
+    score = header.index("Score")
+    rows = table.locator("tbody tr").filter(has_text="an older near-duplicate of")
+    penalised = 0
+    for n in range(rows.count()):
+        cells = rows.nth(n).locator("td").all_inner_texts()
+        parts = [float(cells[c]) for c in columns]
+        penalised += parts[-1] < 0
+        assert abs(sum(parts) - float(cells[score])) <= 0.0005 * len(parts), cells
+    return penalised
+
+
+def test_every_score_part_shows_and_they_add_up_to_the_total(logged_in, agent):
+    page = logged_in
+    session = agent.session_create(identity=IDENTITY, title="Refunds")
+    frame, newer = _near_duplicates(agent, session)
+    pack = agent.context_pack(
+        session, frame=frame, budget_tokens=2000, query="What is the refund cap for carriers?"
+    )
+    page.goto(f"/sessions/{session.id}/context-packs/{pack['id']}/")
+    table = page.locator("table.pack-ranking")
+    expect(table.locator("thead")).to_contain_text("Older")
+    expect(table.locator("caption")).to_contain_text("+ older")
+    assert _parts_add_up(table) >= 1
+    # The "why" names the newer item briefly (its id and a few words), never its whole text.
+    older_handle = table.locator("tbody tr").filter(has_text="Okonkwo first")
+    if older_handle.count():
+        why = older_handle.locator("td").last.inner_text()
+        assert str(newer["id"])[:8] in why and LONG.format("Okonkwo last") not in why, why
+        assert len(why) < 160, why
+
+    page.goto(f"/sessions/{session.id}/")
+    preview = page.locator("#context-preview")
+    preview.get_by_label("Query").fill("What is the refund cap for carriers?")
+    preview.get_by_label("Query").press("Enter")
+    expect(preview.locator("h3").first).to_contain_text("refund cap")
+    assert _parts_add_up(preview.locator("table.pack-ranking")) >= 1
+
