@@ -30,6 +30,8 @@ from .resources import ACTIVE_STATES, COLD, INDEXED
 from .selectors import context_pack_diff, context_pack_get, context_pack_rows
 
 DEFAULT_PREVIEW_BUDGET = 4000
+# The preview's results, which its form swaps (an id of context/_preview.html, and its partial).
+PREVIEW_RESULTS = "preview-results"
 HANDLES_SHOWN = 200
 PACKS_SHOWN = 5
 # How often the fragments poll, in seconds.
@@ -109,7 +111,12 @@ def context_preview_fragment(request: MemberRequest, session_id: UUID) -> HttpRe
         context["used_percent"] = round(100 * result.used / budget, 1) if budget else 0
         context.update(_ranking(pack.record, RANKING_ROWS_PREVIEW))
     context["query"] = request.GET.get("query", "")[:2000]
+    if request.htmx and request.htmx.target == PREVIEW_RESULTS:
+        # The form asked: its results alone (and the budget shown), never the form a
+        # person may be typing in while this was assembled.
+        return render(request, f"context/_preview.html#{PREVIEW_RESULTS}", {**context, "oob": True})
     return render(request, "context/_preview.html", context)
+
 
 
 RANKING_ROWS_PAGE = 500

@@ -1,6 +1,8 @@
 """The pack explains itself: the session's preview and a pack's own page show, for every
 item in or out, its rank, its score parts and why."""
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -135,4 +137,39 @@ def test_every_score_part_shows_and_they_add_up_to_the_total(logged_in, agent):
     preview.get_by_label("Query").press("Enter")
     expect(preview.locator("h3").first).to_contain_text("refund cap")
     assert _parts_add_up(preview.locator("table.pack-ranking")) >= 1
+
+
+def test_the_preview_keeps_what_is_typed_while_it_assembles(logged_in, agent):
+    """The answer to a slider move arrives while the person types the query: it replaces
+    the results, not the form, so every letter typed stays, and the query's results follow."""
+    page = logged_in
+    session = agent.session_create(identity=IDENTITY, title="Coupons")
+    frame = agent.frame_push(session, goal="Coupons", budget=50_000)
+    agent.handle_add(frame, kind="message", content="The zanzibarite coupon takes 12% off.")
+    page.goto(f"/sessions/{session.id}/")
+    preview = page.locator("#context-preview")
+    expect(preview.locator("table.pack-ranking")).to_be_visible()
+    held = []
+
+    def preview_request(url: str) -> bool:
+        return "/context-preview/" in url
+
+    page.route(preview_request, lambda route: held.append(route))
+    preview.locator("#preview-budget").evaluate(
+        "e => { e.value = e.min; e.dispatchEvent(new Event('change', {bubbles: true})); }"
+    )
+    expect(preview.locator("form")).to_have_class(re.compile(r"\bhtmx-request\b"))  # in flight
+    query = preview.get_by_label("Query")
+    query.click()
+    query.press_sequentially("zanzibarite coupon")
+    assert len(held) == 1  # the slider's answer has not arrived while typing
+    held[0].continue_()
+    page.unroute(preview_request)
+    expect(preview.locator("output")).to_have_text("500")
+    expect(query).to_have_value("zanzibarite coupon")
+    query.press("Enter")
+    expect(preview.locator("h3").first).to_have_text("Ranking for “zanzibarite coupon”")
+    expect(query).to_have_value("zanzibarite coupon")
+    row = preview.locator("table.pack-ranking tbody tr").filter(has_text="zanzibarite coupon")
+    expect(row.locator("td").nth(6)).to_have_text("1.000")  # lexical: the best match
 
