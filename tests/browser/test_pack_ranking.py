@@ -173,3 +173,34 @@ def test_the_preview_keeps_what_is_typed_while_it_assembles(logged_in, agent):
     row = preview.locator("table.pack-ranking tbody tr").filter(has_text="zanzibarite coupon")
     expect(row.locator("td").nth(6)).to_have_text("1.000")  # lexical: the best match
 
+
+def test_the_ranking_reads_whole_at_1280_and_fits_390(logged_in, agent):
+    page = logged_in
+    session = agent.session_create(identity=IDENTITY, title="Wide")
+    frame, _ = _near_duplicates(agent, session)
+    for index in range(20):
+        agent.handle_add(frame, kind="message", content=LONG.format(f"note {index}"))
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"/sessions/{session.id}/")
+    preview = page.locator("#context-preview")
+    preview.get_by_label("Query").fill("carrier review pallet rates")
+    preview.get_by_label("Query").press("Enter")
+    table = preview.locator("table.pack-ranking")
+    expect(preview.locator("h3").first).to_contain_text("carrier review")
+    # The whole table, Score and Older included, is in sight: no sideways scroll.
+    scroll = table.locator("xpath=..")
+    assert scroll.evaluate("e => e.scrollWidth <= e.clientWidth + 1")
+    box = table.bounding_box()
+    assert box is not None and box["width"] >= 900 and box["x"] + box["width"] <= 1280
+    older = table.locator("thead th").filter(has_text="Older").bounding_box()
+    assert older is not None and older["x"] + older["width"] <= 1280
+    heights = table.locator("tbody tr").evaluate_all(
+        "rows => rows.map(r => r.getBoundingClientRect().height)"
+    )
+    assert max(heights) <= 120, heights
+    screenshot(page, "context-preview-1280")
+
+    page.set_viewport_size({"width": 390, "height": 844})
+    expect(table).to_be_visible()
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 400, width
