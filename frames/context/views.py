@@ -9,6 +9,7 @@ from collections import Counter
 from typing import Any
 from uuid import UUID
 
+from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -34,6 +35,7 @@ DEFAULT_PREVIEW_BUDGET = 4000
 PREVIEW_RESULTS = "preview-results"
 HANDLES_SHOWN = 200
 PACKS_SHOWN = 5
+PACKS_PER_PAGE = 25
 # How often the fragments poll, in seconds.
 PACKS_POLL_SECONDS = 10
 HANDLES_POLL_SECONDS = 3
@@ -202,10 +204,28 @@ def context_packs_fragment(request: MemberRequest, session_id: UUID) -> HttpResp
     context = {
         "session": session,
         "packs": packs,
+        "total": records.count() if newest else 0,
         "newest": marker,
         "poll_seconds": PACKS_POLL_SECONDS,
     }
     return render(request, "context/_packs.html", context)
+
+
+@require_GET
+@organization_required
+def context_packs_list_page(request: MemberRequest, session_id: UUID) -> HttpResponse:
+    """Every pack agents asked for in the session, newest first, PACKS_PER_PAGE a page, with
+    the comparison of any two of a page: the session page shows only the newest."""
+    session = _session(request, session_id)
+    paginator = Paginator(context_packs_newest_first(session).select_related("frame"), PACKS_PER_PAGE)
+    # get_page answers a page out of range or not a number with the last or the first.
+    page = paginator.get_page(request.GET.get("page"))
+    context = {
+        "session": session,
+        "page": page,
+        "packs": [_pack_summary(r) for r in page.object_list],
+    }
+    return render(request, "context/pack_list.html", context)
 
 
 def _handles_context(

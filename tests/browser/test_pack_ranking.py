@@ -204,3 +204,52 @@ def test_the_ranking_reads_whole_at_1280_and_fits_390(logged_in, agent):
     expect(table).to_be_visible()
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 400, width
+
+
+def test_older_packs_are_reached_from_the_session_page_and_compared(
+    logged_in, agent, monkeypatch
+):
+    """The session page shows the newest packs, each named by its query in the comparison,
+    and leads to every pack of the session, page by page, where any two compare."""
+    from frames.context import views
+
+    monkeypatch.setattr(views, "PACKS_PER_PAGE", 3)
+    page = logged_in
+    session = agent.session_create(identity=IDENTITY, title="Many packs")
+    frame = agent.frame_push(session, goal="Vendors", budget=50_000)
+    agent.handle_add(frame, kind="message", content="Okonkwo Freight raised its pallet rate.")
+    queries = [f"pallet question number {n}" for n in range(8)]  # the oldest first
+    for query in queries:
+        agent.context_pack(session, frame=frame, budget_tokens=1000, query=query)
+
+    page.goto(f"/sessions/{session.id}/")
+    packs = page.locator("#context-packs")
+    options = packs.locator("select[name=a] option")
+    expect(options).to_have_count(views.PACKS_SHOWN)
+    labels = options.all_text_contents()
+    assert len(labels) == views.PACKS_SHOWN and len(set(labels)) == len(labels), labels
+    assert "“pallet question number 7”" in labels[0], labels
+    expect(packs).to_contain_text(f"The newest {views.PACKS_SHOWN} of 8")
+    packs.get_by_role("link", name="Every pack of this session, page by page").click()
+
+    expect(page.locator("h1")).to_have_text("Context packs agents asked for")
+    expect(page.locator("main")).to_contain_text("8 packs, newest first · page 1 of 3")
+    page.get_by_role("link", name="Older packs").click()
+    page.get_by_role("link", name="Older packs").click()
+    expect(page.locator("main")).to_contain_text("page 3 of 3")
+    rows = page.locator("table.pack-table tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.first).to_contain_text("pallet question number 1")
+    expect(rows.last).to_contain_text("pallet question number 0")
+    # The two oldest, which the session page no longer offers, compare here.
+    oldest, newer = page.locator("select[name=a] option").all_text_contents()[::-1]
+    assert "number 0" in oldest and "number 1" in newer
+    page.locator("select[name=a]").select_option(label=oldest)
+    page.locator("select[name=b]").select_option(label=newer)
+    page.get_by_role("button", name="Why did it change?").click()
+    expect(page.locator("#pack-diff table")).to_contain_text("Used / budget")
+    rows.last.get_by_role("link").click()
+    expect(page.locator("dl")).to_contain_text("pallet question number 0")
+
+    page.goto(f"/sessions/{session.id}/context-packs/all/?page=not-a-page")
+    expect(page.locator("main")).to_contain_text("page 1 of 3")
