@@ -162,7 +162,9 @@ def context_pack_rows(record: ContextPackRecord, limit: int = 500) -> list[dict[
     entries += [{**d, "included": False} for d in record.dropped]
     entries.sort(key=lambda e: (e.get("rank") is None, e.get("rank") or 0))
     entries = entries[:limit]
-    newer = [{"section": e.get("section"), "id": e["older_than"]} for e in entries if e.get("older_than")]
+    newer = [
+        {"section": e.get("section"), "id": e["older_than"]} for e in entries if e.get("older_than")
+    ]
     labels = _labels(record, entries + newer)
     rows = []
     for entry in entries:

@@ -120,7 +120,6 @@ def context_preview_fragment(request: MemberRequest, session_id: UUID) -> HttpRe
     return render(request, "context/_preview.html", context)
 
 
-
 RANKING_ROWS_PAGE = 500
 RANKING_ROWS_PREVIEW = 60
 
@@ -217,7 +216,9 @@ def context_packs_list_page(request: MemberRequest, session_id: UUID) -> HttpRes
     """Every pack agents asked for in the session, newest first, PACKS_PER_PAGE a page, with
     the comparison of any two of a page: the session page shows only the newest."""
     session = _session(request, session_id)
-    paginator = Paginator(context_packs_newest_first(session).select_related("frame"), PACKS_PER_PAGE)
+    paginator = Paginator(
+        context_packs_newest_first(session).select_related("frame"), PACKS_PER_PAGE
+    )
     # get_page answers a page out of range or not a number with the last or the first.
     page = paginator.get_page(request.GET.get("page"))
     context = {

@@ -206,9 +206,7 @@ def test_the_ranking_reads_whole_at_1280_and_fits_390(logged_in, agent):
     assert width <= 400, width
 
 
-def test_older_packs_are_reached_from_the_session_page_and_compared(
-    logged_in, agent, monkeypatch
-):
+def test_older_packs_are_reached_from_the_session_page_and_compared(logged_in, agent, monkeypatch):
     """The session page shows the newest packs, each named by its query in the comparison,
     and leads to every pack of the session, page by page, where any two compare."""
     from frames.context import views
