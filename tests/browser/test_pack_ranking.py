@@ -90,8 +90,10 @@ def _near_duplicates(agent, session):
         scope_id=str(session.id),
     )
     frame = agent.frame_push(session, goal="Review the carriers", budget=50_000)
-    agent.handle_add(frame, kind="message", content=LONG.format("Okonkwo first"))
-    newer = agent.handle_add(frame, kind="message", content=LONG.format("Okonkwo last"))
+    agent.handle_add(frame, kind="message", content="First draft. " + LONG.format("Okonkwo"))
+    newer = agent.handle_add(
+        frame, kind="message", content="Final draft. " + LONG.format("Okonkwo")
+    )
     return frame, newer
 
 
@@ -125,11 +127,11 @@ def test_every_score_part_shows_and_they_add_up_to_the_total(logged_in, agent):
     expect(table.locator("caption")).to_contain_text("+ older")
     assert _parts_add_up(table) >= 1
     # The "why" names the newer item briefly (its id and a few words), never its whole text.
-    older_handle = table.locator("tbody tr").filter(has_text="Okonkwo first")
-    if older_handle.count():
-        why = older_handle.locator("td").last.inner_text()
-        assert str(newer["id"])[:8] in why and LONG.format("Okonkwo last") not in why, why
-        assert len(why) < 160, why
+    older_handle = table.locator("tbody tr").filter(has_text="First draft.")
+    expect(older_handle).to_have_count(1)
+    why = older_handle.locator("td").last.inner_text()
+    assert str(newer["id"])[:8] in why and LONG.format("Okonkwo") not in why, why
+    assert len(why) < 160, why
 
     page.goto(f"/sessions/{session.id}/")
     preview = page.locator("#context-preview")
