@@ -149,6 +149,17 @@ def _labels(record: ContextPackRecord, items: list[dict[str, Any]]) -> dict[tupl
     return labels
 
 
+def _briefly(labels: dict[tuple[str, str], str], section: str, item_id: str) -> str:
+    """An item named in a few words: its id, shortened, and the start of what it is (a row's
+    "why" names the newer near-duplicate this way, not by its whole text)."""
+    short = item_id if len(item_id) <= 12 else f"{item_id[:8]}…"
+    label = labels.get((section, item_id), "")
+    if not label or label == item_id:
+        return short
+    excerpt = label if len(label) <= 32 else f"{label[:31].rstrip()}…"
+    return f"{short} “{excerpt}”"
+
+
 def context_pack_rows(record: ContextPackRecord, limit: int = 500) -> list[dict[str, Any]]:
     """Every item of ``record``, in or out, by rank (unranked ones last): what it is, its
     form or reason, its tokens, its score parts and why, as the pack pages show them.
@@ -157,7 +168,10 @@ def context_pack_rows(record: ContextPackRecord, limit: int = 500) -> list[dict[
     entries += [{**d, "included": False} for d in record.dropped]
     entries.sort(key=lambda e: (e.get("rank") is None, e.get("rank") or 0))
     entries = entries[:limit]
-    labels = _labels(record, entries)
+    newer = [
+        {"section": e.get("section"), "id": e["older_than"]} for e in entries if e.get("older_than")
+    ]
+    labels = _labels(record, entries + newer)
     rows = []
     for entry in entries:
         section, item_id = str(entry.get("section")), str(entry.get("id"))
@@ -170,7 +184,7 @@ def context_pack_rows(record: ContextPackRecord, limit: int = 500) -> list[dict[
         else:
             why = _WHY_OUT.get(reason, reason)
         if entry.get("older_than"):
-            why += f"; an older near-duplicate of {labels.get((section, str(entry['older_than'])), entry['older_than'])}"
+            why += f"; an older near-duplicate of {_briefly(labels, section, str(entry['older_than']))}"
         rows.append(
             {
                 **entry,

@@ -11,6 +11,11 @@ urlpatterns = [
         name="packs",
     ),
     path(
+        "sessions/<uuid:session_id>/context-packs/all/",
+        context_views.context_packs_list_page,
+        name="packs_all",
+    ),
+    path(
         "sessions/<uuid:session_id>/context-packs/diff/",
         context_views.context_pack_diff_page,
         name="packs_diff",

@@ -9,6 +9,7 @@ from collections import Counter
 from typing import Any
 from uuid import UUID
 
+from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -30,8 +31,11 @@ from .resources import ACTIVE_STATES, COLD, INDEXED
 from .selectors import context_pack_diff, context_pack_get, context_pack_rows
 
 DEFAULT_PREVIEW_BUDGET = 4000
+# The preview's results, which its form swaps (an id of context/_preview.html, and its partial).
+PREVIEW_RESULTS = "preview-results"
 HANDLES_SHOWN = 200
 PACKS_SHOWN = 5
+PACKS_PER_PAGE = 25
 # How often the fragments poll, in seconds.
 PACKS_POLL_SECONDS = 10
 HANDLES_POLL_SECONDS = 3
@@ -109,6 +113,10 @@ def context_preview_fragment(request: MemberRequest, session_id: UUID) -> HttpRe
         context["used_percent"] = round(100 * result.used / budget, 1) if budget else 0
         context.update(_ranking(pack.record, RANKING_ROWS_PREVIEW))
     context["query"] = request.GET.get("query", "")[:2000]
+    if request.htmx and request.htmx.target == PREVIEW_RESULTS:
+        # The form asked: its results alone (and the budget shown), never the form a
+        # person may be typing in while this was assembled.
+        return render(request, f"context/_preview.html#{PREVIEW_RESULTS}", {**context, "oob": True})
     return render(request, "context/_preview.html", context)
 
 
@@ -195,10 +203,30 @@ def context_packs_fragment(request: MemberRequest, session_id: UUID) -> HttpResp
     context = {
         "session": session,
         "packs": packs,
+        "total": records.count() if newest else 0,
         "newest": marker,
         "poll_seconds": PACKS_POLL_SECONDS,
     }
     return render(request, "context/_packs.html", context)
+
+
+@require_GET
+@organization_required
+def context_packs_list_page(request: MemberRequest, session_id: UUID) -> HttpResponse:
+    """Every pack agents asked for in the session, newest first, PACKS_PER_PAGE a page, with
+    the comparison of any two of a page: the session page shows only the newest."""
+    session = _session(request, session_id)
+    paginator = Paginator(
+        context_packs_newest_first(session).select_related("frame"), PACKS_PER_PAGE
+    )
+    # get_page answers a page out of range or not a number with the last or the first.
+    page = paginator.get_page(request.GET.get("page"))
+    context = {
+        "session": session,
+        "page": page,
+        "packs": [_pack_summary(r) for r in page.object_list],
+    }
+    return render(request, "context/pack_list.html", context)
 
 
 def _handles_context(

@@ -490,6 +490,7 @@ def _dashboard_urls(ids: dict) -> dict[str, bool]:
         f"/sessions/{ids['session_id']}/pressure/": True,
         f"/sessions/{ids['session_id']}/context-preview/": True,
         f"/sessions/{ids['session_id']}/context-packs/": True,
+        f"/sessions/{ids['session_id']}/context-packs/all/": True,
         f"/sessions/{ids['session_id']}/changes/?after=0": True,
         f"/sessions/{ids['session_id']}/export/": True,
         f"/sessions/{ids['session_id']}/turns/": True,
