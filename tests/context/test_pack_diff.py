@@ -154,8 +154,9 @@ def test_the_session_page_compares_any_two_packs(api, session, frame, member_cli
     html = page.content.decode()
     assert "Why the pack changed" in html and "<strong>superseded</strong>" in html
     assert str(old["id"]) in html
-    # The new version was no candidate of the earlier pack: the page says it is new.
-    assert "— new: not a candidate of the earlier pack" in html and "— scope" not in html
+    # The new version was no candidate of the earlier pack: the page says it is new, and why.
+    assert "— <strong>new</strong>: " in html and "— scope" not in html
+    assert "written after the earlier pack" in html
     fragment = member_client.get(url, {"a": a, "b": b}, HTTP_HX_REQUEST="true")
     assert fragment.content.decode().lstrip().startswith('<div class="pack-diff">')
     assert member_client.get(url, {"a": a, "b": "nope"}).status_code == 404
