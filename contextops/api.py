@@ -328,7 +328,7 @@ LINK_PRODUCERS: dict[tuple[str, str], dict[str, str]] = {
     ("post", "/api/v1/sessions/{session_id}/frames"): {"frame_id": "id"},
     ("post", "/api/v1/frames/{frame_id}/handles"): {"handle_id": "id"},
     ("post", "/api/v1/frames/{frame_id}/suspend"): {"token": "token"},
-    ("post", "/api/v1/sessions/{session_id}/context-pack"): {"a": "id", "b": "id"},
+    ("post", "/api/v1/sessions/{session_id}/context-pack"): {"a": "id", "b": "id", "pack_id": "id"},
     ("get", "/api/v1/sessions/{session_id}/calls"): {"call_id": "items/0/id"},
     ("put", "/api/v1/sessions/{session_id}/working-set/{key}"): {"key": "$request.path.key"},
     ("post", "/api/v1/sessions/{session_id}/compactions"): {"compaction_id": "id"},
