@@ -32,7 +32,7 @@ from frames.services.stack import frame_push
 from tests.fuzz_seed import ENV
 
 EXAMPLES = int(os.environ.get("CONTEXTOPS_FUZZ_EXAMPLES", "10"))
-SCENARIOS = int(os.environ.get("CONTEXTOPS_FUZZ_SCENARIOS", "25"))
+SCENARIOS = int(os.environ.get("CONTEXTOPS_FUZZ_SCENARIOS", "30"))
 STEPS = int(os.environ.get("CONTEXTOPS_FUZZ_STEPS", "8"))
 
 # Out of ten values drawn for each case of an operation with path parameters, how many
