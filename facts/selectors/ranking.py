@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import orjson
 from django.db import connection
 from django.db.models import BooleanField, Case, IntegerField, Q, QuerySet, Value, When
 from django.db.models.expressions import Combinable, Expression
@@ -72,7 +73,7 @@ class ContextFact:
     @property
     def value(self) -> Any:
         if not self.parsed:
-            self.stored_value = _value_converter()(self.stored_value)
+            self.stored_value = _json_value(self.stored_value)
             self.parsed = True
         return self.stored_value
 
@@ -212,6 +213,18 @@ def _ranked_postgresql(
         rows = cursor.fetchall()
     # Each row: CONTEXT_FIELDS, then the relevance; the value stays PostgreSQL's JSON text.
     return [(ContextFact(*row[:-1], parsed=False), row[-1]) for row in rows]  # type: ignore[misc]
+
+
+def _json_value(text: Any) -> Any:
+    """A fact's ``value`` from the JSON text PostgreSQL sent: orjson reads it (a pack
+    parses hundreds of values per request, several times faster than the ORM's
+    ``json.loads``); what orjson refuses (an integer past 64 bits) goes the ORM's way."""
+    if isinstance(text, str):
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
+    return _value_converter()(text)
 
 
 @functools.cache

@@ -13,6 +13,8 @@ the facts selector's two, the working set, and one insert (with the move out of
 """
 
 import functools
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -177,15 +179,38 @@ def _working_set(
     return items
 
 
+@dataclass
+class _FrameRead:
+    """A frame's handles as a pack read them (``rows``), what ``_segments`` made of them,
+    and the memo packing keeps of those segments (``packing.PackInput.memo``)."""
+
+    rows: list[tuple[Any, ...]]
+    segments: list[packing.Segment]
+    skipped: list[tuple[str, str]]
+    cold: list[dict[str, Any]]
+    memo: dict[Any, Any] = field(default_factory=dict)
+
+
+# An agent asks for a pack step after step, and its frame's handles change little between
+# two: the last read of each of the FRAMES_KEPT frames packed most recently is kept, and a
+# pack whose read of the handles gives the very same rows starts from what was made of
+# them (a frame of a thousand handles spends most of its pack preparing them).
+FRAMES_KEPT = 32
+_frames_read: "OrderedDict[Any, _FrameRead]" = OrderedDict()
+_frames_read_lock = threading.Lock()
+
+SegmentsRead = tuple[list[packing.Segment], list[tuple[str, str]], list[dict[str, Any]]]
+
+
 def _segments(
     frame: Frame, include: set[str], exclude: set[str], as_of: AsOf | None = None
-) -> tuple[list[packing.Segment], list[tuple[str, str]], list[dict[str, Any]]]:
-    """The frame's handles as segments, what was skipped and why, and the cold handles
-    (discovered, not loaded) the pack lists by name: one read of the handles, as plain
-    rows of the columns the pack uses (a frame may hold a thousand of them)."""
-    if as_of is None:
-        rows = _handle_rows(frame)
-    else:
+) -> tuple[*SegmentsRead, dict[Any, Any] | None]:
+    """The frame's handles as segments, what was skipped and why, the cold handles
+    (discovered, not loaded) the pack lists by name, and the memo packing may keep of
+    these segments (None for a pack that names handles to include or exclude, or reads a
+    past moment): one read of the handles, as plain rows of the columns the pack uses (a
+    frame may hold a thousand of them)."""
+    if as_of is not None:
         rows = [
             (str(row[0]), *row[1:-1])
             for row in ContextHandle.objects.filter(frame_id=frame.pk)
@@ -193,6 +218,27 @@ def _segments(
             .values_list(*HANDLE_FIELDS, "created_at")
             if as_of.handle_visible(str(row[0]), row[-1])
         ]
+        return (*_segments_of(rows, include, exclude, as_of), None)
+    rows = _handle_rows(frame)
+    if include or exclude:
+        return (*_segments_of(rows, include, exclude, None), None)
+    with _frames_read_lock:
+        read = _frames_read.get(frame.pk)
+        if read is not None:
+            _frames_read.move_to_end(frame.pk)
+    if read is None or read.rows != rows:
+        read = _FrameRead(rows, *_segments_of(rows, include, exclude, None))
+        with _frames_read_lock:
+            _frames_read[frame.pk] = read
+            while len(_frames_read) > FRAMES_KEPT:
+                _frames_read.popitem(last=False)
+    return read.segments, read.skipped, read.cold, read.memo
+
+
+def _segments_of(
+    rows: list[tuple[Any, ...]], include: set[str], exclude: set[str], as_of: AsOf | None
+) -> SegmentsRead:
+    """``_segments`` of the handles' ``rows``, made anew."""
     segments, skipped, cold = [], [], []
     # Every stored vector decoded at once (one buffer), each segment given its row.
     vectors, present = vectors_from_bytes([row[11] for row in rows])
@@ -374,7 +420,9 @@ def context_pack_assemble(
         raise Invalid("The frame was pushed after that event.", field="frame_id")
     ancestry = frame_ancestry(frame) if frame is not None else []
     include, exclude = {str(h) for h in include_handles}, {str(h) for h in exclude_handles}
-    segments, skipped, cold = _segments(frame, include, exclude, as_of) if frame else ([], [], [])
+    segments, skipped, cold, memo = (
+        _segments(frame, include, exclude, as_of) if frame else ([], [], [], None)
+    )
     unknown = include - {s.id for s in segments} - {hid for hid, _ in skipped}
     if unknown:
         raise Invalid(
@@ -389,6 +437,7 @@ def context_pack_assemble(
     )
     if notes:
         segments = [_with_notes(s, notes[s.id]) if s.id in notes else s for s in segments]
+        memo = None  # these segments are this pack's own
     # The question's vector, once (a pack never embeds a stored item: they carry theirs).
     query_vector = embed_query(query) if query.strip() else None
     # With a query the ranking here re-reads relevance: it gets a deeper pool to choose from.
@@ -416,6 +465,7 @@ def context_pack_assemble(
         resources=_resources(cold, pack_format),
         query=query,
         query_vector=query_vector,
+        memo=memo,
     )
     result = packing.pack(data)
     while _more_facts_may_fit(result, data.facts, limit):

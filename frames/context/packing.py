@@ -33,6 +33,7 @@ pack's ``level`` is the deepest form used (and never shallower than the floor).
 """
 
 import functools
+import itertools
 import math
 import re
 from collections.abc import Callable
@@ -233,6 +234,9 @@ class PackInput:
     resources: list[ResourceName] = field(default_factory=list)
     query: str = ""
     query_vector: np.ndarray | None = None
+    # Where packing keeps what it works out of ``segments`` alone, to use again while
+    # they are these same segments (the caller's to give, and to drop with them).
+    memo: dict[Any, Any] | None = None
 
 
 Source = TypeVar("Source", Breadcrumb, Segment, FactItem, WorkingItem, ResourceName)
@@ -339,21 +343,36 @@ def level_index(level: str) -> int:
     return LEVEL_INDEX.get(level, 0)
 
 
+# id(text) -> the text's light form (text, tokens, form), for one packing's long texts.
+FormCache = dict[int, tuple[str, int, str]]
+
+
 def _render_text(
-    text: str, tokens: int, level: str, cache: dict[int, str] | None = None
+    text: str, tokens: int, level: str, cache: FormCache | None = None
 ) -> tuple[str, int, str]:
+    """``text`` (of ``tokens``) as ``level`` shows it: (text, tokens, form)."""
     if level == "none":
         return text, tokens, "full"
+    if len(text) <= TRIM_CACHE_CHARS:
+        return _light_form_kept(text, tokens)
     if cache is None:
-        trimmed = light_trim(text)
-    else:
-        cached = cache.get(id(text))
-        if cached is None:
-            cached = cache[id(text)] = light_trim(text)
-        trimmed = cached
+        return _light_form(text, tokens)
+    cached = cache.get(id(text))
+    if cached is None:
+        cached = cache[id(text)] = _light_form(text, tokens)
+    return cached
+
+
+def _light_form(text: str, tokens: int) -> tuple[str, int, str]:
+    trimmed = _light_trim(text)
     if trimmed == text:
         return text, tokens, "full"
     return trimmed, scaled_tokens(tokens, text, trimmed), "light"
+
+
+# A frame's texts are offered pack after pack: the light form of each short one (its
+# text and count) is kept, as ``light_trim`` keeps the trimmed text.
+_light_form_kept = functools.lru_cache(maxsize=TRIM_CACHE_SIZE)(_light_form)
 
 
 def _segment_form(segment: Segment, index: int, newest_order: int) -> str | None:
@@ -405,7 +424,7 @@ def _forms(
 
 
 def _segment_item(
-    segment: Segment, form: str, cache: dict[int, str] | None = None
+    segment: Segment, form: str, cache: FormCache | None = None
 ) -> PackedItem[Segment]:
     if form == "summary":
         return PackedItem(
@@ -417,7 +436,7 @@ def _segment_item(
     return PackedItem("segments", segment.id, tokens, shown, text, segment)
 
 
-def _segment_tokens(segment: Segment, form: str, cache: dict[int, str] | None = None) -> int:
+def _segment_tokens(segment: Segment, form: str, cache: FormCache | None = None) -> int:
     """What ``_segment_item(segment, form).tokens`` is, without building the item."""
     if form == "summary":
         return segment.summary_tokens
@@ -427,7 +446,7 @@ def _segment_tokens(segment: Segment, form: str, cache: dict[int, str] | None = 
 
 
 def render_segment(
-    segment: Segment, level: str, newest_order: int, cache: dict[int, str] | None = None
+    segment: Segment, level: str, newest_order: int, cache: FormCache | None = None
 ) -> PackedItem[Segment] | None:
     """``segment`` as ``level`` shows it, or None when the level drops it.
 
@@ -475,7 +494,7 @@ def _candidate_forms(segment: Segment, floor: int, newest_order: int) -> tuple[s
 
 
 def _required_segment(
-    segment: Segment, index: int, newest_order: int, cache: dict[int, str]
+    segment: Segment, index: int, newest_order: int, cache: FormCache
 ) -> PackedItem[Segment]:
     """A critical or forced segment as the level at ``index`` shows it (never dropped:
     a forced segment's level form, or its fullest trimmed form where a level drops it)."""
@@ -483,14 +502,30 @@ def _required_segment(
     return _segment_item(segment, form, cache)
 
 
+T = TypeVar("T")
+
+
+def _kept(data: PackInput, key: Any, make: Callable[[], T]) -> T:
+    """``make()``, a value of ``data.segments`` alone: kept in ``data.memo`` under
+    ``key`` when the caller gave a memo, and taken from it the next time."""
+    if data.memo is None:
+        return make()
+    if key not in data.memo:
+        data.memo[key] = make()
+    value: T = data.memo[key]
+    return value
+
+
 def _fill(
-    budget: int, data: PackInput, floor: int, cache: dict[int, str]
+    budget: int, data: PackInput, floor: int, cache: FormCache
 ) -> tuple[str, int, list[PackedItem[Any]], list[Dropped], int]:
     """The brief and the required items at the shallowest level from ``floor`` on at
     which they fit (cut at the critical level when none does): (brief text, brief tokens,
     items, drops, level index)."""
-    newest = max((s.order for s in data.segments), default=0)
-    required_segments = [s for s in data.segments if s.required_at_critical]
+    newest = _kept(data, "newest", lambda: max((s.order for s in data.segments), default=0))
+    required_segments = _kept(
+        data, "required", lambda: [s for s in data.segments if s.required_at_critical]
+    )
     constraints = [f for f in data.facts if f.is_constraint]
     last = len(LEVELS) - 1
     for index in range(floor, len(LEVELS)):
@@ -513,16 +548,64 @@ def _fill(
     return brief_text, brief_tokens, items, drops, index
 
 
-def _candidates(
-    data: PackInput, floor: int
-) -> tuple[list[Candidate], list[Any], list[tuple[str, ...] | str]]:
-    """What the ranking reads of every non-required item, the items, and their forms."""
-    newest = max((s.order for s in data.segments), default=0)
+Forms = tuple[str, ...] | str  # the forms a candidate may take, fullest first, or why none
+Sizes = tuple[int, ...] | None  # the token counts of those forms (None: it has none)
+Prepared = tuple[list[Candidate], list[Any], list[Forms], list[Sizes]]
+
+
+def _candidates(data: PackInput, floor: int, cache: FormCache) -> Prepared:
+    """What the ranking reads of every non-required item, the items, their forms and
+    the token counts of those forms. The segments' part is kept in ``data.memo`` (per
+    ``floor``) when the caller gave one: a frame's handles unchanged since its last pack
+    are not prepared again."""
+    prepared = _kept(data, floor, lambda: _segment_candidates(data.segments, floor, cache))
+    candidates, sources, forms, sizes = (list(part) for part in prepared)
+    fact_forms: tuple[str, ...] = ("full", "light") if floor == 0 else ("light",)
+    facts = [f for f in data.facts if not f.is_constraint]
+    for position, fact in enumerate(facts):
+        candidates.append(
+            Candidate(
+                "facts",
+                fact.id,
+                "high" if fact.governs else "medium",
+                fact.text() if data.query else "",
+                fact.newness if fact.newness is not None else len(facts) - position,
+                vector=fact.vector,
+                group=f"subject:{fact.subject}" if fact.subject else "",
+            )
+        )
+        sources.append(fact)
+    for position, entry in enumerate(data.working_set):
+        candidates.append(
+            Candidate(
+                "working_set",
+                entry.key,
+                "medium",
+                entry.value if data.query else "",
+                len(data.working_set) - position,
+                vector=entry.vector,
+            )
+        )
+        sources.append(entry)
+    for source in sources[len(forms) :]:
+        if floor >= CRITICAL:
+            forms.append("not_critical")
+            sizes.append(None)
+        else:
+            section = "facts" if isinstance(source, FactItem) else "working_set"
+            forms.append(fact_forms)
+            sizes.append(tuple(_form_tokens(section, source, f, cache) for f in fact_forms))
+    return candidates, sources, forms, sizes
+
+
+def _segment_candidates(segments: list[Segment], floor: int, cache: FormCache) -> Prepared:
+    """``_candidates``' part for the frame's ranked (neither critical nor forced) segments."""
+    newest = max((s.order for s in segments), default=0)
     candidates: list[Candidate] = []
     sources: list[Any] = []
-    forms: list[tuple[str, ...] | str] = []
-    fact_forms: tuple[str, ...] = ("full", "light") if floor == 0 else ("light",)
-    for segment in data.segments:
+    forms: list[Forms] = []
+    sizes: list[Sizes] = []
+    for segment in segments:
         if segment.required_at_critical:
             continue
         candidates.append(
@@ -539,39 +622,17 @@ def _candidates(
             )
         )
         sources.append(segment)
-        forms.append(_candidate_forms(segment, floor, newest))
-    facts = [f for f in data.facts if not f.is_constraint]
-    for position, fact in enumerate(facts):
-        candidates.append(
-            Candidate(
-                "facts",
-                fact.id,
-                "high" if fact.governs else "medium",
-                fact.text() if data.query else "",
-                fact.newness if fact.newness is not None else len(facts) - position,
-                vector=fact.vector,
-                group=f"subject:{fact.subject}" if fact.subject else "",
-            )
+        allowed = _candidate_forms(segment, floor, newest)
+        forms.append(allowed)
+        sizes.append(
+            None
+            if isinstance(allowed, str)
+            else tuple(_form_tokens("segments", segment, f, cache) for f in allowed)
         )
-        sources.append(fact)
-        forms.append("not_critical" if floor >= CRITICAL else fact_forms)
-    for position, entry in enumerate(data.working_set):
-        candidates.append(
-            Candidate(
-                "working_set",
-                entry.key,
-                "medium",
-                entry.value if data.query else "",
-                len(data.working_set) - position,
-                vector=entry.vector,
-            )
-        )
-        sources.append(entry)
-        forms.append("not_critical" if floor >= CRITICAL else fact_forms)
-    return candidates, sources, forms
+    return candidates, sources, forms, sizes
 
 
-def _render(section: str, source: Any, form: str, cache: dict[int, str]) -> PackedItem[Any]:
+def _render(section: str, source: Any, form: str, cache: FormCache) -> PackedItem[Any]:
     """``source`` of ``section`` in ``form`` (full, light or summary)."""
     if section == "segments":
         if form == "summary":
@@ -583,7 +644,7 @@ def _render(section: str, source: Any, form: str, cache: dict[int, str]) -> Pack
     return _render_working(source, level, cache)
 
 
-def _form_tokens(section: str, source: Any, form: str, cache: dict[int, str]) -> int:
+def _form_tokens(section: str, source: Any, form: str, cache: FormCache) -> int:
     """What ``_render(section, source, form).tokens`` is, building as little as it can."""
     if section == "segments":
         if form == "summary":
@@ -607,11 +668,17 @@ def pack(data: PackInput) -> PackResult:
     """
     if data.budget < MIN_BUDGET:
         raise BudgetTooSmall(f"A context pack needs a budget of at least {MIN_BUDGET} tokens.")
-    critical_tokens = sum(s.tokens for s in data.segments if s.priority == "critical")
+    critical_tokens = _kept(
+        data,
+        "critical_tokens",
+        lambda: sum(s.tokens for s in data.segments if s.priority == "critical"),
+    )
     if critical_tokens > data.budget:
         raise CriticalExceedsBudget(critical_tokens=critical_tokens, budget_tokens=data.budget)
     floor = level_index(data.min_compaction)
-    cache: dict[int, str] = {}  # id(text) -> light-trimmed text; texts live as long as data
+    # id(text) -> its light form, for texts too long for the kept forms; they live as
+    # long as data.
+    cache: FormCache = {}
     brief_text, brief_tokens, required, drops, required_level = _fill(
         data.budget, data, floor, cache
     )
@@ -621,9 +688,9 @@ def pack(data: PackInput) -> PackResult:
         item.rank = rank_number
         item.reason = _required_reason(item)
         priority = item.source.priority if item.section == "segments" else "critical"
-        item.score = score_row(Score(priority=PRIORITY_SCORE.get(priority, 50) / 100))
+        item.score = list(_required_score(priority))
     remaining = data.budget - brief_tokens - sum(i.tokens for i in required)
-    candidates, sources, forms = _candidates(data, max(floor, required_level))
+    candidates, sources, forms, sizes = _candidates(data, max(floor, required_level), cache)
     ranking = rank(candidates, data.query, data.query_vector)
     order = ranking.order()
     rows = ranking.rows()
@@ -636,39 +703,39 @@ def pack(data: PackInput) -> PackResult:
     def offer(position: int, index: int) -> bool:
         """Put candidate ``index`` in, in its fullest form that fits; False if none does."""
         nonlocal remaining, facts_room, deepest
-        allowed = forms[index]
-        if isinstance(allowed, str):
+        counts = sizes[index]
+        if counts is None or min(counts) > remaining:
             return False
         section = candidates[index].section
-        for form in allowed:
-            tokens = _form_tokens(section, sources[index], form, cache)
-            if tokens > remaining:
-                continue
-            item = _render(section, sources[index], form, cache)
-            item.rank = first_rank + position
-            item.score = rows[index]
-            item.reason = "ranked"
-            item.older_than = older_than.get(index)
-            chosen.append(item)
-            remaining -= item.tokens
-            if section == "facts":
-                facts_room -= item.tokens
-            deepest = max(deepest, LEVEL_INDEX[FORM_LEVEL.get(item.form, "none")])
-            return True
-        return False
+        form = next(f for f, t in zip(forms[index], counts, strict=True) if t <= remaining)
+        item = _render(section, sources[index], form, cache)
+        item.rank = first_rank + position
+        item.score = rows[index]
+        item.reason = "ranked"
+        item.older_than = older_than.get(index)
+        chosen.append(item)
+        remaining -= item.tokens
+        if section == "facts":
+            facts_room -= item.tokens
+        deepest = max(deepest, LEVEL_INDEX[FORM_LEVEL.get(item.form, "none")])
+        return True
 
     # Candidates in rank order; a fact held back by the facts' share is offered again at
-    # the end; the ones no form of which fits are dropped, in rank order.
+    # the end; the ones no form of which fits are dropped, in rank order. Once the room
+    # left is smaller than every form of every candidate still to come, the rest are
+    # dropped without being offered (the room only shrinks).
+    least = [min(counts) if counts is not None else math.inf for counts in sizes]
+    still = list(itertools.accumulate((least[i] for i in reversed(order)), min))[::-1]
     refused: list[tuple[int, int]] = []
     held: list[tuple[int, int]] = []
     for position, index in enumerate(order, start=1):
-        allowed = forms[index]
-        if isinstance(allowed, str):
+        counts = sizes[index]
+        if counts is None or still[position - 1] > remaining:
             refused.append((position, index))
         elif (
             remaining > 0
             and candidates[index].section == "facts"
-            and _form_tokens("facts", sources[index], allowed[-1], cache) > max(0, facts_room)
+            and counts[-1] > max(0, facts_room)
         ):
             held.append((position, index))
         elif not offer(position, index):
@@ -732,6 +799,12 @@ def pack(data: PackInput) -> PackResult:
     )
 
 
+@functools.cache
+def _required_score(priority: str) -> tuple[float, ...]:
+    """A required item's score: its priority's weight, nothing ranked."""
+    return tuple(score_row(Score(priority=PRIORITY_SCORE.get(priority, 50) / 100)))
+
+
 def _required_reason(item: PackedItem[Any]) -> str:
     if item.section == "segments":
         return "critical" if item.source.priority == "critical" else "forced"
@@ -741,14 +814,14 @@ def _required_reason(item: PackedItem[Any]) -> str:
 
 
 def _render_fact(
-    fact: FactItem, level: str, cache: dict[int, str] | None = None
+    fact: FactItem, level: str, cache: FormCache | None = None
 ) -> PackedItem[FactItem]:
     text, tokens, form = _render_text(fact.text(), fact.tokens, level, cache)
     return PackedItem("facts", fact.id, tokens, form, text, fact)
 
 
 def _render_working(
-    entry: WorkingItem, level: str, cache: dict[int, str] | None = None
+    entry: WorkingItem, level: str, cache: FormCache | None = None
 ) -> PackedItem[WorkingItem]:
     text, tokens, form = _render_text(entry.value, entry.tokens, level, cache)
     return PackedItem("working_set", entry.key, tokens, form, text, entry)

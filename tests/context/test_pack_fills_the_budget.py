@@ -127,3 +127,24 @@ def test_of_two_current_facts_saying_nearly_the_same_the_newer_ranks_first(api, 
     assert ranked[str(newer)]["rank"] < ranked[str(older)]["rank"]
     assert ranked[str(older)]["older_than"] == str(newer)
     assert ranked[str(older)]["score"]["older"] <= 0 and ranked[str(newer)]["older_than"] is None
+
+
+def test_a_pack_after_any_change_to_the_frames_handles_shows_the_change(
+    api, session, frame, conversation
+):
+    """Packs of an unchanged frame start from what the last one prepared; any change to a
+    handle, even one written behind every service's back, is seen by the next pack."""
+    from frames.models import ContextHandle
+
+    first = _pack(api, session, frame, 1000)
+    assert _pack(api, session, frame, 1000)["segments"] == first["segments"]
+    newest = first["segments"][0]["handle_id"]
+    ContextHandle.objects.filter(pk=newest).update(content="Turn renamed: the freight audit.")
+    changed = _pack(api, session, frame, 1000)
+    assert changed["segments"][0]["content"] == "Turn renamed: the freight audit."
+    ContextHandle.objects.filter(pk=newest).update(priority="critical")
+    assert _pack(api, session, frame, 1000)["segments"][0]["reason"] == "critical"
+    ContextHandle.objects.filter(pk=newest).delete()
+    after = _pack(api, session, frame, 1000)
+    assert newest not in {s["handle_id"] for s in after["segments"]}
+    assert newest not in {d["id"] for d in after["dropped"]}
