@@ -13,7 +13,7 @@ from facts import services as fact_services
 from facts.selectors.ranking import ContextFact
 from frames.context import pack as context_pack
 from frames.context.schemas import ContextPackOut
-from frames.models import ContextPackRecord
+from frames.models import ContextPackRecord, Session
 from frames.models.context import json_decompressed
 
 
@@ -98,6 +98,43 @@ def test_it_answers_422_for_bad_input(api, session):
             f"/sessions/{session.id}/context-pack", {"budget_tokens": 900, "query": "x" * 2001}
         ).status_code
         == 422
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "shown"),
+    [
+        ("budget_tokens", str),
+        ("budget_tokens", float),
+        ("budget_tokens", bool),
+        ("as_of_seq", str),
+        ("as_of_seq", float),
+    ],
+)
+def test_a_number_given_as_another_type_is_refused_naming_the_field(
+    api, start_session, push_ok, field, shown
+):
+    session = start_session()
+    push_ok(session["id"], 100_000)
+    seq = Session.objects.values_list("last_event_seq", flat=True).get(pk=session["id"])
+    url = f"/sessions/{session['id']}/context-pack"
+    body = {"budget_tokens": 4000, "as_of_seq": seq}
+    response = api.post(url, {**body, field: shown(body[field])})
+    assert response.status_code == 422, response.content
+    error = response.json()
+    assert error["error"] == "validation_error" and error["detail"]
+    assert [e["loc"] for e in error["errors"]] == [["body", field]]
+    assert not ContextPackRecord.objects.exists()
+    assert api.post(url, body).status_code == 200  # the same figures as numbers are taken
+
+
+def test_the_schema_states_the_budget_the_api_accepts(api):
+    schemas = api.client.get("/api/v1/openapi.json").json()["components"]["schemas"]
+    budget = schemas["ContextPackIn"]["properties"]["budget_tokens"]
+    assert (budget["type"], budget["minimum"], budget["maximum"]) == (
+        "integer",
+        context_pack.packing.MIN_BUDGET,
+        10_000_000,
     )
 
 
