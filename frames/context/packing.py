@@ -29,7 +29,10 @@ Levels (docs/concepts.md#compaction-levels) name the forms: ``none`` (full), ``l
 full; at ``moderate`` segments older than the ``RECENT_SEGMENTS`` newest use their
 summary; at ``aggressive`` every segment with a summary uses it and low and background
 segments are left out (unless forced); at ``critical`` only required items stay. The
-pack's ``level`` is the deepest form used (and never shallower than the floor).
+pack's ``level`` is the deepest form its items were given (``FORM_LEVEL``: a trimmed item
+``light``, a summary ``moderate``, a cut one ``critical``) or the deepest level that left
+an item out (``aggressive`` for low and background items, ``critical``): a floor that
+compacted nothing is not reported.
 """
 
 import functools
@@ -447,8 +450,9 @@ def _breadcrumbs_at(
     items = []
     for crumb in kept_crumbs:
         text = crumb.text if level == "none" else light_trim(crumb.text)
+        form = "full" if text == crumb.text else "light"
         items.append(
-            PackedItem("breadcrumbs", crumb.frame_id, estimate_tokens(text), "full", text, crumb)
+            PackedItem("breadcrumbs", crumb.frame_id, estimate_tokens(text), form, text, crumb)
         )
     dropped = [c for c in crumbs if c not in kept_crumbs]
     return items, dropped
@@ -630,7 +634,7 @@ def pack(data: PackInput) -> PackResult:
     first_rank = len(required)
     chosen: list[PackedItem[Any]] = []
     facts_room = math.floor(max(0, remaining) * FACTS_SHARE)
-    deepest = max(floor, required_level)
+    deepest = _required_depth(required, drops, brief_text, data.brief_context)
     older_than = ranking.older_than
 
     def offer(position: int, index: int) -> bool:
@@ -709,6 +713,8 @@ def pack(data: PackInput) -> PackResult:
             remaining -= resource.tokens
         else:
             reason = "not_critical" if at_critical else "over_budget"
+            if at_critical:
+                deepest = CRITICAL
             dropped.append(
                 Dropped("resources", resource.id, reason, LEVELS[max(floor, required_level)])
             )
@@ -730,6 +736,19 @@ def pack(data: PackInput) -> PackResult:
         brief_tokens=brief_tokens,
         resources=resources,
     )
+
+
+def _required_depth(
+    required: list[PackedItem[Any]], fill_drops: list[Dropped], brief_text: str, brief: str
+) -> int:
+    """The deepest level the brief and the required items show: their forms, and the
+    critical level when it left a breadcrumb out or cut an item to nothing."""
+    if fill_drops:
+        return CRITICAL
+    deepest = max((LEVEL_INDEX[FORM_LEVEL.get(i.form, "none")] for i in required), default=0)
+    if brief_text != brief:
+        deepest = max(deepest, LEVEL_INDEX["light"] if brief_text == light_trim(brief) else CRITICAL)
+    return deepest
 
 
 def _required_reason(item: PackedItem[Any]) -> str:

@@ -202,7 +202,8 @@ def test_it_starts_at_min_compaction_and_uses_stored_summaries(api, session, fra
         f"/sessions/{session.id}/context-pack",
         {"budget_tokens": 5000, "min_compaction": "aggressive"},
     ).json()
-    assert body["token_summary"]["compaction_level"] == "aggressive"
+    # Its summary is the deepest form used: moderate, though packing started at aggressive.
+    assert body["token_summary"]["compaction_level"] == "moderate"
     assert body["segments"] == [
         {
             "handle_id": str(handle.id),
@@ -227,6 +228,26 @@ def test_it_starts_at_min_compaction_and_uses_stored_summaries(api, session, fra
             "older_than": None,
         }
     ]
+
+
+def test_compaction_level_is_the_deepest_form_used_not_the_pressure_formats_floor(
+    api, make_session, make_frame, make_handle
+):
+    session = make_session(pressure_level="high")  # ultra_dense: packing starts at moderate
+    frame = make_frame(session)
+    make_handle(frame, "Spaced    out    text.", tokens=8)
+    url = f"/sessions/{session.id}/context-pack"
+    light = api.post(url, {"budget_tokens": 4000}).json()
+    assert light["format"] == "ultra_dense"
+    assert [s["form"] for s in light["segments"]] == ["light"]
+    assert light["token_summary"]["compaction_level"] == "light"
+    assert ContextPackRecord.objects.get(pk=light["id"]).level == "light"
+
+    make_handle(frame, "paged " * 50, tokens=75, state="indexed", summary="Paged.", summary_tokens=2)
+    summary = api.post(url, {"budget_tokens": 4000}).json()
+    assert sorted(s["form"] for s in summary["segments"]) == ["light", "summary"]
+    assert summary["token_summary"]["compaction_level"] == "moderate"
+    assert ContextPackRecord.objects.get(pk=summary["id"]).level == "moderate"
 
 
 def test_it_packs_facts_constraints_first_within_the_budget(api, session, frame, stub_facts):

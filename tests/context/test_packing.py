@@ -248,6 +248,11 @@ def segments(draw):
     return out
 
 
+# The level that leaves an item out for each such reason (an over_budget drop is at the
+# level packing ran at, critical only for a required item cut to nothing).
+LEFT_OUT_AT = {"low_priority": "aggressive", "not_critical": "critical", "not_essential": "critical"}
+
+
 @settings(max_examples=examples(300), deadline=None)
 @given(
     budget=st.integers(500, 50_000),
@@ -282,7 +287,15 @@ def test_it_never_exceeds_the_budget_and_its_breakdown_adds_up(
     assert 0 <= result.used <= budget
     assert sum(result.breakdown.values()) == result.used
     assert result.remaining == budget - result.used
-    assert packing.level_index(result.level) >= packing.level_index(level)
+    # The level is the deepest form used or the deepest level that left an item out,
+    # never the floor alone.
+    shown = [packing.FORM_LEVEL.get(i.form, "none") for i in result.included]
+    shown += [LEFT_OUT_AT.get(d.reason, "none") for d in result.dropped]
+    shown += [d.level for d in result.dropped if (d.reason, d.level) == ("over_budget", "critical")]
+    if result.brief_context != brief:
+        trimmed = result.brief_context == packing.light_trim(brief)
+        shown.append("light" if trimmed else "critical")
+    assert result.level == max(shown, key=packing.level_index, default="none")
     whole = {i.id for i in result.segments if i.form == "full"}
     for s in segs:
         if s.priority == "critical":
