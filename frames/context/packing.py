@@ -621,8 +621,7 @@ def pack(data: PackInput) -> PackResult:
     )
     dropped = [Dropped("segments", sid, reason, LEVELS[floor]) for sid, reason in data.skipped]
     dropped += drops
-    for rank_number, item in enumerate(required, start=1):
-        item.rank = rank_number
+    for item in required:  # in before the ranking: no rank
         item.reason = _required_reason(item)
         priority = item.source.priority if item.section == "segments" else "critical"
         item.score = score_row(Score(priority=PRIORITY_SCORE.get(priority, 50) / 100))
@@ -631,7 +630,6 @@ def pack(data: PackInput) -> PackResult:
     ranking = rank(candidates, data.query, data.query_vector)
     order = ranking.order()
     rows = ranking.rows()
-    first_rank = len(required)
     chosen: list[PackedItem[Any]] = []
     facts_room = math.floor(max(0, remaining) * FACTS_SHARE)
     deepest = _required_depth(required, drops, brief_text, data.brief_context)
@@ -649,7 +647,7 @@ def pack(data: PackInput) -> PackResult:
             if tokens > remaining:
                 continue
             item = _render(section, sources[index], form, cache)
-            item.rank = first_rank + position
+            item.rank = position
             item.score = rows[index]
             item.reason = "ranked"
             item.older_than = older_than.get(index)
@@ -696,7 +694,7 @@ def pack(data: PackInput) -> PackResult:
                 reason,
                 level_name,
                 int(getattr(sources[index], "tokens", 0)),
-                first_rank + position,
+                position,
                 rows[index],
                 older_than.get(index),
             )

@@ -213,7 +213,7 @@ def test_it_starts_at_min_compaction_and_uses_stored_summaries(api, session, fra
             "form": "summary",
             "content": "Short.",
             "tokens": 2,
-            "rank": 2,  # after the frame's breadcrumb
+            "rank": 1,
             "score": {
                 "total": 0.6,
                 "priority": 0.5,
@@ -248,6 +248,45 @@ def test_compaction_level_is_the_deepest_form_used_not_the_pressure_formats_floo
     assert sorted(s["form"] for s in summary["segments"]) == ["light", "summary"]
     assert summary["token_summary"]["compaction_level"] == "moderate"
     assert ContextPackRecord.objects.get(pk=summary["id"]).level == "moderate"
+
+
+def test_ranks_start_at_1_in_ranking_order_and_required_items_carry_none(
+    api, member_client, session, frame, make_frame, make_handle
+):
+    child = make_frame(session, parent=frame, goal="Read the contract")
+    critical = make_handle(child, "You are careful.", tokens=5, priority="critical")
+    forced = make_handle(child, "Asked for.", tokens=5, priority="low")
+    for i in range(8):
+        make_handle(child, f"Document {i}. " * 40, tokens=120)
+    url = f"/sessions/{session.id}/context-pack"
+    body = api.post(url, {"budget_tokens": 600, "include_handles": [str(forced.id)]}).json()
+    required = {s["handle_id"]: s["rank"] for s in body["segments"] if s["reason"] != "ranked"}
+    assert required == {str(critical.id): None, str(forced.id): None}
+    ranked = [s["rank"] for s in body["segments"] if s["reason"] == "ranked"]
+    dropped = [d["rank"] for d in body["dropped"]]
+    assert ranked and dropped and None not in ranked + dropped
+    assert sorted(ranked + dropped) == list(range(1, len(ranked) + len(dropped) + 1))
+    assert ranked == sorted(ranked) and ranked[0] == 1  # the best-ranked went in first
+
+    record = ContextPackRecord.objects.get(pk=body["id"])
+    stored = {(i["section"], i["id"]): i["rank"] for i in record.included}
+    assert stored[("breadcrumbs", str(child.id))] is None
+    assert stored[("segments", str(critical.id))] is None
+    assert sorted(r for r in stored.values() if r is not None) == sorted(ranked)
+    assert [d["rank"] for d in record.dropped] == dropped
+
+    page = member_client.get(f"/sessions/{session.id}/context-packs/{body['id']}/")
+    rows = [(r["id"], r["rank"]) for r in page.context["rows"]]
+    required_rows = len(record.included) - len(ranked)  # the breadcrumbs and both handles
+    assert all(rank is None for _, rank in rows[:required_rows])
+    assert [rank for _, rank in rows[required_rows:]] == list(range(1, len(rows) - required_rows + 1))
+    assert b">1</td>" in page.content
+
+    wider = api.post(url, {"budget_tokens": 4000}).json()
+    diff = api.get(f"/context-packs/{body['id']}/diff/{wider['id']}").json()
+    added = {a["id"]: a for a in diff["added"]}
+    for drop in body["dropped"]:
+        assert added[drop["id"]]["earlier_drop"]["rank"] == drop["rank"]
 
 
 def test_it_packs_facts_constraints_first_within_the_budget(api, session, frame, stub_facts):

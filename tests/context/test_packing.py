@@ -122,7 +122,9 @@ def test_it_fills_by_priority_and_skips_what_does_not_fit_for_the_next():
     assert result.level == "none"
     reasons = {d.id: d.reason for d in result.dropped}
     assert reasons == {"h1": "over_budget", "h2": "over_budget"}
-    assert [i.rank for i in result.segments] == sorted(i.rank for i in result.segments)
+    # The forced one is in before the ranking, unranked; the ranking starts at 1.
+    assert [i.rank for i in result.segments] == [None, 1, 3]
+    assert sorted((d.rank, d.id) for d in result.dropped) == [(2, "h1"), (4, "h2")]
 
 
 def test_it_keeps_only_critical_and_forced_at_critical():
