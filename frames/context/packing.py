@@ -745,7 +745,9 @@ def _required_depth(
         return CRITICAL
     deepest = max((LEVEL_INDEX[FORM_LEVEL.get(i.form, "none")] for i in required), default=0)
     if brief_text != brief:
-        deepest = max(deepest, LEVEL_INDEX["light"] if brief_text == light_trim(brief) else CRITICAL)
+        deepest = max(
+            deepest, LEVEL_INDEX["light"] if brief_text == light_trim(brief) else CRITICAL
+        )
     return deepest
 
 

@@ -243,7 +243,9 @@ def test_compaction_level_is_the_deepest_form_used_not_the_pressure_formats_floo
     assert light["token_summary"]["compaction_level"] == "light"
     assert ContextPackRecord.objects.get(pk=light["id"]).level == "light"
 
-    make_handle(frame, "paged " * 50, tokens=75, state="indexed", summary="Paged.", summary_tokens=2)
+    make_handle(
+        frame, "paged " * 50, tokens=75, state="indexed", summary="Paged.", summary_tokens=2
+    )
     summary = api.post(url, {"budget_tokens": 4000}).json()
     assert sorted(s["form"] for s in summary["segments"]) == ["light", "summary"]
     assert summary["token_summary"]["compaction_level"] == "moderate"
@@ -279,7 +281,9 @@ def test_ranks_start_at_1_in_ranking_order_and_required_items_carry_none(
     rows = [(r["id"], r["rank"]) for r in page.context["rows"]]
     required_rows = len(record.included) - len(ranked)  # the breadcrumbs and both handles
     assert all(rank is None for _, rank in rows[:required_rows])
-    assert [rank for _, rank in rows[required_rows:]] == list(range(1, len(rows) - required_rows + 1))
+    assert [rank for _, rank in rows[required_rows:]] == list(
+        range(1, len(rows) - required_rows + 1)
+    )
     assert b">1</td>" in page.content
 
     wider = api.post(url, {"budget_tokens": 4000}).json()

@@ -252,7 +252,11 @@ def segments(draw):
 
 # The level that leaves an item out for each such reason (an over_budget drop is at the
 # level packing ran at, critical only for a required item cut to nothing).
-LEFT_OUT_AT = {"low_priority": "aggressive", "not_critical": "critical", "not_essential": "critical"}
+LEFT_OUT_AT = {
+    "low_priority": "aggressive",
+    "not_critical": "critical",
+    "not_essential": "critical",
+}
 
 
 @settings(max_examples=examples(300), deadline=None)
