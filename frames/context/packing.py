@@ -29,7 +29,10 @@ Levels (docs/concepts.md#compaction-levels) name the forms: ``none`` (full), ``l
 full; at ``moderate`` segments older than the ``RECENT_SEGMENTS`` newest use their
 summary; at ``aggressive`` every segment with a summary uses it and low and background
 segments are left out (unless forced); at ``critical`` only required items stay. The
-pack's ``level`` is the deepest form used (and never shallower than the floor).
+pack's ``level`` is the deepest form its items were given (``FORM_LEVEL``: a trimmed item
+``light``, a summary ``moderate``, a cut one ``critical``) or the deepest level that left
+an item out (``aggressive`` for low and background items, ``critical``): a floor that
+compacted nothing is not reported.
 """
 
 import functools
@@ -466,8 +469,9 @@ def _breadcrumbs_at(
     items = []
     for crumb in kept_crumbs:
         text = crumb.text if level == "none" else light_trim(crumb.text)
+        form = "full" if text == crumb.text else "light"
         items.append(
-            PackedItem("breadcrumbs", crumb.frame_id, estimate_tokens(text), "full", text, crumb)
+            PackedItem("breadcrumbs", crumb.frame_id, estimate_tokens(text), form, text, crumb)
         )
     dropped = [c for c in crumbs if c not in kept_crumbs]
     return items, dropped
@@ -684,8 +688,7 @@ def pack(data: PackInput) -> PackResult:
     )
     dropped = [Dropped("segments", sid, reason, LEVELS[floor]) for sid, reason in data.skipped]
     dropped += drops
-    for rank_number, item in enumerate(required, start=1):
-        item.rank = rank_number
+    for item in required:  # in before the ranking: no rank
         item.reason = _required_reason(item)
         priority = item.source.priority if item.section == "segments" else "critical"
         item.score = list(_required_score(priority))
@@ -694,10 +697,9 @@ def pack(data: PackInput) -> PackResult:
     ranking = rank(candidates, data.query, data.query_vector)
     order = ranking.order()
     rows = ranking.rows()
-    first_rank = len(required)
     chosen: list[PackedItem[Any]] = []
     facts_room = math.floor(max(0, remaining) * FACTS_SHARE)
-    deepest = max(floor, required_level)
+    deepest = _required_depth(required, drops, brief_text, data.brief_context)
     older_than = ranking.older_than
 
     def offer(position: int, index: int) -> bool:
@@ -709,7 +711,7 @@ def pack(data: PackInput) -> PackResult:
         section = candidates[index].section
         form = next(f for f, t in zip(forms[index], counts, strict=True) if t <= remaining)
         item = _render(section, sources[index], form, cache)
-        item.rank = first_rank + position
+        item.rank = position
         item.score = rows[index]
         item.reason = "ranked"
         item.older_than = older_than.get(index)
@@ -759,7 +761,7 @@ def pack(data: PackInput) -> PackResult:
                 reason,
                 level_name,
                 int(getattr(sources[index], "tokens", 0)),
-                first_rank + position,
+                position,
                 rows[index],
                 older_than.get(index),
             )
@@ -776,6 +778,8 @@ def pack(data: PackInput) -> PackResult:
             remaining -= resource.tokens
         else:
             reason = "not_critical" if at_critical else "over_budget"
+            if at_critical:
+                deepest = CRITICAL
             dropped.append(
                 Dropped("resources", resource.id, reason, LEVELS[max(floor, required_level)])
             )
@@ -803,6 +807,21 @@ def pack(data: PackInput) -> PackResult:
 def _required_score(priority: str) -> tuple[float, ...]:
     """A required item's score: its priority's weight, nothing ranked."""
     return tuple(score_row(Score(priority=PRIORITY_SCORE.get(priority, 50) / 100)))
+
+
+def _required_depth(
+    required: list[PackedItem[Any]], fill_drops: list[Dropped], brief_text: str, brief: str
+) -> int:
+    """The deepest level the brief and the required items show: their forms, and the
+    critical level when it left a breadcrumb out or cut an item to nothing."""
+    if fill_drops:
+        return CRITICAL
+    deepest = max((LEVEL_INDEX[FORM_LEVEL.get(i.form, "none")] for i in required), default=0)
+    if brief_text != brief:
+        deepest = max(
+            deepest, LEVEL_INDEX["light"] if brief_text == light_trim(brief) else CRITICAL
+        )
+    return deepest
 
 
 def _required_reason(item: PackedItem[Any]) -> str:

@@ -15,7 +15,7 @@ from frames.strategies import FRAME, MAX_NAME_LENGTH, strategy_enum
 from .annotations import NOTE_MAX_CHARS
 from .compaction import MAX_MESSAGE_COUNT, MAX_TARGET_TOKENS
 from .pack import ContextPack
-from .packing import FactItem, PackedItem
+from .packing import MIN_BUDGET, FactItem, PackedItem
 from .pressure_report import PressureReport
 
 CompactionLevel = Literal["none", "light", "moderate", "aggressive", "critical"]
@@ -24,7 +24,11 @@ HandleState = Literal["cold", "loaded", "hot", "indexed", "offline"]
 
 class ContextPackIn(BodyIn):
     frame_id: UUID | None = None
-    budget_tokens: int = Field(..., ge=0, le=10_000_000)
+    # Strict: "4000" is refused as a string, not read as a number. Under MIN_BUDGET the
+    # service answers budget_too_small (with the minimum); the schema states that bound.
+    budget_tokens: int = Field(
+        ..., ge=0, le=10_000_000, strict=True, json_schema_extra={"minimum": MIN_BUDGET}
+    )
     query: str = Field("", max_length=2000)
     include_handles: list[UUID] = Field(default_factory=list, max_length=1000)
     exclude_handles: list[UUID] = Field(default_factory=list, max_length=1000)
@@ -33,6 +37,7 @@ class ContextPackIn(BodyIn):
         None,
         ge=1,
         le=2**62,
+        strict=True,
         description="Replay: the pack as it would have been right after this event of the session.",
     )
     valid_at: AwareDatetime | None = Field(

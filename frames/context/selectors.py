@@ -160,13 +160,26 @@ def _briefly(labels: dict[tuple[str, str], str], section: str, item_id: str) -> 
     return f"{short} “{excerpt}”"
 
 
+# Included items that are in before the ranking, unranked (packing's required items).
+_REQUIRED = frozenset({"critical", "forced", "constraint", "essential"})
+
+
+def _row_place(entry: dict[str, Any]) -> tuple[int, int]:
+    """Required items first (unranked, in as the pack took them), then by rank, then the
+    other unranked ones (resources by name, items skipped before the ranking)."""
+    rank = entry.get("rank")
+    if rank is not None:
+        return 1, rank
+    return (0 if entry["included"] and entry.get("reason") in _REQUIRED else 2), 0
+
+
 def context_pack_rows(record: ContextPackRecord, limit: int = 500) -> list[dict[str, Any]]:
-    """Every item of ``record``, in or out, by rank (unranked ones last): what it is, its
-    form or reason, its tokens, its score parts and why, as the pack pages show them.
-    At most ``limit`` rows."""
+    """Every item of ``record``, in or out, the required ones first, then by rank (other
+    unranked ones last): what it is, its form or reason, its tokens, its score parts and
+    why, as the pack pages show them. At most ``limit`` rows."""
     entries = [{**i, "included": True} for i in record.included]
     entries += [{**d, "included": False} for d in record.dropped]
-    entries.sort(key=lambda e: (e.get("rank") is None, e.get("rank") or 0))
+    entries.sort(key=_row_place)
     entries = entries[:limit]
     newer = [
         {"section": e.get("section"), "id": e["older_than"]} for e in entries if e.get("older_than")

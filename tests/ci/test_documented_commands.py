@@ -176,6 +176,9 @@ def _shell_given(server: Server, home: Path, work: Path) -> dict[str, str]:
         frame = ops.frame_push(waiting, goal="Publish", budget=1_000)
         token = ops.frame_suspend(frame, reason="Publish?", requires_approval=True).token
         state = ops.rlm_state_create("Summarize the RFC", session=waiting)
+        live = ops.session(title="live, for pack")
+        step = ops.frame_push(live, goal="Answer", budget=1_000)
+        ops.handle_add(step, kind="document", content="TLS 1.2 and 1.3 are allowed.")
     shutil.copy(TRANSCRIPT, work / "session.jsonl")
     projects = home / ".claude" / "projects" / "-home-ada-project"
     projects.mkdir(parents=True)
@@ -186,6 +189,7 @@ def _shell_given(server: Server, home: Path, work: Path) -> dict[str, str]:
     key = next(word for word in personal.split() if word.startswith("cops_"))
     return {
         "SESSION_ID": ended.id,
+        "LIVE_SESSION": live.id,
         "TOKEN": token,
         "STATE_ID": state["state_id"],
         "personal key": key,
@@ -252,3 +256,7 @@ def test_the_runnable_blocks_run_in_order_against_a_live_server(
         exported = json.loads((work / "state.json").read_text())
         assert exported["state_id"] == given["STATE_ID"]
         assert exported["variables"]["prompt"]["value"] == "Summarize the RFC"
+        with Client(server.url, server.key) as ops:
+            assert [p["query"] for p in ops.context_packs(given["LIVE_SESSION"])] == [
+                "TLS versions"
+            ]

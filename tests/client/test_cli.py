@@ -168,6 +168,65 @@ def test_it_follows_a_session_as_it_happens_until_ctrl_c(agent, ops):
     assert "Traceback" not in errors
 
 
+# -- pack ----------------------------------------------------------------------------------
+
+
+def test_it_prints_a_context_pack_as_a_table_with_its_totals_and_as_json(agent, ops):
+    session = ops.session(title="Refunds")
+    frame = ops.frame_push(session, goal="Answer the refund question", budget=100_000)
+    system = ops.handle_add(frame, kind="system_prompt", content="Be brief.", priority="critical")
+    receipt = ops.handle_add(frame, kind="document", content="Refunds need a receipt.")
+    hours = ops.handle_add(frame, kind="document", content="The office opens at nine.")
+    fact = ops.fact_write("office.city", "Lyon", source="user")
+    ops.working_set_put(session, "step", 3)
+    args = ("pack", session.id, "--budget", "2000", "--query", "refund receipt")
+    result = cli(agent, *args)
+    assert result.exit_code == 0, result.output
+    *table, totals = result.stdout.splitlines()
+    assert table[0].split() == ["RANK", "KIND", "ID", "TOKENS", "FORM", "SCORE", "REASON"]
+    rows = {line.split()[2]: line.split() for line in table[1:]}
+    # In before the ranking, unranked: the frame's breadcrumb and the critical handle.
+    assert [rows[frame.id][i] for i in (0, 1, 4, 5, 6)] == ["-", "frame", "-", "-", "essential"]
+    assert rows[system["id"]][:2] == ["-", "system_prompt"] and rows[system["id"]][-1] == "critical"
+    # Then the ranking, from 1: the query puts the receipt first.
+    assert rows[receipt["id"]][:2] == ["1", "document"] and rows[receipt["id"]][4] == "full"
+    assert rows[receipt["id"]][-1] == "ranked" and float(rows[receipt["id"]][5]) > 0
+    assert [rows[str(fact["id"])][1], rows["step"][1]] == ["fact", "working"]
+    assert [line.split()[0] for line in table[1:]] == ["-", "-", "1", "2", "3", "4"]
+
+    answer = json.loads(cli(agent, *args, "--json").stdout)
+    assert answer["query"] == "refund receipt" and answer["session_id"] == session.id
+    summary = answer["token_summary"]
+    assert summary["budget"] == 2000 and summary["compaction_level"] == "none"
+    assert totals == (
+        f"used {summary['used']:,} of 2,000 tokens ({summary['remaining']:,} left), "
+        "compaction_level none, format verbose; 0 dropped"
+    )
+    ranks = {s["handle_id"]: s["rank"] for s in answer["segments"]}
+    ranks |= {str(f["id"]): f["rank"] for f in answer["facts"]}
+    ranks |= {w["key"]: w["rank"] for w in answer["working_set"]}
+    assert ranks == {
+        i: None if r[0] == "-" else int(r[0]) for i, r in rows.items() if i != frame.id
+    }
+    assert hours["id"] in ranks
+
+
+def test_pack_takes_a_frame_and_prints_the_apis_error(agent, ops):
+    session = ops.session(title="Frames")
+    root = ops.frame_push(session, goal="Plan", budget=100_000)
+    child = ops.frame_push(session, goal="Step", budget=1_000, parent=root)
+    ops.handle_add(child, kind="document", content="Only the step sees this.")
+    at_root = json.loads(cli(agent, "pack", session.id, "--frame", root.id, "--json").stdout)
+    assert at_root["frame_id"] == root.id and at_root["segments"] == []
+    assert at_root["token_summary"]["budget"] == 4000  # the default budget
+    small = cli(agent, "pack", session.id, "--budget", "100")
+    assert small.exit_code == 1 and small.stdout == ""
+    assert "422 budget_too_small" in small.output and "500" in small.output
+    missing = cli(agent, "pack", "00000000-0000-0000-0000-000000000000")
+    assert missing.exit_code == 1 and "404 not_found" in missing.output
+    assert ops.context_packs(session) and len(ops.context_packs(session)) == 1  # errors store none
+
+
 # -- approve, reject ---------------------------------------------------------------------
 
 

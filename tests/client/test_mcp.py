@@ -374,15 +374,23 @@ def test_missing_arguments_are_named_once_each():
     ]
 
 
-def test_each_tool_takes_its_operations_path_parameters_and_body_fields():
-    schema = api.get_openapi_schema()
+def _resolver(schema: dict):
+    """Reads a node of the API's OpenAPI ``schema`` through its ``$ref`` (and an optional
+    field's ``anyOf`` as its one type)."""
     components = schema["components"]["schemas"]
 
     def resolve(node: dict) -> dict:
         while "$ref" in node:
             node = components[node["$ref"].rsplit("/", 1)[-1]]
-        return node
+        options = [o for o in node.get("anyOf", []) if o.get("type") != "null"]
+        return resolve(options[0]) if len(options) == 1 else node
 
+    return resolve
+
+
+def test_each_tool_takes_its_operations_path_parameters_and_body_fields():
+    schema = api.get_openapi_schema()
+    resolve = _resolver(schema)
     assert {tool.name for tool in TOOLS} == TOOL_NAMES
     for tool in TOOLS:
         operation = schema["paths"][f"/api/v1{tool.path}"][tool.method.lower()]
@@ -393,6 +401,25 @@ def test_each_tool_takes_its_operations_path_parameters_and_body_fields():
         assert set(tool.body) == set(fields.get("properties", {})), tool.name
         assert set(tool.required) == set(fields.get("required", [])), tool.name
         assert set(tool.input_schema().get("required", [])) == path_params | set(tool.required)
+
+
+def test_a_bound_a_tool_states_is_the_apis_own():
+    """A tool never tells the model a figure the API would refuse (or one it would not)."""
+    schema = api.get_openapi_schema()
+    resolve = _resolver(schema)
+    stated = 0
+    for tool in TOOLS:
+        operation = schema["paths"][f"/api/v1{tool.path}"][tool.method.lower()]
+        body = operation.get("requestBody")
+        if not body:
+            continue
+        fields = resolve(body["content"]["application/json"]["schema"])["properties"]
+        for name, field in tool.input_schema()["properties"].items():
+            for bound in ("minimum", "maximum"):
+                if bound in field:
+                    assert field[bound] == resolve(fields[name]).get(bound), (tool.name, name)
+                    stated += 1
+    assert stated >= 5
 
 
 # -- stdio -----------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from facts import services as fact_services
 from facts.selectors.ranking import ContextFact
 from frames.context import pack as context_pack
 from frames.context.schemas import ContextPackOut
-from frames.models import ContextPackRecord
+from frames.models import ContextPackRecord, Session
 from frames.models.context import json_decompressed
 
 
@@ -101,6 +101,43 @@ def test_it_answers_422_for_bad_input(api, session):
     )
 
 
+@pytest.mark.parametrize(
+    ("field", "shown"),
+    [
+        ("budget_tokens", str),
+        ("budget_tokens", float),
+        ("budget_tokens", bool),
+        ("as_of_seq", str),
+        ("as_of_seq", float),
+    ],
+)
+def test_a_number_given_as_another_type_is_refused_naming_the_field(
+    api, start_session, push_ok, field, shown
+):
+    session = start_session()
+    push_ok(session["id"], 100_000)
+    seq = Session.objects.values_list("last_event_seq", flat=True).get(pk=session["id"])
+    url = f"/sessions/{session['id']}/context-pack"
+    body = {"budget_tokens": 4000, "as_of_seq": seq}
+    response = api.post(url, {**body, field: shown(body[field])})
+    assert response.status_code == 422, response.content
+    error = response.json()
+    assert error["error"] == "validation_error" and error["detail"]
+    assert [e["loc"] for e in error["errors"]] == [["body", field]]
+    assert not ContextPackRecord.objects.exists()
+    assert api.post(url, body).status_code == 200  # the same figures as numbers are taken
+
+
+def test_the_schema_states_the_budget_the_api_accepts(api):
+    schemas = api.client.get("/api/v1/openapi.json").json()["components"]["schemas"]
+    budget = schemas["ContextPackIn"]["properties"]["budget_tokens"]
+    assert (budget["type"], budget["minimum"], budget["maximum"]) == (
+        "integer",
+        context_pack.packing.MIN_BUDGET,
+        10_000_000,
+    )
+
+
 def test_an_included_handle_the_frame_does_not_hold_is_refused_and_nothing_stored(
     api, session, frame, make_frame, make_handle
 ):
@@ -165,7 +202,8 @@ def test_it_starts_at_min_compaction_and_uses_stored_summaries(api, session, fra
         f"/sessions/{session.id}/context-pack",
         {"budget_tokens": 5000, "min_compaction": "aggressive"},
     ).json()
-    assert body["token_summary"]["compaction_level"] == "aggressive"
+    # Its summary is the deepest form used: moderate, though packing started at aggressive.
+    assert body["token_summary"]["compaction_level"] == "moderate"
     assert body["segments"] == [
         {
             "handle_id": str(handle.id),
@@ -175,7 +213,7 @@ def test_it_starts_at_min_compaction_and_uses_stored_summaries(api, session, fra
             "form": "summary",
             "content": "Short.",
             "tokens": 2,
-            "rank": 2,  # after the frame's breadcrumb
+            "rank": 1,
             "score": {
                 "total": 0.6,
                 "priority": 0.5,
@@ -190,6 +228,69 @@ def test_it_starts_at_min_compaction_and_uses_stored_summaries(api, session, fra
             "older_than": None,
         }
     ]
+
+
+def test_compaction_level_is_the_deepest_form_used_not_the_pressure_formats_floor(
+    api, make_session, make_frame, make_handle
+):
+    session = make_session(pressure_level="high")  # ultra_dense: packing starts at moderate
+    frame = make_frame(session)
+    make_handle(frame, "Spaced    out    text.", tokens=8)
+    url = f"/sessions/{session.id}/context-pack"
+    light = api.post(url, {"budget_tokens": 4000}).json()
+    assert light["format"] == "ultra_dense"
+    assert [s["form"] for s in light["segments"]] == ["light"]
+    assert light["token_summary"]["compaction_level"] == "light"
+    assert ContextPackRecord.objects.get(pk=light["id"]).level == "light"
+
+    make_handle(
+        frame, "paged " * 50, tokens=75, state="indexed", summary="Paged.", summary_tokens=2
+    )
+    summary = api.post(url, {"budget_tokens": 4000}).json()
+    assert sorted(s["form"] for s in summary["segments"]) == ["light", "summary"]
+    assert summary["token_summary"]["compaction_level"] == "moderate"
+    assert ContextPackRecord.objects.get(pk=summary["id"]).level == "moderate"
+
+
+def test_ranks_start_at_1_in_ranking_order_and_required_items_carry_none(
+    api, member_client, session, frame, make_frame, make_handle
+):
+    child = make_frame(session, parent=frame, goal="Read the contract")
+    critical = make_handle(child, "You are careful.", tokens=5, priority="critical")
+    forced = make_handle(child, "Asked for.", tokens=5, priority="low")
+    for i in range(8):
+        make_handle(child, f"Document {i}. " * 40, tokens=120)
+    url = f"/sessions/{session.id}/context-pack"
+    body = api.post(url, {"budget_tokens": 600, "include_handles": [str(forced.id)]}).json()
+    required = {s["handle_id"]: s["rank"] for s in body["segments"] if s["reason"] != "ranked"}
+    assert required == {str(critical.id): None, str(forced.id): None}
+    ranked = [s["rank"] for s in body["segments"] if s["reason"] == "ranked"]
+    dropped = [d["rank"] for d in body["dropped"]]
+    assert ranked and dropped and None not in ranked + dropped
+    assert sorted(ranked + dropped) == list(range(1, len(ranked) + len(dropped) + 1))
+    assert ranked == sorted(ranked) and ranked[0] == 1  # the best-ranked went in first
+
+    record = ContextPackRecord.objects.get(pk=body["id"])
+    stored = {(i["section"], i["id"]): i["rank"] for i in record.included}
+    assert stored[("breadcrumbs", str(child.id))] is None
+    assert stored[("segments", str(critical.id))] is None
+    assert sorted(r for r in stored.values() if r is not None) == sorted(ranked)
+    assert [d["rank"] for d in record.dropped] == dropped
+
+    page = member_client.get(f"/sessions/{session.id}/context-packs/{body['id']}/")
+    rows = [(r["id"], r["rank"]) for r in page.context["rows"]]
+    required_rows = len(record.included) - len(ranked)  # the breadcrumbs and both handles
+    assert all(rank is None for _, rank in rows[:required_rows])
+    assert [rank for _, rank in rows[required_rows:]] == list(
+        range(1, len(rows) - required_rows + 1)
+    )
+    assert b">1</td>" in page.content
+
+    wider = api.post(url, {"budget_tokens": 4000}).json()
+    diff = api.get(f"/context-packs/{body['id']}/diff/{wider['id']}").json()
+    added = {a["id"]: a for a in diff["added"]}
+    for drop in body["dropped"]:
+        assert added[drop["id"]]["earlier_drop"]["rank"] == drop["rank"]
 
 
 def test_it_packs_facts_constraints_first_within_the_budget(api, session, frame, stub_facts):

@@ -142,7 +142,8 @@ def test_the_format_follows_pressure_and_tightens_the_pack(api, session_id, fram
     usage(api, frame_id, 7_500)
     high = pack(api, session_id)
     assert high["format"] == "ultra_dense"
-    assert high["token_summary"]["compaction_level"] == "moderate"
+    # Packing starts at moderate, but the one segment is recent and only trimmed.
+    assert high["token_summary"]["compaction_level"] == "light"
     assert high["resources"][0]["name"] == "○ notes/ideas.md"
     assert high["segments"][0]["handle_id"] == handle["id"]
 

@@ -47,7 +47,8 @@ def test_it_names_what_did_not_fit_the_budget(api, session, frame, make_handle):
     dropped = _by_id(body["dropped"])[str(low.id)]
     assert dropped["reason"] == "over_budget" and dropped["priority"] == "low"
     assert dropped["after"]["level"] == "none"  # tried in every form, fitting in none
-    assert dropped["after"]["rank"] == 3 and dropped["after"]["score"]["priority"] == 0.25
+    # The one item ranked (the critical handle and the breadcrumb are in before the ranking).
+    assert dropped["after"]["rank"] == 1 and dropped["after"]["score"]["priority"] == 0.25
     assert "fitted in no form" in dropped["detail"]
     assert (body["a"]["budget"], body["b"]["budget"]) == (4000, 1000)
     assert body["b"]["used"] <= 1000 and body["a"]["level"] == "none"
@@ -81,7 +82,7 @@ def test_it_names_a_shorter_form_under_pressure(api, session, frame, make_handle
     changed = _by_id(_diff(api, a, b)["changed"])[str(long.id)]
     assert changed["reason"] == "pressure_format"
     before = {k: changed["before"][k] for k in ("form", "tokens", "level", "rank")}
-    assert before == {"form": "full", "tokens": 1_600, "level": "none", "rank": 2}
+    assert before == {"form": "full", "tokens": 1_600, "level": "none", "rank": 1}
     assert changed["before"]["score"]["priority"] == 0.5  # the reasons carry the score parts
     assert changed["after"]["form"] == "light" and changed["after"]["tokens"] < 1_600
 

@@ -122,7 +122,9 @@ def test_it_fills_by_priority_and_skips_what_does_not_fit_for_the_next():
     assert result.level == "none"
     reasons = {d.id: d.reason for d in result.dropped}
     assert reasons == {"h1": "over_budget", "h2": "over_budget"}
-    assert [i.rank for i in result.segments] == sorted(i.rank for i in result.segments)
+    # The forced one is in before the ranking, unranked; the ranking starts at 1.
+    assert [i.rank for i in result.segments] == [None, 1, 3]
+    assert sorted((d.rank, d.id) for d in result.dropped) == [(2, "h1"), (4, "h2")]
 
 
 def test_it_keeps_only_critical_and_forced_at_critical():
@@ -248,6 +250,15 @@ def segments(draw):
     return out
 
 
+# The level that leaves an item out for each such reason (an over_budget drop is at the
+# level packing ran at, critical only for a required item cut to nothing).
+LEFT_OUT_AT = {
+    "low_priority": "aggressive",
+    "not_critical": "critical",
+    "not_essential": "critical",
+}
+
+
 @settings(max_examples=examples(300), deadline=None)
 @given(
     budget=st.integers(500, 50_000),
@@ -282,7 +293,15 @@ def test_it_never_exceeds_the_budget_and_its_breakdown_adds_up(
     assert 0 <= result.used <= budget
     assert sum(result.breakdown.values()) == result.used
     assert result.remaining == budget - result.used
-    assert packing.level_index(result.level) >= packing.level_index(level)
+    # The level is the deepest form used or the deepest level that left an item out,
+    # never the floor alone.
+    shown = [packing.FORM_LEVEL.get(i.form, "none") for i in result.included]
+    shown += [LEFT_OUT_AT.get(d.reason, "none") for d in result.dropped]
+    shown += [d.level for d in result.dropped if (d.reason, d.level) == ("over_budget", "critical")]
+    if result.brief_context != brief:
+        trimmed = result.brief_context == packing.light_trim(brief)
+        shown.append("light" if trimmed else "critical")
+    assert result.level == max(shown, key=packing.level_index, default="none")
     whole = {i.id for i in result.segments if i.form == "full"}
     for s in segs:
         if s.priority == "critical":

@@ -4,6 +4,7 @@
     contextops import --claude-projects    every Claude Code session under ~/.claude/projects
     contextops sessions                    the organization's sessions, newest first
     contextops tail SESSION                the session's events as they happen
+    contextops pack SESSION [--budget N]   a context pack: what an agent would get, and why
     contextops approve TOKEN / reject TOKEN --note ...   decide a suspension (a person's key)
     contextops export rlm STATE_ID         an RLM state as a seed-schema document
     contextops claude-hook                 for Claude Code's hooks (see contextops_client.hook)
@@ -20,7 +21,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -31,7 +32,7 @@ import click
 from .errors import ContextopsError
 from .hook import CLAUDE_CODE, Source, claude_code_sources, hook_main, upload
 from .sync import Client
-from .types import Event, ImportJob, ImportQueued, SessionData
+from .types import ContextPack, Event, ImportJob, ImportQueued, SessionData
 
 FORMATS = ("claude_code", "anthropic", "openai")
 SUFFIX_FORMATS = {".jsonl": CLAUDE_CODE, ".yaml": "anthropic", ".yml": "anthropic"}
@@ -296,6 +297,17 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _table(rows: Sequence[tuple[str, ...]], numeric: frozenset[int] = frozenset()) -> Iterator[str]:
+    """``rows`` (a header first) in aligned columns, the ``numeric`` ones to the right."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        cells = [
+            cell.rjust(width) if i in numeric else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ]
+        yield "  ".join(cells).rstrip()
+
+
 def session_rows(items: list[SessionData]) -> Iterator[str]:
     """The sessions as a table: id, start, state, model calls, agent and title."""
     rows = [("ID", "STARTED", "STATE", "CALLS", "AGENT", "TITLE")]
@@ -311,10 +323,7 @@ def session_rows(items: list[SessionData]) -> Iterator[str]:
                 _cut(data.get("title") or "", 60),
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)]
-        yield "  ".join([*cells, row[-1]]).rstrip()
+    yield from _table(rows)
 
 
 @main.command()
@@ -389,6 +398,89 @@ def tail(
                 stop.wait(interval)
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+# -- pack ----------------------------------------------------------------------------------
+
+DEFAULT_PACK_BUDGET = 4000
+# The sections of a pack's answer that list items: what the table calls each kind (a
+# segment says its own), its id's field, and the reason where the answer gives none.
+PACK_SECTIONS = (
+    ("breadcrumbs", "frame", "frame_id", "essential"),
+    ("segments", "", "handle_id", ""),
+    ("facts", "fact", "id", ""),
+    ("working_set", "working", "key", ""),
+    ("resources", "resource", "handle_id", "cold"),
+)
+PACK_HEADER = ("RANK", "KIND", "ID", "TOKENS", "FORM", "SCORE", "REASON")
+PACK_NUMERIC = frozenset({0, 3, 5})  # rank, tokens, score: right-aligned
+
+
+def pack_rows(pack: ContextPack) -> Iterator[str]:
+    """The pack's items as a table: the required ones first (no rank), then by rank."""
+    answer: dict[str, Any] = dict(pack)
+    items: list[tuple[int, tuple[str, ...]]] = []
+    for section, kind, id_field, reason in PACK_SECTIONS:
+        for item in answer.get(section) or []:
+            data: dict[str, Any] = dict(item)
+            rank, score = data.get("rank"), data.get("score")
+            row = (
+                "-" if rank is None else str(rank),
+                kind or str(data.get("kind", "")),
+                str(data.get(id_field, "")),
+                str(data.get("tokens", 0)),
+                str(data.get("form") or "-"),
+                "-" if not score else f"{score['total']:.3f}",
+                str(data.get("reason") or reason or "-"),
+            )
+            items.append((rank or 0, row))
+    rows = [row for _, row in sorted(items, key=lambda i: i[0])]
+    yield from _table([PACK_HEADER, *rows], PACK_NUMERIC)
+
+
+def pack_totals(pack: ContextPack) -> str:
+    """``used 1,234 of 4,000 tokens (2,766 left), compaction_level none, verbose; 3 dropped``."""
+    summary = pack["token_summary"]
+    dropped = len(pack.get("dropped") or [])
+    return (
+        f"used {summary['used']:,} of {summary['budget']:,} tokens "
+        f"({summary['remaining']:,} left), compaction_level {summary['compaction_level']}, "
+        f"format {pack.get('format')}; {dropped} dropped"
+    )
+
+
+@main.command()
+@click.argument("session_id")
+@click.option(
+    "--budget",
+    default=DEFAULT_PACK_BUDGET,
+    show_default=True,
+    type=int,
+    help="The pack's budget in tokens (at least 500).",
+)
+@click.option("--query", default=None, help="What the agent is about to do: ranks the items.")
+@click.option("--frame", "frame_id", default=None, help="The frame (default: the session's top).")
+@click.option("--json", "as_json", is_flag=True, help="Print the API's answer.")
+@click.pass_obj
+def pack(
+    settings: Settings,
+    session_id: str,
+    budget: int,
+    query: str | None,
+    frame_id: str | None,
+    as_json: bool,
+) -> None:
+    """A context pack of SESSION (POST /sessions/{id}/context-pack): its items, what it
+    used of the budget, and how hard it was compacted. The pack is recorded, as an
+    agent's would be."""
+    with settings.client() as ops:
+        answer = ops.context_pack(session_id, budget_tokens=budget, query=query, frame=frame_id)
+    if as_json:
+        click.echo(json.dumps(answer, indent=2))
+        return
+    for line in pack_rows(answer):
+        click.echo(line)
+    click.echo(pack_totals(answer))
 
 
 # -- approve, reject ---------------------------------------------------------------------

@@ -509,7 +509,9 @@ TOOLS: tuple[Tool, ...] = (
         "cut: 409 critical_exceeds_budget when they alone do not fit, so ask for more.",
         body={
             "frame_id": _str("The frame to build it for (default: the top of the stack)."),
-            "budget_tokens": _int("Tokens the pack may use.", minimum=0, maximum=10_000_000),
+            "budget_tokens": _int(
+                "Tokens the pack may use (at least 500).", minimum=500, maximum=10_000_000
+            ),
             "query": _str("What you are about to do: ranks what is included.", maxLength=2000),
             "include_handles": {
                 "type": "array",
