@@ -72,6 +72,21 @@ def _counts(terms: tuple[str, ...]) -> Counter[str]:
     return Counter(terms)
 
 
+def _text_terms(text: str) -> tuple[Counter[str], int]:
+    terms = analyze(text)
+    return Counter(terms), len(terms)
+
+
+_text_terms_kept = functools.lru_cache(maxsize=ANALYZE_CACHE_SIZE)(_text_terms)
+
+
+def text_terms(text: str) -> tuple[Counter[str], int]:
+    """The terms of ``text`` counted, and how many it has (``analyze``'s, kept the same way)."""
+    if len(text) <= ANALYZE_CACHE_CHARS:
+        return _text_terms_kept(text)
+    return _text_terms(text)
+
+
 def bm25(query: Sequence[str], documents: Sequence[tuple[str, ...]]) -> np.ndarray:
     """BM25 of ``query`` (distinct terms) for each of ``documents`` (their terms).
 
@@ -79,21 +94,38 @@ def bm25(query: Sequence[str], documents: Sequence[tuple[str, ...]]) -> np.ndarr
     ``log(1 + (N - n + 0.5) / (n + 0.5))`` over these ``documents``. A document sharing
     no term with the query scores 0; so does every document when the query has no terms.
     """
-    count = len(documents)
+    return bm25_counted(query, [(_counts(d), len(d)) for d in documents])
+
+
+def bm25_texts(query: Sequence[str], texts: Sequence[str]) -> np.ndarray:
+    """``bm25`` of ``query`` over ``texts`` (each analyzed, its terms counted once and kept)."""
+    return bm25_counted(query, [text_terms(text) for text in texts])
+
+
+def bm25_counted(query: Sequence[str], counted: Sequence[tuple[Counter[str], int]]) -> np.ndarray:
+    """``bm25`` over documents given as (their terms counted, their length). Only the
+    documents holding a query term are read term by term."""
+    count = len(counted)
     scores = np.zeros(count, dtype=np.float64)
     if not count or not query:
         return scores
-    lengths = np.fromiter((len(d) for d in documents), dtype=np.float64, count=count)
+    wanted = frozenset(query)
+    hits = [i for i, (c, _) in enumerate(counted) if not c.keys().isdisjoint(wanted)]
+    if not hits:
+        return scores
+    lengths = np.fromiter((n for _, n in counted), dtype=np.float64, count=count)
     average = float(lengths.mean()) or 1.0
-    norm = BM25_K1 * (1 - BM25_B + BM25_B * lengths / average)
-    counts = [_counts(d) for d in documents]
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * lengths[hits] / average)
+    found_counts = [counted[i][0] for i in hits]
+    total = np.zeros(len(hits), dtype=np.float64)
     for term in query:
-        tf = np.fromiter((c.get(term, 0) for c in counts), dtype=np.float64, count=count)
+        tf = np.array([c.get(term, 0) for c in found_counts], dtype=np.float64)
         found = int(np.count_nonzero(tf))
         if not found:
             continue
         idf = math.log(1 + (count - found + 0.5) / (found + 0.5))
-        scores += idf * tf * (BM25_K1 + 1) / (tf + norm)
+        total += idf * tf * (BM25_K1 + 1) / (tf + norm)
+    scores[hits] = total
     return scores
 
 

@@ -262,8 +262,8 @@ class _Any(Expression):
 def array_literal(values: list[Any]) -> tuple[str, str]:
     """``values`` as PostgreSQL's array literal and its element type: ``bigint`` when all
     are integers, else ``text`` (each element quoted, ``"`` and ``\\`` escaped)."""
-    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        return "{" + ",".join(str(int(v)) for v in values) + "}", "bigint"
+    if {type(v) for v in values} <= {int}:  # ints (and not bools)
+        return "{" + ",".join(map(str, values)) + "}", "bigint"
     quoted = ('"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
     return "{" + ",".join(quoted) + "}", "text"
 

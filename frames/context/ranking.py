@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from contextops.relevance import analyze, bm25, query_terms, rank_share
+from contextops.relevance import bm25_texts, query_terms, rank_share
 from frames.models.context import SCORE_PARTS
 from frames.priorities import PRIORITY_SCORES as PRIORITY_SCORE
 
@@ -151,12 +151,11 @@ def score_row(score: Score) -> list[float]:
 def _recency(candidates: list[Candidate], weight: float) -> np.ndarray:
     """Each candidate's recency share within its own section."""
     shares = np.zeros(len(candidates))
-    by_section: dict[str, list[int]] = {}
-    for index, candidate in enumerate(candidates):
-        by_section.setdefault(candidate.section, []).append(index)
-    for indexes in by_section.values():
-        newness = np.array([candidates[i].newness for i in indexes], dtype=np.float64)
-        shares[indexes] = weight * rank_share(newness, RRF_K, zero_counts=True)
+    sections = np.array([c.section for c in candidates])
+    newness = np.fromiter((c.newness for c in candidates), np.float64, len(candidates))
+    for section in dict.fromkeys(sections.tolist()):
+        indexes = np.flatnonzero(sections == section)
+        shares[indexes] = weight * rank_share(newness[indexes], RRF_K, zero_counts=True)
     return shares
 
 
@@ -205,8 +204,8 @@ def rank(
     neighbour = np.zeros(count)
     if with_query and count:
         if terms:
-            documents = [analyze(c.text) for c in candidates]
-            lexical = LEXICAL_WEIGHT * rank_share(bm25(terms, documents), RRF_K)
+            scores = bm25_texts(terms, [c.text for c in candidates])
+            lexical = LEXICAL_WEIGHT * rank_share(scores, RRF_K)
         if query_vector is not None:
             semantic = SEMANTIC_WEIGHT * rank_share(_semantic(candidates, query_vector), RRF_K)
         neighbour = _neighbours(candidates, lexical + semantic)
