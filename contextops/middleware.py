@@ -15,7 +15,7 @@ from django.template.loader import render_to_string
 from . import health
 from .auth import api_key_of, is_write
 from .errors import DomainError, Invalid
-from .http import GetResponse
+from .http import GetResponse, api_error, content_length_refused
 from .idempotency import (
     HEADER,
     Replay,
@@ -67,23 +67,19 @@ class ContentSecurityPolicyMiddleware:
         return response
 
 
-def _api_error(status: int, code: str, detail: str, **extra: Any) -> JsonResponse:
-    return JsonResponse({"error": code, "detail": detail, **extra}, status=status)
-
-
 def _chunked_body_read(request: HttpRequest, limit: int) -> JsonResponse | None:
     """A body sent in chunks (no Content-Length): Django would read it as empty. Read it
     here, at most ``limit`` bytes (413 past that), when the server ends the chunked stream
     for us (gunicorn: ``wsgi.input_terminated``); a server that does not (the development
     server) gets 411, asking for a Content-Length."""
     if not request.META.get("wsgi.input_terminated"):
-        return _api_error(
+        return api_error(
             411, "length_required", "Send the body with a Content-Length header, not in chunks."
         )
     stream = request.META["wsgi.input"]
     body = stream.read(limit + 1)
     if len(body) > limit:
-        return _api_error(
+        return api_error(
             413, "too_large", f"The body is over {limit} bytes, the limit.", limit=limit
         )
     request._body = body
@@ -103,7 +99,7 @@ class ApiBodyLimitMiddleware:
         if "\x00" in request.path or "%00" in request.META.get("QUERY_STRING", ""):
             # No column can hold a NUL character; refuse it before any view sees it.
             if request.path.startswith("/api/"):
-                return _api_error(
+                return api_error(
                     422,
                     "validation_error",
                     "The address may not contain NUL characters.",
@@ -116,17 +112,9 @@ class ApiBodyLimitMiddleware:
                 refused = _chunked_body_read(request, limit)
                 if refused is not None:
                     return refused
-            try:
-                length = int(request.META.get("CONTENT_LENGTH") or 0)
-            except ValueError:
-                return _api_error(400, "bad_request", "Content-Length is not a number.")
-            if length > limit:
-                return _api_error(
-                    413,
-                    "too_large",
-                    f"The body is {length} bytes; the limit is {limit}.",
-                    limit=limit,
-                )
+            refused = content_length_refused(request, limit)
+            if refused is not None:
+                return refused
         return self.get_response(request)
 
 
@@ -150,7 +138,7 @@ class ApiErrorMiddleware:
             413: ("too_large", "The body is too large."),
         }
         code, detail = codes.get(response.status_code, ("error", "The request failed."))
-        return _api_error(response.status_code, code, detail)
+        return api_error(response.status_code, code, detail)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> None:
         return None
@@ -180,7 +168,7 @@ class DatabaseUnavailableMiddleware:
 
 def _unavailable(key: str) -> JsonResponse:
     logger.warning("database unavailable while claiming %s %s", HEADER, key)
-    response = _api_error(
+    response = api_error(
         503, "unavailable", "The database is unavailable; nothing was changed. Retry shortly."
     )
     response["Retry-After"] = "2"
