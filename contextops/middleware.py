@@ -11,6 +11,7 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.template.loader import render_to_string
+from django.utils.deprecation import MiddlewareMixin
 
 from . import health
 from .auth import api_key_of, is_write
@@ -57,12 +58,10 @@ class ProbeMiddleware:
         return self.get_response(request)
 
 
-class ContentSecurityPolicyMiddleware:
-    def __init__(self, get_response: GetResponse) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        response = self.get_response(request)
+class ContentSecurityPolicyMiddleware(MiddlewareMixin):
+    def process_response(
+        self, request: HttpRequest, response: HttpResponseBase
+    ) -> HttpResponseBase:
         response.setdefault("Content-Security-Policy", settings.CONTENT_SECURITY_POLICY)
         return response
 
@@ -88,14 +87,11 @@ def _chunked_body_read(request: HttpRequest, limit: int) -> JsonResponse | None:
     return None
 
 
-class ApiBodyLimitMiddleware:
+class ApiBodyLimitMiddleware(MiddlewareMixin):
     """Refuse an oversized API body from its Content-Length, before reading any of it,
     and a NUL character anywhere in the address."""
 
-    def __init__(self, get_response: GetResponse) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+    def process_request(self, request: HttpRequest) -> HttpResponseBase | None:
         if "\x00" in request.path or "%00" in request.META.get("QUERY_STRING", ""):
             # No column can hold a NUL character; refuse it before any view sees it.
             if request.path.startswith("/api/"):
@@ -112,20 +108,16 @@ class ApiBodyLimitMiddleware:
                 refused = _chunked_body_read(request, limit)
                 if refused is not None:
                     return refused
-            refused = content_length_refused(request, limit)
-            if refused is not None:
-                return refused
-        return self.get_response(request)
+            return content_length_refused(request, limit)
+        return None
 
 
-class ApiErrorMiddleware:
+class ApiErrorMiddleware(MiddlewareMixin):
     """Turn Django's own HTML error pages under /api/ into the documented JSON format."""
 
-    def __init__(self, get_response: GetResponse) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        response = self.get_response(request)
+    def process_response(
+        self, request: HttpRequest, response: HttpResponseBase
+    ) -> HttpResponseBase:
         if not request.path.startswith("/api/") or response.status_code < 400:
             return response
         if response.get("Content-Type", "").startswith("application/json"):
@@ -144,16 +136,10 @@ class ApiErrorMiddleware:
         return None
 
 
-class DatabaseUnavailableMiddleware:
+class DatabaseUnavailableMiddleware(MiddlewareMixin):
     """The dashboard's answer while the database is away (a restart, a failover): 503 with
     Retry-After and a page that needs no database, instead of a server error. The API
     answers the same in its own format (contextops.api)."""
-
-    def __init__(self, get_response: GetResponse) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not isinstance(exception, OperationalError | InterfaceError):
