@@ -15,7 +15,7 @@ from .errors import PermissionDenied, ReadOnlyKey, Unauthenticated
 from .http import ApiRequest
 from .models import KEY_PREFIX, Agent, ApiKey, Member, Organization, hash_secret
 from .ratelimit import WRITE_METHODS, auth_failure_count, auth_failures_check, rate_limit_check
-from .rows import columns, from_row
+from .rows import columns, from_rows
 
 
 def api_key_resolve(raw: str) -> ApiKey:
@@ -63,11 +63,8 @@ def _key_read(prefix: str) -> ApiKey | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    key_end = len(ApiKey._meta.concrete_fields)
-    agent_end = key_end + len(Agent._meta.concrete_fields)
-    key = from_row(ApiKey, row[:key_end])
-    agent = from_row(Agent, row[key_end:agent_end])
-    agent.organization = from_row(Organization, row[agent_end:])
+    key, agent, organization = from_rows(row, ApiKey, Agent, Organization)
+    agent.organization = organization
     key.agent = agent
     return key
 

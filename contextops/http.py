@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 from django.contrib.auth.models import User
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 from django_htmx.middleware import HtmxDetails
 from ninja.renderers import JSONRenderer
@@ -73,3 +73,23 @@ def route_template(route: str) -> str:
     """``api/v1/sessions/<session_id>`` -> ``/api/v1/sessions/{session_id}``: the path as
     the API reference writes it (a metric's label, a span's ``http.route``)."""
     return "/" + _CONVERTER.sub(r"{\1}", route)
+
+
+def api_error(status: int, code: str, detail: str, **extra: Any) -> JsonResponse:
+    """An error answer in the API's documented format, ``{"error", "detail", ...}``, from
+    outside a django-ninja operation (a middleware, a plain view)."""
+    return JsonResponse({"error": code, "detail": detail, **extra}, status=status)
+
+
+def content_length_refused(request: HttpRequest, limit: int) -> JsonResponse | None:
+    """The answer to a request whose Content-Length is not a number (400) or is over
+    ``limit`` bytes (413, before any of the body is read); None for one within it."""
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return api_error(400, "bad_request", "Content-Length is not a number.")
+    if length > limit:
+        return api_error(
+            413, "too_large", f"The body is {length} bytes; the limit is {limit}.", limit=limit
+        )
+    return None

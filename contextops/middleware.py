@@ -11,11 +11,12 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.template.loader import render_to_string
+from django.utils.deprecation import MiddlewareMixin
 
 from . import health
 from .auth import api_key_of, is_write
 from .errors import DomainError, Invalid
-from .http import GetResponse
+from .http import GetResponse, api_error, content_length_refused
 from .idempotency import (
     HEADER,
     Replay,
@@ -57,18 +58,12 @@ class ProbeMiddleware:
         return self.get_response(request)
 
 
-class ContentSecurityPolicyMiddleware:
-    def __init__(self, get_response: GetResponse) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        response = self.get_response(request)
+class ContentSecurityPolicyMiddleware(MiddlewareMixin):
+    def process_response(
+        self, request: HttpRequest, response: HttpResponseBase
+    ) -> HttpResponseBase:
         response.setdefault("Content-Security-Policy", settings.CONTENT_SECURITY_POLICY)
         return response
-
-
-def _api_error(status: int, code: str, detail: str, **extra: Any) -> JsonResponse:
-    return JsonResponse({"error": code, "detail": detail, **extra}, status=status)
 
 
 def _chunked_body_read(request: HttpRequest, limit: int) -> JsonResponse | None:
@@ -77,13 +72,13 @@ def _chunked_body_read(request: HttpRequest, limit: int) -> JsonResponse | None:
     for us (gunicorn: ``wsgi.input_terminated``); a server that does not (the development
     server) gets 411, asking for a Content-Length."""
     if not request.META.get("wsgi.input_terminated"):
-        return _api_error(
+        return api_error(
             411, "length_required", "Send the body with a Content-Length header, not in chunks."
         )
     stream = request.META["wsgi.input"]
     body = stream.read(limit + 1)
     if len(body) > limit:
-        return _api_error(
+        return api_error(
             413, "too_large", f"The body is over {limit} bytes, the limit.", limit=limit
         )
     request._body = body
@@ -92,18 +87,15 @@ def _chunked_body_read(request: HttpRequest, limit: int) -> JsonResponse | None:
     return None
 
 
-class ApiBodyLimitMiddleware:
+class ApiBodyLimitMiddleware(MiddlewareMixin):
     """Refuse an oversized API body from its Content-Length, before reading any of it,
     and a NUL character anywhere in the address."""
 
-    def __init__(self, get_response: GetResponse) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+    def process_request(self, request: HttpRequest) -> HttpResponseBase | None:
         if "\x00" in request.path or "%00" in request.META.get("QUERY_STRING", ""):
             # No column can hold a NUL character; refuse it before any view sees it.
             if request.path.startswith("/api/"):
-                return _api_error(
+                return api_error(
                     422,
                     "validation_error",
                     "The address may not contain NUL characters.",
@@ -116,28 +108,16 @@ class ApiBodyLimitMiddleware:
                 refused = _chunked_body_read(request, limit)
                 if refused is not None:
                     return refused
-            try:
-                length = int(request.META.get("CONTENT_LENGTH") or 0)
-            except ValueError:
-                return _api_error(400, "bad_request", "Content-Length is not a number.")
-            if length > limit:
-                return _api_error(
-                    413,
-                    "too_large",
-                    f"The body is {length} bytes; the limit is {limit}.",
-                    limit=limit,
-                )
-        return self.get_response(request)
+            return content_length_refused(request, limit)
+        return None
 
 
-class ApiErrorMiddleware:
+class ApiErrorMiddleware(MiddlewareMixin):
     """Turn Django's own HTML error pages under /api/ into the documented JSON format."""
 
-    def __init__(self, get_response: GetResponse) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        response = self.get_response(request)
+    def process_response(
+        self, request: HttpRequest, response: HttpResponseBase
+    ) -> HttpResponseBase:
         if not request.path.startswith("/api/") or response.status_code < 400:
             return response
         if response.get("Content-Type", "").startswith("application/json"):
@@ -150,22 +130,16 @@ class ApiErrorMiddleware:
             413: ("too_large", "The body is too large."),
         }
         code, detail = codes.get(response.status_code, ("error", "The request failed."))
-        return _api_error(response.status_code, code, detail)
+        return api_error(response.status_code, code, detail)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> None:
         return None
 
 
-class DatabaseUnavailableMiddleware:
+class DatabaseUnavailableMiddleware(MiddlewareMixin):
     """The dashboard's answer while the database is away (a restart, a failover): 503 with
     Retry-After and a page that needs no database, instead of a server error. The API
     answers the same in its own format (contextops.api)."""
-
-    def __init__(self, get_response: GetResponse) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not isinstance(exception, OperationalError | InterfaceError):
@@ -180,7 +154,7 @@ class DatabaseUnavailableMiddleware:
 
 def _unavailable(key: str) -> JsonResponse:
     logger.warning("database unavailable while claiming %s %s", HEADER, key)
-    response = _api_error(
+    response = api_error(
         503, "unavailable", "The database is unavailable; nothing was changed. Retry shortly."
     )
     response["Retry-After"] = "2"

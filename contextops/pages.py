@@ -3,6 +3,7 @@ that match, and the ``next_offset`` to ask for next (null on the last page).
 
 A list schema derives from ``Page[ItemOut]`` under its own name; a handler answers with
 ``page_body`` (the items it already has) or ``queryset_page`` (a queryset it slices).
+A selector narrows its rows to the filters a request set with ``lookups_set``.
 """
 
 from collections.abc import Callable, Iterable
@@ -40,3 +41,9 @@ def queryset_page(
     """``page_body`` of ``rows`` (counted, then sliced in the database), each as ``out`` writes it."""
     page = rows[offset : offset + limit]
     return page_body((out(row) for row in page), count=rows.count(), offset=offset, limit=limit)
+
+
+def lookups_set(**lookups: Any) -> dict[str, Any]:
+    """The ``filter`` lookups of a list's filters that are set: a filter left at None or
+    at empty text narrows nothing (False is a value: it is kept)."""
+    return {lookup: value for lookup, value in lookups.items() if value is not None and value != ""}

@@ -1,15 +1,18 @@
 """Model instances from rows of SQL written by hand, for the few hot reads where the ORM's
 compiling of a query costs more than running it (the API key of every request, the
 pop's lock): ``columns`` writes a model's SELECT list, ``from_row`` reads it back with
-the converters the ORM would apply (UUIDs, times and JSON differ by database)."""
+the converters the ORM would apply (UUIDs, times and JSON differ by database), and
+``from_rows`` reads a join's row of several models' lists."""
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from django.db import connection
 from django.db.models import Field, Model
 
 M = TypeVar("M", bound=Model)
+M2 = TypeVar("M2", bound=Model)
+M3 = TypeVar("M3", bound=Model)
 
 
 def columns(model: type[Model], alias: str) -> str:
@@ -92,3 +95,21 @@ def fetch(model: type[M], sql: str, params: Sequence[Any]) -> list[M]:
         rows = cursor.fetchall()
     read = _row_reader(model)
     return [read(row) for row in rows]
+
+
+@overload
+def from_rows(values: Sequence[Any], first: type[M], second: type[M2], /) -> tuple[M, M2]: ...
+@overload
+def from_rows(
+    values: Sequence[Any], first: type[M], second: type[M2], third: type[M3], /
+) -> tuple[M, M2, M3]: ...
+def from_rows(values: Sequence[Any], *models: type[Model]) -> tuple[Model, ...]:
+    """An instance of each of ``models`` from a row that selected their ``columns`` one
+    after another; what follows the last model's columns is left to the caller."""
+    instances = []
+    start = 0
+    for model in models:
+        end = start + len(model._meta.concrete_fields)
+        instances.append(from_row(model, values[start:end]))
+        start = end
+    return tuple(instances)

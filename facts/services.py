@@ -610,16 +610,22 @@ def _dependencies_load(organization: Organization, keys: list[str]) -> list[Fact
     return dependencies
 
 
-def _named_load(organization: Organization, key: str, scope: str, scope_id: str) -> Fact:
-    """The fact a write explicitly supersedes, locked: 404 when there is none, 422 when it
-    is hypothetical or draft or lives in another scope, 409 when it is no longer current."""
-    target = (
+def _locked(organization: Organization, key: str, *, purpose: str = "") -> Fact:
+    """The organization's fact ``key``, locked for a change; 404 when there is none."""
+    fact = (
         Fact.objects.select_for_update(no_key=True)
         .filter(organization=organization, key=key)
         .first()
     )
-    if target is None:
-        raise NotFound(f"No fact {key} in this organization to supersede.")
+    if fact is None:
+        raise NotFound(f"No fact {key} in this organization{purpose}.")
+    return fact
+
+
+def _named_load(organization: Organization, key: str, scope: str, scope_id: str) -> Fact:
+    """The fact a write explicitly supersedes, locked: 404 when there is none, 422 when it
+    is hypothetical or draft or lives in another scope, 409 when it is no longer current."""
+    target = _locked(organization, key, purpose=" to supersede")
     if target.is_private_scope:
         raise _invalid(
             f"{key} is {target.scope}: promote or discard it instead of superseding it.",
@@ -638,17 +644,6 @@ def _named_load(organization: Organization, key: str, scope: str, scope_id: str)
 
 def _chains_of(fact_ids: list[int]) -> set[Any]:
     return set(Fact.objects.filter(pk__in=fact_ids).values_list("chain", flat=True).distinct())
-
-
-def _locked(organization: Organization, key: str) -> Fact:
-    fact = (
-        Fact.objects.select_for_update(no_key=True)
-        .filter(organization=organization, key=key)
-        .first()
-    )
-    if fact is None:
-        raise NotFound(f"No fact {key} in this organization.")
-    return fact
 
 
 def fact_promote(

@@ -221,36 +221,46 @@ def _research_session(org, agent) -> Session:
     return session
 
 
-def _small_sessions(org, agent) -> None:
-    actor = "agent:support-bot"
-    done = session_create(
+def _one_task(
+    org, agent, actor: str, *, person: str, title: str, window: int, goal: str, budget: int
+) -> tuple[Session, Frame]:
+    """An employee's session of one task: the session, and the frame its agent works in."""
+    session = session_create(
         organization=org,
         agent=agent,
-        identity={"user_name": "Grace Hopper", "authority": "employee"},
-        title="Refund request for order 4411",
-        context_window_tokens=100_000,
+        identity={"user_name": person, "authority": "employee"},
+        title=title,
+        context_window_tokens=window,
         actor=actor,
     )
-    frame = frame_push(
-        session=done,
+    return session, frame_push(session=session, goal=goal, budget_total=budget, actor=actor)
+
+
+def _small_sessions(org, agent) -> None:
+    actor = "agent:support-bot"
+    done, frame = _one_task(
+        org,
+        agent,
+        actor,
+        person="Grace Hopper",
+        title="Refund request for order 4411",
+        window=100_000,
         goal="Decide whether order 4411 qualifies for a refund",
-        budget_total=20_000,
-        actor=actor,
+        budget=20_000,
     )
     _usage(done, frame, 5_000, 600, cache_read=3_000)
     frame_pop(frame=frame, status="completed", result_refs=["refund:approved"], actor=actor)
     lifecycle.session_end(session=done, actor=actor)
 
-    busy = session_create(
-        organization=org,
-        agent=agent,
-        identity={"user_name": "Alan Turing", "authority": "employee"},
+    busy, frame = _one_task(
+        org,
+        agent,
+        actor,
+        person="Alan Turing",
         title="Migrate the billing cron jobs",
-        context_window_tokens=50_000,
-        actor=actor,
-    )
-    frame = frame_push(
-        session=busy, goal="Port 14 cron jobs to the scheduler", budget_total=400_000, actor=actor
+        window=50_000,
+        goal="Port 14 cron jobs to the scheduler",
+        budget=400_000,
     )
     for _ in range(3):
         _usage(busy, frame, 6_000, 1_500, cache_read=30_000)
@@ -511,19 +521,15 @@ def _compacted_session(org, agent) -> Session:
     history so far from the cache, and its new turn uncached; after the compaction the
     history is what the run left."""
     actor = agent_actor(agent)
-    session = session_create(
-        organization=org,
-        agent=agent,
-        identity={"user_name": "Katherine Johnson", "authority": "employee"},
+    session, frame = _one_task(
+        org,
+        agent,
+        actor,
+        person="Katherine Johnson",
         title="Fix the flaky checkout tests",
-        context_window_tokens=12_000,
-        actor=actor,
-    )
-    frame = frame_push(
-        session=session,
+        window=12_000,
         goal="Make the checkout tests pass on every CI run",
-        budget_total=400_000,
-        actor=actor,
+        budget=400_000,
     )
     history = 0
     for index in range(len(CHECKOUT_TURNS)):

@@ -22,7 +22,7 @@ from django.db.models import Exists, OuterRef
 
 from contextops.errors import Conflict, NotFound
 from contextops.ids import parse_id, uuid_or_none
-from contextops.rows import columns, from_row
+from contextops.rows import columns, from_row, from_rows
 
 from .models import Frame, Session
 
@@ -140,8 +140,7 @@ def _session_and_frame_lock_in_one_statement(
         row = cursor.fetchone()
     if row is None:
         return None
-    session_end = len(Session._meta.concrete_fields)
-    session, frame = from_row(Session, row[:session_end]), from_row(Frame, row[session_end:])
+    session, frame = from_rows(row, Session, Frame)
     if scoped:
         session.organization = frame.organization = organization
     return session, frame
@@ -244,16 +243,13 @@ def _frame_close_lock_in_one_statement(
     if row is None:
         return None
     *row, open_children, open_siblings, log_moved = row
-    session_end = len(Session._meta.concrete_fields)
-    frame_end = session_end + len(Frame._meta.concrete_fields)
-    session = from_row(Session, row[:session_end])
-    frame = from_row(Frame, row[session_end:frame_end])
+    session, frame = from_rows(row, Session, Frame)
     if log_moved:
         frame = _frame_lock_annotated(frame)  # under contention only: its rows are held
     else:
         vars(frame).update(open_children=open_children, open_siblings=open_siblings)
         if frame.parent_id is not None:
-            frame.parent = from_row(Frame, row[frame_end:])
+            frame.parent = from_row(Frame, row[-len(Frame._meta.concrete_fields) :])
     frame.session = session
     if organization is not None:
         session.organization = frame.organization = organization

@@ -22,6 +22,7 @@ from django.utils import timezone
 from contextops.errors import NotFound
 from contextops.ids import row_get, uuid_or_none
 from contextops.models import Organization
+from contextops.pages import lookups_set
 from contextops.rows import columns, converter, fetch, param
 
 from .archive import session_events
@@ -146,12 +147,9 @@ def session_list(
         elif (ids := _uuid_prefix_range(search)) is not None:
             condition |= Q(pk__gte=ids[0], pk__lte=ids[1])
         sessions = sessions.filter(condition)
-    if status:
-        sessions = sessions.filter(lifecycle_state=status)
-    if pressure:
-        sessions = sessions.filter(gauge_level=pressure)
-    if agent:
-        sessions = sessions.filter(agent__name=agent)
+    sessions = sessions.filter(
+        **lookups_set(lifecycle_state=status, gauge_level=pressure, agent__name=agent)
+    )
     if since is not None:
         sessions = sessions.filter(started_at__gte=day_start(since))
     if until is not None:

@@ -13,6 +13,7 @@ from django.db.models import Case, F, Q, QuerySet, Subquery, When
 
 from contextops.errors import NotFound
 from contextops.models import Organization
+from contextops.pages import lookups_set
 from contextops.rows import columns, fetch
 
 from .. import validtime
@@ -127,18 +128,16 @@ def fact_list(
         queryset = queryset.filter(held_at(valid_at))
     elif valid is not None:
         queryset = queryset.filter(is_valid=valid)
-    if scope:
-        queryset = queryset.filter(scope=scope)
-    if scope_id:
-        queryset = queryset.filter(scope_id=scope_id)
-    if subject:
-        queryset = queryset.filter(subject=subject)
-    if needs_review is not None:
-        queryset = queryset.filter(needs_review=needs_review)
-    if memory_type:
-        queryset = queryset.filter(memory_type=memory_type)
-    if status:
-        queryset = queryset.filter(status=status)
+    queryset = queryset.filter(
+        **lookups_set(
+            scope=scope,
+            scope_id=scope_id,
+            subject=subject,
+            needs_review=needs_review,
+            memory_type=memory_type,
+            status=status,
+        )
+    )
     if search:
         queryset = queryset.filter(search_text__contains=search.lower())
     return with_relations(queryset).order_by("-created_at", "-id")

@@ -7,6 +7,7 @@ from uuid import UUID
 from ninja import Field, Schema
 
 from contextops.bodies import BodyIn
+from frames.schemas import UsageIn
 from frames.strategies import CONVERSATION, MAX_NAME_LENGTH, strategy_enum
 
 from .importing.receiving import Received, source_of
@@ -14,17 +15,13 @@ from .models import Import
 from .selection import MAX_KEEP_TURNS, MAX_TARGET_TOKENS
 
 
-class CallUsageIn(BodyIn):
+# A model call's usage sent with its messages: ``UsageIn``, with counts of at most a
+# hundred million tokens.
+class CallUsageIn(UsageIn):
     input_tokens: int = Field(ge=0, le=100_000_000)
     output_tokens: int = Field(ge=0, le=100_000_000)
     cache_creation_input_tokens: int = Field(0, ge=0, le=100_000_000)
     cache_read_input_tokens: int = Field(0, ge=0, le=100_000_000)
-    model: str = Field("", max_length=120)
-    message_id: str = Field("", max_length=200)
-    started_at: datetime | None = Field(None, description="When the call was sent")
-    latency_ms: int | None = Field(
-        None, ge=0, le=86_400_000, description="How long its answer took, in milliseconds"
-    )
 
 
 class MessageIn(BodyIn):

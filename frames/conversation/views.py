@@ -148,6 +148,15 @@ def compactions_fragment(request: MemberRequest, session_id) -> HttpResponse:
     return render_page(request, TEMPLATE, {**_runs_context(session), "branch": ""}, partial="runs")
 
 
+def _whole_number(text: str, *, minimum: int) -> int | None:
+    """A form's number: None when left empty; ValueError unless a whole number of at
+    least ``minimum``."""
+    number = int(text) if text else None
+    if number is not None and number < minimum:
+        raise ValueError
+    return number
+
+
 @require_http_methods(["GET", "POST"])
 @organization_required
 def compaction_start(request: MemberRequest, session_id) -> HttpResponse:
@@ -168,15 +177,11 @@ def compaction_start(request: MemberRequest, session_id) -> HttpResponse:
         error = "" if strategy.strip() else "Choose a strategy."
     runs = None
     try:
-        keep_turns = int(keep) if keep else None
-        if keep_turns is not None and keep_turns < 0:
-            raise ValueError
+        keep_turns = _whole_number(keep, minimum=0)
     except ValueError:
         keep_turns, error = None, error or "Keep turns must be a whole number, 0 or more."
     try:
-        target_tokens = int(target) if target else None
-        if target_tokens is not None and target_tokens < 1:
-            raise ValueError
+        target_tokens = _whole_number(target, minimum=1)
     except ValueError:
         target_tokens, error = None, error or "Target tokens must be a whole number above 0."
     if not error:

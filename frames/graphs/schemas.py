@@ -43,10 +43,15 @@ class GraphChannelBlobIn(GraphBlobIn):
         )
 
 
-class GraphCheckpointIn(BodyIn):
+class GraphCheckpointRefIn(BodyIn):
+    """The checkpoint a body is about, its first fields."""
+
     thread_id: str = Field(..., min_length=1, max_length=ID)
     checkpoint_ns: str = Field("", max_length=ID)
     checkpoint_id: str = Field(..., min_length=1, max_length=64)
+
+
+class GraphCheckpointIn(GraphCheckpointRefIn):
     parent_checkpoint_id: str | None = Field(None, max_length=64)
     checkpoint: GraphBlobIn = Field(..., description="The checkpoint without its channel values")
     channel_versions: dict[str, int | float | str] = Field(default_factory=dict)
@@ -80,10 +85,7 @@ class GraphWriteIn(GraphBlobIn):
         )
 
 
-class GraphWritesIn(BodyIn):
-    thread_id: str = Field(..., min_length=1, max_length=ID)
-    checkpoint_ns: str = Field("", max_length=ID)
-    checkpoint_id: str = Field(..., min_length=1, max_length=64)
+class GraphWritesIn(GraphCheckpointRefIn):
     task_id: str = Field(..., min_length=1, max_length=ID)
     task_path: str = Field("", max_length=1000)
     writes: list[GraphWriteIn] = Field(..., max_length=MAX_ITEMS)

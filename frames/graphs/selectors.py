@@ -23,28 +23,25 @@ class CheckpointTuple:
     writes: list[GraphWrite]
 
 
-def thread_get(*, organization: Organization, thread_id: str) -> GraphThread:
-    """The organization's thread of that LangGraph id; NotFound otherwise."""
+def _thread(organization: Organization, missing: str, **lookup: Any) -> GraphThread:
     thread = (
-        GraphThread.objects.filter(organization=organization, thread_id=thread_id)
+        GraphThread.objects.filter(organization=organization, **lookup)
         .select_related("session")
         .first()
     )
     if thread is None:
-        raise NotFound(f"No thread {thread_id!r}.")
+        raise NotFound(missing)
     return thread
+
+
+def thread_get(*, organization: Organization, thread_id: str) -> GraphThread:
+    """The organization's thread of that LangGraph id; NotFound otherwise."""
+    return _thread(organization, f"No thread {thread_id!r}.", thread_id=thread_id)
 
 
 def thread_by_pk(*, organization: Organization, pk: Any) -> GraphThread:
     """The organization's thread by its own id (the dashboard's); NotFound otherwise."""
-    thread = (
-        GraphThread.objects.filter(organization=organization, pk=pk)
-        .select_related("session")
-        .first()
-    )
-    if thread is None:
-        raise NotFound("No such thread.")
-    return thread
+    return _thread(organization, "No such thread.", pk=pk)
 
 
 def thread_list(*, organization: Organization, session_id: Any = None) -> QuerySet[GraphThread]:

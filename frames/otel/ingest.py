@@ -20,7 +20,7 @@ from contextops.models import Agent, Organization
 from frames.conversation.ingest import UsageFigures, messages_append, usage_record_for
 from frames.conversation.models import ToolUse, Turn
 from frames.models import Frame, Session, Usage
-from frames.services.sessions import session_create
+from frames.services.sessions import session_create, session_source_set
 from frames.services.stack import frame_pop, frame_push
 
 from .models import ReceivedSpan
@@ -129,11 +129,7 @@ def _session_for(
         title=title[:300],
         actor=OTEL_ACTOR,
     )
-    fields: dict[str, Any] = {"source": source}
-    if root.started_at is not None:
-        fields["started_at"] = root.started_at
-    Session.objects.filter(pk=session.pk).update(**fields)
-    session.refresh_from_db()
+    session_source_set(session=session, source=source, started_at=root.started_at)
     named = f"conversation {conversation}" if conversation else f"trace {trace_id}"
     frame_push(
         session=session,

@@ -15,6 +15,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from contextops.auth import ApiKeyAuth
 from contextops.errors import DomainError, Unauthenticated
+from contextops.http import api_error, content_length_refused
 
 from . import spans as otlp
 from .ingest import spans_ingest
@@ -34,10 +35,6 @@ def _limits() -> tuple[int, int, int]:
     )
 
 
-def _error(status: int, code: str, detail: str, **extra) -> JsonResponse:
-    return JsonResponse({"error": code, "detail": detail, **extra}, status=status)
-
-
 def _key_of(request: HttpRequest) -> str:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() == "bearer" and token.strip():
@@ -48,7 +45,7 @@ def _key_of(request: HttpRequest) -> str:
 @csrf_exempt
 def traces(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
-        response = _error(405, "method_not_allowed", "Send spans with POST.")
+        response = api_error(405, "method_not_allowed", "Send spans with POST.")
         response["Allow"] = "POST"
         return response
     raw = _key_of(request)
@@ -63,25 +60,17 @@ def traces(request: HttpRequest) -> HttpResponse:
     max_bytes, max_decoded, max_spans = _limits()
     media = otlp.media_type(request.content_type or request.headers.get("Content-Type", ""))
     if media not in (otlp.PROTOBUF, otlp.JSON):
-        return _error(
+        return api_error(
             415,
             "unsupported_media_type",
             f"Send {otlp.PROTOBUF} or {otlp.JSON}, not {media or 'no Content-Type'}.",
         )
-    try:
-        length = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        return _error(400, "bad_request", "Content-Length is not a number.")
-    if length > max_bytes:
-        return _error(
-            413,
-            "too_large",
-            f"The body is {length} bytes; the limit is {max_bytes}.",
-            limit=max_bytes,
-        )
+    refused = content_length_refused(request, max_bytes)
+    if refused is not None:
+        return refused
     body = request.read(max_bytes + 1)
     if len(body) > max_bytes:
-        return _error(413, "too_large", f"The body is over {max_bytes} bytes.", limit=max_bytes)
+        return api_error(413, "too_large", f"The body is over {max_bytes} bytes.", limit=max_bytes)
     try:
         body = otlp.decompressed(
             body, request.headers.get("Content-Encoding", ""), limit=max_decoded
@@ -90,17 +79,17 @@ def traces(request: HttpRequest) -> HttpResponse:
             otlp.request_from_json(body) if media == otlp.JSON else otlp.request_from_protobuf(body)
         )
     except otlp.BodyTooLarge as exc:
-        return _error(
+        return api_error(
             413,
             "too_large",
             f"The decompressed body is over {exc.limit} bytes.",
             limit=exc.limit,
         )
     except otlp.BodyInvalid as exc:
-        return _error(400, "bad_request", str(exc))
+        return api_error(400, "bad_request", str(exc))
     count = otlp.span_count(message)
     if count > max_spans:
-        return _error(
+        return api_error(
             413,
             "too_large",
             f"The request holds {count} spans; the limit is {max_spans} per request: "

@@ -1,7 +1,9 @@
-"""Writes to a session itself: starting it, its eviction policy, and the lifecycle moves
-its agent's first reads and writes make (loading, bootstrap, active)."""
+"""Writes to a session itself: starting it (and marking where one written from elsewhere
+came from), its eviction policy, and the lifecycle moves its agent's first reads and
+writes make (loading, bootstrap, active)."""
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -115,6 +117,18 @@ def session_eviction_policy_set(*, session: Session, policy: str, actor: str = "
             )
         locked.agent  # noqa: B018  # read inside the transaction: the answer names it
         return SessionRead(session=locked, top=top_frame(locked))
+
+
+def session_source_set(
+    *, session: Session, source: dict[str, Any], started_at: datetime | None
+) -> None:
+    """Mark a session written from elsewhere (an imported transcript, received traces)
+    with where it came from, started when it started there (if that is known)."""
+    fields: dict[str, Any] = {"source": source}
+    if started_at is not None:
+        fields["started_at"] = started_at
+    Session.objects.filter(pk=session.pk).update(**fields)
+    session.refresh_from_db()
 
 
 def session_bootstrapped(*, session: Session, actor: str = "") -> None:

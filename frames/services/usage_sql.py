@@ -10,7 +10,7 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
-from contextops.rows import columns, from_row
+from contextops.rows import columns, from_rows
 
 from ..models import Event, Frame, Session, Usage
 from ..selectors import stack_order_sql
@@ -96,8 +96,7 @@ def usage_charge_and_read(
     if row is None:
         return charged, None
     *row, top_id, replayed_id = row
-    frame_end = len(Frame._meta.concrete_fields)
-    frame, session = from_row(Frame, row[:frame_end]), from_row(Session, row[frame_end:])
+    frame, session = from_rows(row, Frame, Session)
     vars(frame).update(top_id=top_id, replayed_id=replayed_id)
     frame.session = session
     if organization is not None:

@@ -1,5 +1,8 @@
 """Suspending a frame, learning the decision (long poll), resuming with the token."""
 
+from collections.abc import Callable
+from typing import Any
+
 from django.urls import reverse
 from ninja import Query, Router
 from ninja.responses import Status
@@ -30,6 +33,20 @@ def _approve_url(request: ApiRequest, suspension: Suspension) -> str:
     return (
         request.build_absolute_uri(reverse("suspensions:inbox")) + f"#frame-{suspension.frame_id}"
     )
+
+
+def _decide(
+    request: ApiRequest,
+    token: str,
+    payload: SuspensionDecisionIn,
+    decide: Callable[..., Suspension],
+) -> dict[str, Any]:
+    """Approve or reject (``decide``) as the person whose own key this is, with the
+    approver's right."""
+    suspension = selectors.suspension_get(organization=request.organization, token=token)
+    user = api_key_person(request.api_key, permission=APPROVE_PERMISSION)
+    decided = decide(suspension=suspension, user=user, note=payload.note)
+    return suspension_out(decided, approve_url=_approve_url(request, decided))
 
 
 @router.post(
@@ -85,10 +102,7 @@ def suspension_resume(request: ApiRequest, token: str):
     summary="Approve a pending suspension (a person's own key, with the approver's right)",
 )
 def suspension_approve(request: ApiRequest, token: str, payload: SuspensionDecisionIn):
-    suspension = selectors.suspension_get(organization=request.organization, token=token)
-    user = api_key_person(request.api_key, permission=APPROVE_PERMISSION)
-    decided = services.suspension_approve(suspension=suspension, user=user, note=payload.note)
-    return suspension_out(decided, approve_url=_approve_url(request, decided))
+    return _decide(request, token, payload, services.suspension_approve)
 
 
 @router.post(
@@ -97,7 +111,4 @@ def suspension_approve(request: ApiRequest, token: str, payload: SuspensionDecis
     summary="Reject a pending suspension with a note: the frame fails (a person's own key)",
 )
 def suspension_reject(request: ApiRequest, token: str, payload: SuspensionDecisionIn):
-    suspension = selectors.suspension_get(organization=request.organization, token=token)
-    user = api_key_person(request.api_key, permission=APPROVE_PERMISSION)
-    decided = services.suspension_reject(suspension=suspension, user=user, note=payload.note)
-    return suspension_out(decided, approve_url=_approve_url(request, decided))
+    return _decide(request, token, payload, services.suspension_reject)

@@ -83,6 +83,8 @@ def test_it_flags_dependents_transitively_when_a_fact_is_superseded(api, write):
     assert result["flagged_for_review"] == 2
     flagged = api.get("/facts", {"needs_review": "true"}).json()
     assert sorted(f["key"] for f in flagged["items"]) == ["budget_plan", "forecast"]
+    clear = api.get("/facts", {"needs_review": "false"}).json()
+    assert sorted(f["key"] for f in clear["items"]) == ["rate_v2", "unrelated"]
     lineage = api.get("/facts/rate_v1/lineage").json()
     assert {d["key"]: d["needs_review"] for d in lineage["dependents"]} == {
         "forecast": True,

@@ -23,7 +23,7 @@ from frames.context.lifecycle import session_end
 from frames.events import event_append
 from frames.locks import session_lock
 from frames.models import Event, Frame, Session, Usage
-from frames.services.sessions import session_create
+from frames.services.sessions import session_create, session_source_set
 from frames.services.stack import frame_pop, frame_push
 from frames.services.usage import UsageCall, usage_record_many
 
@@ -320,11 +320,7 @@ def _session_start(
         title=title[:300],
         actor=actor,
     )
-    fields: dict[str, Any] = {"source": source}
-    if transcript.started_at is not None:
-        fields["started_at"] = transcript.started_at
-    Session.objects.filter(pk=session.pk).update(**fields)
-    session.refresh_from_db()
+    session_source_set(session=session, source=source, started_at=transcript.started_at)
     return session
 
 
