@@ -139,8 +139,51 @@ def _tsquery(terms: list[str]) -> tuple[str, list[str]]:
 _CURRENT_NEWEST = "{t}.is_constraint DESC, {t}.created_at DESC, {t}.id DESC"
 
 
+def _base_where(base: QuerySet[Fact]) -> tuple[str, list[Any]]:
+    """``base``'s conditions as SQL over the facts table, and their parameters."""
+    table = connection.ops.quote_name(Fact._meta.db_table)
+    joined = [
+        a for a, uses in base.query.alias_refcount.items() if uses and a != Fact._meta.db_table
+    ]
+    if not joined:  # the table alone: its conditions, as they are
+        where, where_params = base.query.get_compiler(connection=connection).compile(
+            base.query.where
+        )
+    else:  # a past moment's joins: the facts it selects, by id
+        subquery, where_params = base.values("id").query.sql_with_params()
+        where = f"{table}.id IN ({subquery})"
+    return where, list(where_params)
+
+
+def _governing_postgresql(
+    where: str, where_params: list[Any], subjects: list[str], ranked: list[int], limit: int
+) -> list[ContextFact]:
+    """The facts of ``where`` governing ``subjects`` (constraints, then organizational
+    policy, newest first), but the ``ranked`` ones: ``facts_for_context``'s second read, in
+    SQL written once (the ORM compiled the same conditions again)."""
+    table = connection.ops.quote_name(Fact._meta.db_table)
+    fields = ", ".join(f"{table}.{connection.ops.quote_name(f)}" for f in CONTEXT_FIELDS)
+    sql = f"""
+        SELECT {fields} FROM {table} WHERE {where}
+        AND ({table}.is_constraint OR {table}.memory_type = %s)
+        AND {table}.subject = ANY(%s::text[]) AND NOT ({table}.id = ANY(%s::bigint[]))
+        ORDER BY {_CURRENT_NEWEST.format(t=table)} LIMIT %s
+    """
+    params = [
+        *where_params,
+        Fact.MemoryType.ORGANIZATIONAL.value,
+        array_literal(subjects)[0] if subjects else "{}",
+        array_literal(ranked)[0],
+        limit,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return [ContextFact(*row, parsed=False) for row in rows]  # type: ignore[misc]
+
+
 def _ranked_postgresql(
-    base: QuerySet[Fact], terms: list[str], limit: int
+    base: QuerySet[Fact], terms: list[str], limit: int, base_where: tuple[str, list[Any]]
 ) -> list[tuple[ContextFact, float]]:
     """PostgreSQL full text, in one statement, the ``limit`` best of ``base`` in three tiers:
 
@@ -156,17 +199,7 @@ def _ranked_postgresql(
     (``fact_current_newest``) and stop at ``limit``. Until the table has statistics every
     word narrows: the ranking is ``ts_rank`` over every match."""
     table = connection.ops.quote_name(Fact._meta.db_table)
-    joined = [
-        a for a, uses in base.query.alias_refcount.items() if uses and a != Fact._meta.db_table
-    ]
-    if not joined:  # the table alone: its conditions, as they are
-        where, where_params = base.query.get_compiler(connection=connection).compile(
-            base.query.where
-        )
-    else:  # a past moment's joins: the facts it selects, by id
-        subquery, where_params = base.values("id").query.sql_with_params()
-        where = f"{table}.id IN ({subquery})"
-    where_params = list(where_params)
+    where, where_params = base_where
     every, every_params = _tsquery(terms)
     newest = _CURRENT_NEWEST.format(t=table)
     fields = ", ".join(f"{table}.{connection.ops.quote_name(f)}" for f in CONTEXT_FIELDS)
@@ -356,8 +389,9 @@ def facts_for_context(
         )
     )
     terms = rules.query_terms(query)
-    if terms and connection.vendor == "postgresql":
-        rows = _ranked_postgresql(base, terms, max(1, limit))
+    where = _base_where(base) if connection.vendor == "postgresql" else None
+    if terms and where is not None:
+        rows = _ranked_postgresql(base, terms, max(1, limit), where)
     else:
         rows = []
         for row in _top(base, _relevance(terms), max(1, limit)):
@@ -376,17 +410,18 @@ def facts_for_context(
     ranked = [fact for fact, _ in rows]
     subjects = {f.subject for f in ranked if f.subject}
     # The facts governing the ranked facts' subjects that the ranking left out, in one read.
-    governing = (
-        [
+    if not subjects:
+        governing = []
+    elif where is not None:
+        governing = _governing_postgresql(*where, sorted(subjects), list(scores), max(1, limit))
+    else:
+        governing = [
             ContextFact.from_row(row)
             for row in base.filter(_GOVERNS, _any("subject", sorted(subjects)))
             .exclude(_id_in(list(scores)))
             .order_by("-is_constraint", "-created_at", "-id")
             .values(*CONTEXT_FIELDS)[: max(1, limit)]
         ]
-        if subjects
-        else []
-    )
     governed = subjects | {f.subject for f in ranked if _governs(f) and scores[f.pk]}
     first = [f for f in ranked if _governs(f) and (scores[f.pk] or f.subject in governed)]
     first.sort(key=lambda f: not f.is_constraint)  # stable: constraints, then policy

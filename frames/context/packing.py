@@ -731,8 +731,11 @@ def pack(data: PackInput) -> PackResult:
     refused: list[tuple[int, int]] = []
     held: list[tuple[int, int]] = []
     for position, index in enumerate(order, start=1):
+        if still[position - 1] > remaining:  # nothing to come fits
+            refused += zip(range(position, len(order) + 1), order[position - 1 :], strict=True)
+            break
         counts = sizes[index]
-        if counts is None or still[position - 1] > remaining:
+        if counts is None:
             refused.append((position, index))
         elif (
             remaining > 0
@@ -746,26 +749,28 @@ def pack(data: PackInput) -> PackResult:
     if held_refused:
         refused = sorted(refused + held_refused)
     level_name = LEVELS[max(floor, required_level)]
-    for position, index in refused:
-        allowed = forms[index]
-        reason = allowed if isinstance(allowed, str) else "over_budget"
-        if reason == "low_priority":
-            deepest = max(deepest, AGGRESSIVE)
-        elif reason == "not_critical":
-            deepest = max(deepest, CRITICAL)
-        candidate = candidates[index]
-        dropped.append(
-            Dropped(
-                candidate.section,
-                candidate.id,
-                reason,
-                level_name,
-                int(getattr(sources[index], "tokens", 0)),
-                position,
-                rows[index],
-                older_than.get(index),
-            )
+    reasons = [
+        allowed if isinstance(allowed := forms[index], str) else "over_budget"
+        for _, index in refused
+    ]
+    if "low_priority" in reasons:
+        deepest = max(deepest, AGGRESSIVE)
+    if "not_critical" in reasons:
+        deepest = max(deepest, CRITICAL)
+    older = older_than.get
+    dropped += [
+        Dropped(
+            candidates[index].section,
+            candidates[index].id,
+            reason,
+            level_name,
+            int(sources[index].tokens),
+            position,
+            rows[index],
+            older(index),
         )
+        for (position, index), reason in zip(refused, reasons, strict=True)
+    ]
     resources: list[PackedItem[ResourceName]] = []
     at_critical = max(floor, required_level) >= CRITICAL
     for resource in data.resources:

@@ -55,6 +55,24 @@ def test_it_puts_governing_constraints_first_even_without_matching_words(api, ma
     assert ranked[0] == "discount_cap" and "discount_offer" in ranked
 
 
+def test_the_governing_read_adds_a_subjects_constraints_not_its_other_facts(api, make_session):
+    """A ranked fact's subject brings in the constraints that govern it, and nothing else
+    of that subject the ranking left out (here a task's note of the same subject)."""
+    org = api.organization
+    w(org, "refund_aside", "Bob likes refunds", subject="refunds", scope="task", scope_id="t1")
+    w(org, "refund_cap", "max 50", subject="refunds", is_constraint=True, source="policy")
+    w(org, "refund_ask", "the customer asks about a refund today", subject="refunds")
+    for i in range(3):
+        w(org, f"note{i}", f"a note {i}")
+    session = make_session(api)
+    ranked = keys(
+        facts_for_context(
+            organization=org, session=session, scope_ids=["t1"], query="customer asks", limit=2
+        )
+    )
+    assert ranked == ["refund_cap", "refund_ask"]
+
+
 def test_governing_constraints_are_found_for_subjects_of_any_spelling(api, make_session):
     """Subjects are matched as one array of text: quotes, backslashes, braces, commas
     and non-ASCII letters in a subject still find its constraint, and only its own."""
