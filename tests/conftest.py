@@ -22,6 +22,7 @@ pytest_plugins = [
     "tests.strict_skips",
     "tests.fuzz_seed",
     "tests.hypothesis_profiles",
+    "tests.xdist_groups",
 ]
 
 IS_POSTGRES = settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
