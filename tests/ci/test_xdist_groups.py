@@ -53,18 +53,23 @@ def _run(pytester: pytest.Pytester, monkeypatch, *args: str) -> pytest.RunResult
 RAN = re.compile(r"^\[(gw\d+)\] .*PASSED (\S+)", re.MULTILINE)
 
 
-def test_each_group_runs_whole_on_one_worker_and_the_rest_on_both(pytester, monkeypatch):
+def test_each_group_runs_whole_on_one_worker_and_the_rest_one_by_one(pytester, monkeypatch):
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_sample=TESTS)
     result = _run(pytester, monkeypatch, "-n", "2", "--dist", "loadgroup")
     result.assert_outcomes(passed=32)
     workers: dict[str, set[str]] = defaultdict(set)
+    ids: dict[str, set[str]] = defaultdict(set)
     for worker, nodeid in RAN.findall(result.stdout.str()):
-        workers[nodeid.split("::")[1].split("[")[0]].add(worker)
+        test = nodeid.split("::")[1].split("[")[0]
+        workers[test].add(worker)
+        ids[test].add(nodeid)
     assert set(workers) == {"test_live", "test_browser", "test_added", "test_free"}
     for group in ("test_live", "test_browser", "test_added"):
         assert len(workers[group]) == 1, f"{group} ran on {sorted(workers[group])}"
-    assert workers["test_free"] == {"gw0", "gw1"}
+    # The others stay units of one test each, for whichever worker is free first (which
+    # one that is depends on the machine's load, so no worker is asserted).
+    assert not [nodeid for nodeid in ids["test_free"] if "@" in nodeid]
 
 
 @pytest.mark.parametrize("dist", ["load", "no"])
