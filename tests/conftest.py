@@ -1,6 +1,7 @@
 """Shared fixtures: organizations, agents with keys, an API client, dashboard users, a worker."""
 
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import import_module
@@ -22,6 +23,7 @@ pytest_plugins = [
     "tests.strict_skips",
     "tests.fuzz_seed",
     "tests.hypothesis_profiles",
+    "tests.xdist_groups",
 ]
 
 IS_POSTGRES = settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
@@ -180,16 +182,28 @@ def celery_worker(transactional_db) -> Iterator[Any]:
     It starts on an empty queue: jobs earlier tests sent without a worker (a compaction
     queued on commit, say) name rows that are gone, and working through that backlog
     would only delay this test's own jobs.
+
+    Starting it sets Celery's logging up, which takes the root logger's handlers
+    (``worker_hijack_root_logger``); they are given back when it stops, so a later test
+    of this process still logs through settings.LOGGING (tests/contextops/test_request_id.py).
     """
     from celery.contrib.testing.worker import start_worker
 
     from contextops.celery import app
 
+    loggers = [logging.getLogger(name) for name in ("", "celery", "celery.task")]
+    kept = [(logger, logger.handlers[:], logger.level, logger.propagate) for logger in loggers]
     app.control.purge()
-    with start_worker(
-        app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=30
-    ) as worker:
-        yield worker
+    try:
+        with start_worker(
+            app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=30
+        ) as worker:
+            yield worker
+    finally:
+        for logger, handlers, level, propagate in kept:
+            logger.handlers[:] = handlers
+            logger.setLevel(level)
+            logger.propagate = propagate
 
 
 @pytest.fixture

@@ -20,6 +20,9 @@ from tests.conftest import IS_REDIS
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not IS_REDIS, reason="needs Redis: the worker's broker (REDIS_URL)"),
+    # One worker runs the three tests: the virtualenv (``prod_python``, two minutes of pip)
+    # is then made once per run, not once on each worker.
+    pytest.mark.xdist_group("production-install"),
 ]
 
 

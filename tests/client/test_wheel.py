@@ -15,7 +15,9 @@ from frames.models import Frame
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-pytestmark = pytest.mark.slow
+# One worker runs the module: the wheel and its virtualenv (``client_venv``) are then
+# built once per run, not once on each worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("client-wheel")]
 
 
 def _readme_agent_snippet() -> str:

@@ -17,6 +17,10 @@ import sys
 import pytest
 from django.conf import settings
 
+# One worker runs the module: its collectstatic (``production``) is then made once per
+# run, not once on each worker.
+pytestmark = pytest.mark.xdist_group("static-production")
+
 HOST = "ops.example.com"
 HASHED = r"[0-9a-f]{12}"
 

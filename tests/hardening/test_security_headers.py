@@ -17,6 +17,10 @@ import sys
 import pytest
 from django.conf import settings
 
+# One worker runs the module: its production page (a migration and a collectstatic in a
+# process of its own) is then fetched once per run, not once on each worker.
+pytestmark = pytest.mark.xdist_group("production-page")
+
 HOST = "ops.example.com"
 POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; "
