@@ -97,9 +97,64 @@ def bm25(query: Sequence[str], documents: Sequence[tuple[str, ...]]) -> np.ndarr
     return bm25_counted(query, [(_counts(d), len(d)) for d in documents])
 
 
-def bm25_texts(query: Sequence[str], texts: Sequence[str]) -> np.ndarray:
-    """``bm25`` of ``query`` over ``texts`` (each analyzed, its terms counted once and kept)."""
-    return bm25_counted(query, [text_terms(text) for text in texts])
+def bm25_texts(
+    query: Sequence[str], texts: Sequence[str], indexed: "TermIndex | None" = None
+) -> np.ndarray:
+    """``bm25`` of ``query`` over ``texts`` (each analyzed, its terms counted once and kept).
+
+    ``indexed``: the first ``indexed.count`` texts already indexed (``TermIndex``), read
+    by term from there; the others are counted here."""
+    if indexed is None or not indexed.count:
+        return bm25_counted(query, [text_terms(text) for text in texts])
+    rest = [text_terms(text) for text in texts[indexed.count :]]
+    count = indexed.count + len(rest)
+    scores = np.zeros(count, dtype=np.float64)
+    if not query:
+        return scores
+    lengths = np.concatenate(
+        [indexed.lengths, np.fromiter((n for _, n in rest), np.float64, len(rest))]
+    )
+    average = float(lengths.mean()) or 1.0
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * lengths / average)
+    for term in query:
+        tf = np.zeros(count, dtype=np.float64)
+        tf[: indexed.count] = indexed.frequencies(term)
+        tf[indexed.count :] = [c.get(term, 0) for c, _ in rest]
+        found = int(np.count_nonzero(tf))
+        if not found:
+            continue
+        idf = math.log(1 + (count - found + 0.5) / (found + 0.5))
+        held = tf > 0
+        scores[held] += idf * tf[held] * (BM25_K1 + 1) / (tf[held] + norm[held])
+    return scores
+
+
+class TermIndex:
+    """Texts' terms counted once, by term: for each term, which texts hold it and how
+    often (a frame's handles are ranked pack after pack; only the query changes)."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        counted = [text_terms(text) for text in texts]
+        self.count = len(counted)
+        self.lengths = np.fromiter((n for _, n in counted), np.float64, self.count)
+        postings: dict[str, tuple[list[int], list[int]]] = {}
+        for index, (counts, _) in enumerate(counted):
+            for term, frequency in counts.items():
+                where, how_often = postings.setdefault(term, ([], []))
+                where.append(index)
+                how_often.append(frequency)
+        self._postings = {
+            term: (np.array(where, dtype=np.int64), np.array(how_often, dtype=np.float64))
+            for term, (where, how_often) in postings.items()
+        }
+
+    def frequencies(self, term: str) -> np.ndarray:
+        """How often each text holds ``term``."""
+        tf = np.zeros(self.count, dtype=np.float64)
+        posting = self._postings.get(term)
+        if posting is not None:
+            tf[posting[0]] = posting[1]
+        return tf
 
 
 def bm25_counted(query: Sequence[str], counted: Sequence[tuple[Counter[str], int]]) -> np.ndarray:

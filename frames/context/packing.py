@@ -46,6 +46,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from contextops.errors import Conflict
+from contextops.relevance import TermIndex
 
 from .ranking import PRIORITY_SCORE, Candidate, Score, rank, score_row
 
@@ -694,7 +695,15 @@ def pack(data: PackInput) -> PackResult:
         item.score = list(_required_score(priority))
     remaining = data.budget - brief_tokens - sum(i.tokens for i in required)
     candidates, sources, forms, sizes = _candidates(data, max(floor, required_level), cache)
-    ranking = rank(candidates, data.query, data.query_vector)
+    indexed = None
+    if data.query and data.memo is not None:
+        # The frame's ranked segments come first among the candidates, in this order.
+        indexed = _kept(
+            data,
+            "terms",
+            lambda: TermIndex([c.text for c in candidates if c.section == "segments"]),
+        )
+    ranking = rank(candidates, data.query, data.query_vector, indexed)
     order = ranking.order()
     rows = ranking.rows()
     chosen: list[PackedItem[Any]] = []

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from contextops.relevance import bm25_texts, query_terms, rank_share
+from contextops.relevance import TermIndex, bm25_texts, query_terms, rank_share
 from frames.models.context import SCORE_PARTS
 from frames.priorities import PRIORITY_SCORES as PRIORITY_SCORE
 
@@ -192,9 +192,14 @@ def _neighbours(candidates: list[Candidate], relevance: np.ndarray) -> np.ndarra
 
 
 def rank(
-    candidates: list[Candidate], query: str = "", query_vector: np.ndarray | None = None
+    candidates: list[Candidate],
+    query: str = "",
+    query_vector: np.ndarray | None = None,
+    indexed: "TermIndex | None" = None,
 ) -> Ranking:
-    """Every candidate's score (see the module's docstring) for ``query``."""
+    """Every candidate's score (see the module's docstring) for ``query``.
+
+    ``indexed``: the texts of the first ``indexed.count`` candidates, already indexed."""
     terms = query_terms(query) if query else []
     with_query = bool(terms) or query_vector is not None
     recency = _recency(candidates, RECENCY_WEIGHT_WITH_QUERY if with_query else RECENCY_WEIGHT)
@@ -204,7 +209,7 @@ def rank(
     neighbour = np.zeros(count)
     if with_query and count:
         if terms:
-            scores = bm25_texts(terms, [c.text for c in candidates])
+            scores = bm25_texts(terms, [c.text for c in candidates], indexed)
             lexical = LEXICAL_WEIGHT * rank_share(scores, RRF_K)
         if query_vector is not None:
             semantic = SEMANTIC_WEIGHT * rank_share(_semantic(candidates, query_vector), RRF_K)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from contextops.relevance import analyze, bm25, rank_share
+from contextops.relevance import TermIndex, analyze, bm25, bm25_texts, query_terms, rank_share
 from frames.context import ranking
 from frames.context.ranking import Candidate, rank
 
@@ -121,3 +121,23 @@ def test_the_parts_add_up_to_the_total():
         assert parts["total"] == pytest.approx(
             sum(v for k, v in parts.items() if k != "total"), abs=1e-3
         )
+
+
+def test_bm25_over_texts_indexed_once_gives_the_scores_counted_each_time():
+    """A frame's texts indexed once (``TermIndex``) score as the same texts counted anew,
+    to the bit, whatever the query and however many texts follow the indexed ones."""
+    texts = [
+        "The invoice for the freight shipment is late.",
+        "Freight rates rose; the invoice total changed twice.",
+        "",
+        "Lunch is at noon on Fridays.",
+        "invoice invoice invoice",
+    ]
+    later = ["A late shipment of freight.", "Nothing about it."]
+    for query in ("late freight invoice", "lunch", "unknown words", ""):
+        terms = query_terms(query)
+        counted = bm25(terms, [analyze(t) for t in texts + later])
+        indexed = bm25_texts(terms, texts + later, TermIndex(texts))
+        assert indexed.tolist() == counted.tolist()
+        alone = bm25(terms, [analyze(t) for t in texts])
+        assert bm25_texts(terms, texts, TermIndex(texts)).tolist() == alone.tolist()
