@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
-from django.db import DataError, InterfaceError, OperationalError
+from django.db import DatabaseError, DataError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils.datastructures import MultiValueDict
 from ninja import NinjaAPI
@@ -31,6 +31,7 @@ from frames.suspensions.api import router as suspension_router
 
 from .auth import ApiKeyAuth
 from .errors import DomainError, Invalid
+from .health import database_lost
 from .notifications.api import router as notifications_router
 
 logger = logging.getLogger(__name__)
@@ -261,11 +262,15 @@ def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
 
 @api.exception_handler(OperationalError)
 @api.exception_handler(InterfaceError)
+@api.exception_handler(DatabaseError)
 def on_database_unavailable(
-    request: HttpRequest, exc: OperationalError | InterfaceError
+    request: HttpRequest, exc: DatabaseError | InterfaceError
 ) -> HttpResponse:
     # The database went away (a restart, a failover, a dropped connection): the request
-    # did not happen, and the next one reconnects (CONN_HEALTH_CHECKS).
+    # did not happen, and the next one reconnects (CONN_HEALTH_CHECKS). Any other
+    # database error on a live connection is ours (contextops.health.database_lost).
+    if not database_lost(exc):
+        return on_unexpected(request, exc)
     logger.warning("database unavailable on %s %s: %s", request.method, request.path, exc)
     response = error_response(
         request,

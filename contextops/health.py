@@ -18,13 +18,31 @@ from botocore.config import Config
 from django.conf import settings
 from django.contrib.staticfiles.storage import staticfiles_storage
 from django.core.files.storage import storages
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, InterfaceError, OperationalError, connection
 from django.http import HttpRequest, JsonResponse
 from kombu.connection import Connection
 
 logger = logging.getLogger(__name__)
 
 CHECK_TIMEOUT_SECONDS = 1.0
+
+
+def database_lost(error: BaseException) -> bool:
+    """Whether ``error`` means the database went away (a restart, a failover, a dropped
+    connection): the request did not happen and is answered 503, not as a fault of ours.
+
+    OperationalError and InterfaceError say so themselves. A connection lost in the middle
+    of a statement can also surface as a plain DatabaseError (libpq's own "server closed
+    the connection unexpectedly" carries no SQLSTATE, which psycopg raises as
+    DatabaseError), and what runs after it in the same transaction as Django's
+    ProgrammingError or TransactionManagementError: those count when the connection is
+    gone or broken by then. The same errors on a live connection are faults (500)."""
+    if isinstance(error, OperationalError | InterfaceError):
+        return True
+    if not isinstance(error, DatabaseError):
+        return False
+    raw = connection.connection
+    return raw is None or bool(getattr(raw, "closed", False))  # psycopg: closed once lost
 
 
 @dataclass(frozen=True)

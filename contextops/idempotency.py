@@ -30,7 +30,7 @@ from uuid import UUID
 from django.conf import settings
 from django.db import (
     DEFAULT_DB_ALIAS,
-    DatabaseError,
+    Error,
     IntegrityError,
     OperationalError,
     connection,
@@ -116,7 +116,7 @@ def _unlock(lock: int) -> None:
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock(%s)", [lock])
-    except DatabaseError:
+    except Error:  # InterfaceError too: a lost connection may say either
         connection.close()
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError
+from django.db import DatabaseError, InterfaceError
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.template.loader import render_to_string
@@ -142,7 +142,7 @@ class DatabaseUnavailableMiddleware(MiddlewareMixin):
     answers the same in its own format (contextops.api)."""
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if not isinstance(exception, OperationalError | InterfaceError):
+        if not health.database_lost(exception):
             return None
         if request.path.startswith("/api/"):
             return None  # the API's own handler answers (contextops.api)
@@ -189,7 +189,9 @@ class IdempotencyMiddleware:
                     )
                 else:
                     idempotency_release(record=record)
-            except (OperationalError, InterfaceError):
+            except (DatabaseError, InterfaceError) as error:
+                if not health.database_lost(error):
+                    raise
                 # The write's own answer stands; the claim stays open, and a retry takes
                 # it over once this request's lock is gone (contextops.idempotency).
                 logger.warning("could not store the answer for %s %s", HEADER, record.key)
@@ -222,7 +224,9 @@ class IdempotencyMiddleware:
             api_key = api_key_of(request, token.strip()) if scheme.lower() == "bearer" else None
         except DomainError:
             api_key = None
-        except (OperationalError, InterfaceError):
+        except (DatabaseError, InterfaceError) as error:
+            if not health.database_lost(error):
+                raise
             return _unavailable(key)
         if api_key is None or (api_key.read_only and is_write(request)):
             return None  # the API refuses it, and there is nothing to remember
@@ -242,7 +246,9 @@ class IdempotencyMiddleware:
             if "retry_after" in exc.extra:
                 response["Retry-After"] = str(exc.extra["retry_after"])
             return response
-        except (OperationalError, InterfaceError):
+        except (DatabaseError, InterfaceError) as error:
+            if not health.database_lost(error):
+                raise
             return _unavailable(key)
         if isinstance(claimed, Replay):
             replay = HttpResponse(
