@@ -2,6 +2,12 @@
 with the default model (``wordllama``) and with embeddings off, interleaved so both
 meet the same machine; and one short text embedded alone.
 
+Each fact's key is one word of its own ("factwordllama12"): facts that share an entity
+word and say nearly the same thing are what a write's conflict review proposes (and its
+own benchmark measures, docs/benchmarks-conflicts.md); with keys sharing a word, every
+write would be compared with the 200 before it and propose them all, which is not the
+cost of a vector.
+
 Writes docs/benchmarks-embeddings-<database>.md and records ``embedding_write``: each
 write's p50 without and with its vector and their ratio (the target is 1.3 at most).
 Runs only with ``--bench`` (``make bench``); asserts no timing.
@@ -51,7 +57,7 @@ def test_bench_embeddings(api, settings):
                 assert response.status_code == 201, response.content[:300]
                 started = time.perf_counter()
                 response = api.post(
-                    "/facts", {"key": f"{mode}.{i}", "value": f"{TEXT} ({i})", "source": "user"}
+                    "/facts", {"key": f"fact{mode}{i}", "value": f"{TEXT} ({i})", "source": "user"}
                 )
                 samples["fact"][mode].append(time.perf_counter() - started)
                 assert response.status_code == 201, response.content[:300]
