@@ -100,11 +100,19 @@ def test_frames_an_agent_pushes_appear_on_the_open_session_page(logged_in, agent
     )
     expect(tree.get_by_role("link", name="Copy table A")).to_have_count(0)
 
-    # A leaf that gets a child becomes expandable, and its child loads on expand.
+    # A leaf that gets a child becomes expandable, and its child loads on expand, even
+    # when the branch is opened the instant it turns expandable, before any timer runs.
+    page.evaluate(
+        """(id) => document.body.addEventListener('htmx:oobAfterSwap', () => {
+            const branch = document.querySelector(`#frame-${id} > details`);
+            if (branch && !branch.open) queueMicrotask(() => { branch.open = true; });
+        })""",
+        str(second_root.id),
+    )
     agent.frame_push(session, goal="Ask the DBA", budget=1_000, parent=second_root)
-    second = tree.locator("summary", has_text="Write the rollback plan")
-    expect(second).to_be_visible(timeout=UPDATE_TIMEOUT)
-    second.press("Enter")
+    expect(tree.locator(f"#frame-{second_root.id} > details")).to_have_attribute(
+        "open", "", timeout=UPDATE_TIMEOUT
+    )
     expect(tree.get_by_role("link", name="Ask the DBA")).to_be_visible()
 
     agent.frame_pop(first, status="completed")
