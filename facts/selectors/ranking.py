@@ -16,7 +16,7 @@ from django.db.models.expressions import Combinable, Expression
 
 from contextops.models import Organization
 from contextops.rows import converter
-from contextops.text import value_text
+from contextops.text import keyed_text
 from frames.models import Session
 
 from .. import supersession as rules
@@ -78,8 +78,13 @@ class ContextFact:
         return self.stored_value
 
     def text(self) -> str:
-        """The fact as a context shows it: ``key: value``."""
-        return f"{self.key}: {value_text(self.value)}"
+        """The fact as a context shows it: ``key: value``. Made from the JSON text without
+        parsing it for good when the value is still unparsed: only the facts a pack
+        holds need their ``value``."""
+        stored = self.stored_value
+        if not self.parsed and isinstance(stored, str) and len(stored) <= TEXT_KEPT_CHARS:
+            return _text_kept(self.key, stored)
+        return keyed_text(self.key, self.value)
 
     def fields(self) -> dict[str, Any]:
         """Its own fields, as a context pack's answer gives them."""
@@ -184,13 +189,16 @@ def _governing_postgresql(
 
 def _ranked_postgresql(
     base: QuerySet[Fact], terms: list[str], limit: int, base_where: tuple[str, list[Any]]
-) -> list[tuple[ContextFact, float]]:
+) -> tuple[list[tuple[ContextFact, float]], list[ContextFact]]:
     """PostgreSQL full text, in one statement, the ``limit`` best of ``base`` in three tiers:
 
     1. the facts matching the query's narrowing words, by ``ts_rank`` of the whole query
        over the stored ``search_tsv`` column (GIN-indexed, see migration 0002);
     2. the newest others matching any word of the query, by ``ts_rank`` among them;
-    3. the newest others, with relevance 0.
+    3. the newest others, with relevance 0;
+
+    and, in the same statement, the facts governing their subjects that they leave out
+    (what ``_governing_postgresql`` reads, up to ``limit``): (ranked, governing).
 
     A narrowing word is one found in less than half of the facts, by PostgreSQL's own
     statistics of the column (``contextops_fact_narrowing``, migration 0006): a word in
@@ -205,28 +213,38 @@ def _ranked_postgresql(
     fields = ", ".join(f"{table}.{connection.ops.quote_name(f)}" for f in CONTEXT_FIELDS)
     sql = f"""
         WITH narrow AS MATERIALIZED (
-            SELECT {table}.id, ts_rank({table}.search_tsv, ({every})) AS relevance
+            SELECT {table}.id, {table}.subject, ts_rank({table}.search_tsv, ({every})) AS relevance
             FROM {table} WHERE {where}
             AND {table}.search_tsv @@ (SELECT contextops_fact_narrowing(%s::text[]))
-            ORDER BY 2 DESC, {newest} LIMIT %s
+            ORDER BY 3 DESC, {newest} LIMIT %s
         ), matching AS MATERIALIZED (
-            SELECT {table}.id, ts_rank({table}.search_tsv, ({every})) AS relevance
+            SELECT {table}.id, {table}.subject, ts_rank({table}.search_tsv, ({every})) AS relevance
             FROM {table} WHERE {where}
             AND {table}.search_tsv @@ ({every}) AND {table}.id NOT IN (SELECT id FROM narrow)
             ORDER BY {newest} LIMIT greatest(0, %s - (SELECT count(*) FROM narrow))
         ), rest AS MATERIALIZED (
-            SELECT {table}.id, 0.0::real AS relevance FROM {table} WHERE {where}
+            SELECT {table}.id, {table}.subject, 0.0::real AS relevance FROM {table} WHERE {where}
             AND {table}.id NOT IN (SELECT id FROM narrow)
             AND {table}.id NOT IN (SELECT id FROM matching)
             ORDER BY {newest}
             LIMIT greatest(0, %s - (SELECT count(*) FROM narrow) - (SELECT count(*) FROM matching))
         ), ranked AS (
-            SELECT id, relevance, 0 AS tier FROM narrow
-            UNION ALL SELECT id, relevance, 1 FROM matching
-            UNION ALL SELECT id, relevance, 2 FROM rest
+            SELECT id, subject, relevance, 0 AS tier FROM narrow
+            UNION ALL SELECT id, subject, relevance, 1 FROM matching
+            UNION ALL SELECT id, subject, relevance, 2 FROM rest
+        ), governing AS MATERIALIZED (
+            SELECT {table}.id, 0.0::real AS relevance, 3 AS tier FROM {table} WHERE {where}
+            AND ({table}.is_constraint OR {table}.memory_type = %s)
+            AND {table}.subject IN (SELECT subject FROM ranked WHERE subject <> '')
+            AND {table}.id NOT IN (SELECT id FROM ranked)
+            ORDER BY {newest} LIMIT %s
+        ), found AS (
+            SELECT id, relevance, tier FROM ranked
+            UNION ALL SELECT id, relevance, tier FROM governing
         )
-        SELECT {fields}, ranked.relevance FROM ranked JOIN {table} ON {table}.id = ranked.id
-        ORDER BY ranked.tier, ranked.relevance DESC, {newest}
+        SELECT {fields}, found.relevance, found.tier FROM found
+        JOIN {table} ON {table}.id = found.id
+        ORDER BY found.tier, found.relevance DESC, {newest}
     """
     literal, _ = array_literal(list(terms))
     params = [
@@ -240,12 +258,28 @@ def _ranked_postgresql(
         limit,
         *where_params,
         limit,
+        *where_params,
+        Fact.MemoryType.ORGANIZATIONAL.value,
+        limit,
     ]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    # Each row: CONTEXT_FIELDS, then the relevance; the value stays PostgreSQL's JSON text.
-    return [(ContextFact(*row[:-1], parsed=False), row[-1]) for row in rows]  # type: ignore[misc]
+    # Each row: CONTEXT_FIELDS, the relevance, the tier; the value stays PostgreSQL's JSON
+    # text.
+    ranked = [(ContextFact(*row[:-2], parsed=False), row[-2]) for row in rows if row[-1] < 3]  # type: ignore[misc]
+    governing = [ContextFact(*row[:-2], parsed=False) for row in rows if row[-1] == 3]  # type: ignore[misc]
+    return ranked, governing
+
+
+# The facts of an organization are offered pack after pack, each pack making the text of
+# hundreds: the text of each short one (its key and its stored JSON) is kept.
+TEXT_KEPT_CHARS, TEXTS_KEPT = 4_000, 8_192
+
+
+@functools.lru_cache(maxsize=TEXTS_KEPT)
+def _text_kept(key: str, stored: str) -> str:
+    return keyed_text(key, _json_value(stored))
 
 
 def _json_value(text: Any) -> Any:
@@ -328,8 +362,9 @@ def facts_for_context(
     query_vector: Any = None,
     valid_at: datetime | None = None,
 ) -> list[ContextFact]:
-    """Valid facts a context for ``session`` may hold, best first: two queries, the ranked
-    facts whole, then the facts governing their subjects that the ranking left out.
+    """Valid facts a context for ``session`` may hold, best first: the ranked facts whole,
+    then the facts governing their subjects that the ranking left out (one statement on
+    PostgreSQL with a query, two otherwise).
 
     ``query_vector``: where the database has a vector index (pgvector), the facts nearest
     to it join the candidates too (a third query), so a fact that shares no word with the
@@ -390,8 +425,9 @@ def facts_for_context(
     )
     terms = rules.query_terms(query)
     where = _base_where(base) if connection.vendor == "postgresql" else None
+    governing_read: list[ContextFact] | None = None  # read with the ranking, when it was
     if terms and where is not None:
-        rows = _ranked_postgresql(base, terms, max(1, limit), where)
+        rows, governing_read = _ranked_postgresql(base, terms, max(1, limit), where)
     else:
         rows = []
         for row in _top(base, _relevance(terms), max(1, limit)):
@@ -406,12 +442,15 @@ def facts_for_context(
                 (ContextFact.from_row(row), 0)
                 for row in base.filter(_id_in(missing)).values(*CONTEXT_FIELDS)
             ]
+            governing_read = None  # the nearest facts' subjects are governed too: read below
     scores = {fact.pk: relevance for fact, relevance in rows}
     ranked = [fact for fact, _ in rows]
     subjects = {f.subject for f in ranked if f.subject}
     # The facts governing the ranked facts' subjects that the ranking left out, in one read.
     if not subjects:
         governing = []
+    elif governing_read is not None:
+        governing = governing_read
     elif where is not None:
         governing = _governing_postgresql(*where, sorted(subjects), list(scores), max(1, limit))
     else:

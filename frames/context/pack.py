@@ -181,10 +181,11 @@ def _working_set(
 
 @dataclass
 class _FrameRead:
-    """A frame's handles as a pack read them (``rows``), what ``_segments`` made of them,
-    and the memo packing keeps of those segments (``packing.PackInput.memo``)."""
+    """A frame's handles as a pack read them (``version``: see ``_handles_changed``),
+    what ``_segments`` made of them, and the memo packing keeps of those segments
+    (``packing.PackInput.memo``)."""
 
-    rows: list[tuple[Any, ...]]
+    version: Any
     segments: list[packing.Segment]
     skipped: list[tuple[str, str]]
     cold: list[dict[str, Any]]
@@ -193,8 +194,8 @@ class _FrameRead:
 
 # An agent asks for a pack step after step, and its frame's handles change little between
 # two: the last read of each of the FRAMES_KEPT frames packed most recently is kept, and a
-# pack whose read of the handles gives the very same rows starts from what was made of
-# them (a frame of a thousand handles spends most of its pack preparing them).
+# pack that finds the very same rows starts from what was made of them (a frame of a
+# thousand handles spends most of its pack preparing them).
 FRAMES_KEPT = 32
 _frames_read: "OrderedDict[Any, _FrameRead]" = OrderedDict()
 _frames_read_lock = threading.Lock()
@@ -219,15 +220,15 @@ def _segments(
             if as_of.handle_visible(str(row[0]), row[-1])
         ]
         return (*_segments_of(rows, include, exclude, as_of), None)
-    rows = _handle_rows(frame)
     if include or exclude:
-        return (*_segments_of(rows, include, exclude, None), None)
+        return (*_segments_of(_handle_rows(frame), include, exclude, None), None)
     with _frames_read_lock:
         read = _frames_read.get(frame.pk)
         if read is not None:
             _frames_read.move_to_end(frame.pk)
-    if read is None or read.rows != rows:
-        read = _FrameRead(rows, *_segments_of(rows, include, exclude, None))
+    version, changed = _handles_changed(frame, read.version if read is not None else None)
+    if read is None or changed is not None:
+        read = _FrameRead(version, *_segments_of(changed or [], include, exclude, None))
         with _frames_read_lock:
             _frames_read[frame.pk] = read
             while len(_frames_read) > FRAMES_KEPT:
@@ -295,6 +296,46 @@ def _handle_rows_sql() -> str:
         f"SELECT {', '.join(selected)} FROM {qn(ContextHandle._meta.db_table)}"
         ' WHERE "frame_id" = %s ORDER BY "created_at", "id"'
     )
+
+
+@functools.cache
+def _handle_versions_sql() -> str:
+    """PostgreSQL: a digest of the frame's handles' row versions (each row's place and the
+    transaction that wrote it: any insert, update or delete, by the services or past them,
+    gives another; rows read in another order only give another digest), then the rows,
+    only when the digest differs from the one given (a condition PostgreSQL evaluates
+    once, before reading any handle)."""
+    qn = connection.ops.quote_name
+    table = qn(ContextHandle._meta.db_table)
+    selected = ", ".join(f"h.{qn(f)}" for f in HANDLE_FIELDS).replace('h."id"', 'h."id"::text', 1)
+    return f"""
+        WITH versions AS MATERIALIZED (
+            SELECT md5(string_agg(ctid::text || xmin::text, ',')) AS digest
+            FROM {table} WHERE "frame_id" = %s
+        )
+        SELECT versions.digest, handle.* FROM versions LEFT JOIN (
+            SELECT {selected}, h."created_at" AS order_at, h."id" AS order_id FROM {table} h
+            WHERE h."frame_id" = %s AND (SELECT digest FROM versions) IS DISTINCT FROM %s
+        ) handle ON true
+        ORDER BY handle.order_at, handle.order_id
+    """
+
+
+def _handles_changed(frame: Frame, known: Any) -> tuple[Any, list[tuple[Any, ...]] | None]:
+    """The version of ``frame``'s handles, and their rows (``_handle_rows``) unless that
+    version is ``known`` (None then). The version is the rows themselves, compared, but on
+    PostgreSQL, where it is a digest of the rows' versions: the rows are not read again."""
+    if connection.vendor != "postgresql":
+        rows = _handle_rows(frame)
+        return rows, (None if rows == known else rows)
+    pk = param(ContextHandle, "frame", frame.pk)
+    with connection.cursor() as cursor:
+        cursor.execute(_handle_versions_sql(), [pk, pk, known])
+        found = cursor.fetchall()
+    digest = found[0][0]
+    if known is not None and digest == known:
+        return digest, None
+    return digest, [row[1:-2] for row in found if row[1] is not None]
 
 
 def _handle_rows(frame: Frame) -> list[tuple[Any, ...]]:

@@ -170,9 +170,11 @@ class Segment:
 class FactItem:
     """A fact as the packer sees it: ``value`` is the text packed, ``extra`` its own fields.
 
-    ``stored``: what the item stands for when its text is made on first use (``text()``),
-    any object with ``text()`` and ``fields()``; the facts a pack drops unread (at the
-    critical level, every one that is not a constraint) are then never rendered."""
+    ``stored``: what the item stands for when its text is made on first use (``text()``)
+    and its fields on first use (``fields()``), any object with ``text()`` and
+    ``fields()``; the facts a pack drops unread (at the critical level, every one that
+    is not a constraint) are then never rendered, and only the facts a pack holds have
+    their fields made."""
 
     id: str
     key: str
@@ -187,11 +189,18 @@ class FactItem:
     vector: np.ndarray | None = None
 
     def text(self) -> str:
-        """``value``, made from ``stored`` (with ``extra``) the first time."""
+        """``value``, made from ``stored`` the first time."""
+        if not self.value and self.stored is not None:
+            self.value = self.stored.text()
+        return self.value
+
+    def fields(self) -> dict[str, Any]:
+        """``extra``, made from ``stored`` the first time."""
         stored = self.stored
         if stored is not None:
-            self.value, self.extra, self.stored = stored.text(), stored.fields(), None
-        return self.value
+            self.text()
+            self.extra, self.stored = stored.fields(), None
+        return self.extra
 
 
 @dataclass(frozen=True)

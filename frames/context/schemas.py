@@ -349,8 +349,7 @@ def context_pack_out(pack: ContextPack) -> dict[str, Any]:
 
 def _pack_fact_out(item: PackedItem[FactItem]) -> dict[str, Any]:
     """A ``PackFactOut``: the fact's own fields (``extra``) with the schema's defaults."""
-    item.source.text()  # its fields, made now if the packer had not needed its text
-    extra = item.source.extra
+    extra = item.source.fields()
     return {
         "id": item.id,
         "key": extra.get("key", item.source.key),

@@ -2,6 +2,7 @@
 
 import json
 import uuid
+import zlib
 
 import orjson
 import pytest
@@ -14,7 +15,7 @@ from facts.selectors.ranking import ContextFact
 from frames.context import pack as context_pack
 from frames.context.schemas import ContextPackOut
 from frames.models import ContextPackRecord, Session
-from frames.models.context import json_decompressed
+from frames.models.context import SCORE_PARTS, json_decompressed
 
 
 def stub_fact(
@@ -432,3 +433,46 @@ def test_a_pack_stored_before_runs_reads_back_as_it_was(api, session, frame):
     unranked = {"rank": None, "score": None, "older_than": None}
     listed = api.get(f"/sessions/{session.id}/context-packs").json()[0]["dropped"]
     assert listed == [{**item, **unranked} for item in items]
+
+
+def test_a_pack_stored_by_zlib_before_zstd_reads_back_as_it_was(api, session, frame):
+    """Records written while the columns were zlib's read back beside the zstd ones."""
+    dropped = [
+        {
+            "section": "segments",
+            "id": "h1",
+            "reason": "over_budget",
+            "level": "none",
+            "tokens": 90,
+            "rank": 3,
+            "score": dict.fromkeys(SCORE_PARTS, 0.25),
+            "older_than": None,
+        }
+    ]
+    included = [{"section": "facts", "id": "8", "tokens": 12}]
+    record = ContextPackRecord.objects.create(
+        session=session, frame=frame, budget=1000, used=12, level="none"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE frames_contextpackrecord SET included = %s, dropped = %s WHERE id = %s",
+            [
+                zlib.compress(orjson.dumps(included), 1),
+                zlib.compress(orjson.dumps(dropped), 1),
+                param(ContextPackRecord, "id", record.pk),
+            ],
+        )
+    listed = api.get(f"/sessions/{session.id}/context-packs").json()[0]
+    assert listed["dropped"] == dropped
+    again = ContextPackRecord.objects.get(pk=record.pk)
+    assert again.included == included
+    # A record written now is a zstd frame.
+    again.save()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT dropped FROM frames_contextpackrecord WHERE id = %s",
+            [param(ContextPackRecord, "id", record.pk)],
+        )
+        (stored,) = cursor.fetchone()
+    assert bytes(stored)[:4] == b"\x28\xb5\x2f\xfd"
+    assert json_decompressed(stored) == dropped

@@ -37,7 +37,7 @@ def _handles(session, frame, first: int, count: int) -> None:
 
 
 @pytest.mark.django_db
-def test_it_packs_in_eight_queries_whatever_the_superseded_facts_and_handles(api):
+def test_it_packs_in_seven_queries_whatever_the_superseded_facts_and_handles(api):
     org = api.organization
     session, frame = _pack_session(org, budget_total=10**6)
     # Enough handles that the first read of the ranking does not all fit: the pack then
@@ -51,6 +51,8 @@ def test_it_packs_in_eight_queries_whatever_the_superseded_facts_and_handles(api
     _handles(session, frame, 200, 420)
     _add_facts(org, 500, 500, 4_000)
     large, body = _pack_queries(api, session)
-    assert large <= 8 and large == small
+    # PostgreSQL reads the ranked facts and the facts governing their subjects in one
+    # statement; elsewhere they are two.
+    assert large == small == (7 if connection.vendor == "postgresql" else 8)
     assert body["facts"] and body["segments"]
     assert all(not f["key"].endswith(tuple(f".v{n}" for n in range(1, 10))) for f in body["facts"])
