@@ -126,6 +126,11 @@ class AuditRequestMiddleware:
             _where.reset(token)
 
 
+def session_target(session_id: Any) -> str:
+    """An audit entry's target naming a session (what ``session_deleted_title`` looks for)."""
+    return f"session {session_id}"
+
+
 def session_deleted_title(*, organization: Organization, session_id: str) -> str:
     """The title a session of ``organization`` had when it was deleted, as the audit entry
     of its deletion recorded it (its id when it had none); "" when no such entry exists,
@@ -137,7 +142,7 @@ def session_deleted_title(*, organization: Organization, session_id: str) -> str
         AuditEntry.objects.filter(
             organization=organization,
             action=AuditEntry.Action.SESSION_DELETED,
-            target=f"session {pk}",
+            target=session_target(pk),
         )
         .only("detail")
         .first()

@@ -120,22 +120,37 @@ def usage_tokens(
 
 
 class TokenCounts(Protocol):
-    """A model call's four counts, as a usage row or a parsed usage body carries them."""
+    """A model call's four counts, as a usage row or a parsed usage body carries them
+    (read-only members, so that a frozen dataclass carries them too)."""
 
-    input_tokens: int
-    output_tokens: int
-    cache_creation_input_tokens: int
-    cache_read_input_tokens: int
+    @property
+    def input_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def cache_creation_input_tokens(self) -> int: ...
+    @property
+    def cache_read_input_tokens(self) -> int: ...
+
+
+# The four counts, in the order a usage body gives them, each with the session field
+# that totals it.
+USAGE_TOTALS = {
+    "input_tokens": "input_tokens_total",
+    "output_tokens": "output_tokens_total",
+    "cache_creation_input_tokens": "cache_creation_tokens_total",
+    "cache_read_input_tokens": "cache_read_tokens_total",
+}
+
+
+def token_counts(call: TokenCounts) -> dict[str, int]:
+    """``call``'s four counts by name, in a usage body's order."""
+    return {name: getattr(call, name) for name in USAGE_TOTALS}
 
 
 def call_occupancy(call: TokenCounts) -> int:
     """``usage_tokens`` of ``call``'s own counts: everything it put in the window."""
-    return usage_tokens(
-        input_tokens=call.input_tokens,
-        output_tokens=call.output_tokens,
-        cache_creation_input_tokens=call.cache_creation_input_tokens,
-        cache_read_input_tokens=call.cache_read_input_tokens,
-    )
+    return usage_tokens(**token_counts(call))
 
 
 def cost_weighted_tokens(

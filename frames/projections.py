@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models import Sum
 
 from .archive import session_events
-from .budget import Budget
+from .budget import USAGE_TOTALS, Budget
 from .models import Event, Frame, Session, Usage
 from .pressure import LEVELS, LOW, level_next, utilization_of
 
@@ -323,10 +323,5 @@ def session_at(session: Session, seq: int) -> SessionAt:
         top_frame_id=top["id"] if top else None,
         pressure_level=level if level in LEVELS else LOW,
         utilization=round(utilization_of(occupancy, session.context_window_tokens), 4),
-        usage_totals={
-            "input_tokens": state.session["input_tokens_total"],
-            "output_tokens": state.session["output_tokens_total"],
-            "cache_creation_input_tokens": state.session["cache_creation_tokens_total"],
-            "cache_read_input_tokens": state.session["cache_read_tokens_total"],
-        },
+        usage_totals={name: state.session[total] for name, total in USAGE_TOTALS.items()},
     )

@@ -26,6 +26,7 @@ from contextops.pages import lookups_set
 from contextops.rows import columns, converter, fetch, param
 
 from .archive import session_events
+from .budget import call_occupancy, token_counts
 from .costs import CostTotal, Price, call_cost, cost_total, price_for
 from .models import (
     ContextHandle,
@@ -637,13 +638,7 @@ def price_table() -> dict[str, Price]:
 
 def usage_cost(usage: Usage, prices: dict[str, Price]) -> Decimal | None:
     """One call's cost in US dollars; None when its model has no price."""
-    return call_cost(
-        price_for(usage.model, prices),
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_creation_input_tokens=usage.cache_creation_input_tokens,
-        cache_read_input_tokens=usage.cache_read_input_tokens,
-    )
+    return call_cost(price_for(usage.model, prices), **token_counts(usage))
 
 
 def session_cost(session: Session, prices: dict[str, Price] | None = None) -> CostTotal:
@@ -785,12 +780,7 @@ class UsageTotal:
 
     @property
     def tokens(self) -> int:
-        return (
-            self.input_tokens
-            + self.cache_creation_input_tokens
-            + self.cache_read_input_tokens
-            + self.output_tokens
-        )
+        return call_occupancy(self)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextops.tokens import count_tokens
-from frames.budget import full_input_tokens
 from frames.models import Session, Usage
 
 from .models import MAIN_BRANCH, CompactionRun, Message, Summary, Turn
@@ -246,11 +245,7 @@ def call_anatomy(*, session: Session, call: Usage) -> Anatomy:
     """The call's input by category, each with its largest parts; the categories' tokens
     add up to the call's full input (see the module docstring). For a call that read no
     stored message nor summary, ``from_messages`` is False and every category is 0."""
-    full = full_input_tokens(
-        input_tokens=call.input_tokens,
-        cache_creation_input_tokens=call.cache_creation_input_tokens,
-        cache_read_input_tokens=call.cache_read_input_tokens,
-    )
+    full = call.window_input_tokens
     names: dict[str, str] = {}
     parts: dict[str, list[Part]] = {name: [] for name in CATEGORIES}
     window = call_window(call)

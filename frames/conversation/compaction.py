@@ -19,7 +19,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from contextops import tracing
-from contextops.audit import audit_person_act
+from contextops.audit import audit_person_act, session_target
 from contextops.errors import Conflict, Invalid
 from contextops.jobs import job_send, job_send_on_commit
 from contextops.llm import Summarizer, SummaryOutcome, TurnText, summarizer_default
@@ -187,7 +187,7 @@ def compaction_request(
             user,
             action=AuditEntry.Action.COMPACTION_REQUESTED,
             organization_id=session.organization_id,
-            target=f"session {session.pk}",
+            target=session_target(session.pk),
             detail={
                 "run_id": str(run.pk),
                 "strategy": strategy,

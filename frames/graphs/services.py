@@ -6,7 +6,7 @@ then changes the thread's rows, and appends its event to that session's log.
 
 import base64
 import binascii
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -27,6 +27,7 @@ from frames.suspensions.services import suspension_create, suspension_passed
 from .models import GraphBlob, GraphCheckpoint, GraphInterrupt, GraphThread, GraphWrite
 
 Copied = TypeVar("Copied", GraphCheckpoint, GraphBlob, GraphWrite)
+T = TypeVar("T")
 
 PRUNE_STRATEGIES = ("keep_latest", "delete")
 INTERRUPT = "__interrupt__"  # LangGraph's channel for a task's interrupt() values
@@ -161,6 +162,17 @@ def _retrying_once(write):
         return write()
 
 
+def _thread_write(write: Callable[[GraphThread], T], **thread: Any) -> T:
+    """``write`` of the thread ``_thread_open`` opens with ``thread``'s arguments, in one
+    transaction, retried once as ``_retrying_once`` says."""
+
+    def attempt() -> T:
+        with transaction.atomic():
+            return write(_thread_open(**thread))
+
+    return _retrying_once(attempt)
+
+
 @dataclass(frozen=True)
 class CheckpointSaved:
     thread_id: str
@@ -202,80 +214,79 @@ def checkpoint_put(
     run_id = metadata.get("run_id")
     step = metadata.get("step")
 
-    def write() -> CheckpointSaved:
-        with transaction.atomic():
-            thread = _thread_open(
-                organization=organization,
-                agent=agent,
-                thread_id=thread_id,
-                session=session,
-                actor=actor,
-            )
-            GraphCheckpoint.objects.update_or_create(
-                thread=thread,
-                checkpoint_ns=checkpoint_ns,
-                checkpoint_id=checkpoint_id,
-                defaults={
-                    "parent_checkpoint_id": parent_checkpoint_id,
-                    "type": checkpoint.type,
-                    "data": data,
-                    "channel_versions": channel_versions,
-                    "metadata": metadata,
-                    "metadata_type": metadata_blob.type if metadata_blob else "",
-                    "metadata_data": metadata_data,
-                    "run_id": str(run_id)[:255] if run_id is not None else "",
-                    "step": step if isinstance(step, int) and abs(step) < 2**31 else None,
-                    "source": str(metadata.get("source") or "")[:40],
-                },
-            )
-            GraphBlob.objects.bulk_create(
-                [
-                    GraphBlob(
-                        thread=thread,
-                        checkpoint_ns=checkpoint_ns,
-                        channel=b.channel,
-                        version=b.version,
-                        type=b.blob.type,
-                        data=raw,
-                        preview=b.preview,
-                    )
-                    for b, raw in blob_rows
-                ],
-                ignore_conflicts=True,
-            )
-            thread.updated_at = timezone.now()
-            thread.save(update_fields=["updated_at"])
-            if parent_checkpoint_id:
-                # A checkpoint after an interrupted one: the thread went past it.
-                _interrupts_passed(
+    def write(thread: GraphThread) -> CheckpointSaved:
+        GraphCheckpoint.objects.update_or_create(
+            thread=thread,
+            checkpoint_ns=checkpoint_ns,
+            checkpoint_id=checkpoint_id,
+            defaults={
+                "parent_checkpoint_id": parent_checkpoint_id,
+                "type": checkpoint.type,
+                "data": data,
+                "channel_versions": channel_versions,
+                "metadata": metadata,
+                "metadata_type": metadata_blob.type if metadata_blob else "",
+                "metadata_data": metadata_data,
+                "run_id": str(run_id)[:255] if run_id is not None else "",
+                "step": step if isinstance(step, int) and abs(step) < 2**31 else None,
+                "source": str(metadata.get("source") or "")[:40],
+            },
+        )
+        GraphBlob.objects.bulk_create(
+            [
+                GraphBlob(
                     thread=thread,
                     checkpoint_ns=checkpoint_ns,
-                    checkpoint_id=parent_checkpoint_id,
-                    actor=actor,
-                    past=checkpoint_id,
+                    channel=b.channel,
+                    version=b.version,
+                    type=b.blob.type,
+                    data=raw,
+                    preview=b.preview,
                 )
-            event_append(
-                session=thread.session,
-                type="graph.checkpoint_saved",
-                actor=actor,
-                payload={
-                    "thread_id": thread_id,
-                    "checkpoint_ns": checkpoint_ns,
-                    "checkpoint_id": checkpoint_id,
-                    "step": step if isinstance(step, int) else None,
-                    "source": metadata.get("source"),
-                },
-            )
-            # The graph is at work in its session: a loading one shows as active.
-            session_activated(session=thread.session, actor=actor)
-            return CheckpointSaved(
-                thread_id=thread_id,
+                for b, raw in blob_rows
+            ],
+            ignore_conflicts=True,
+        )
+        thread.updated_at = timezone.now()
+        thread.save(update_fields=["updated_at"])
+        if parent_checkpoint_id:
+            # A checkpoint after an interrupted one: the thread went past it.
+            _interrupts_passed(
+                thread=thread,
                 checkpoint_ns=checkpoint_ns,
-                checkpoint_id=checkpoint_id,
-                session_id=str(thread.session_id),
+                checkpoint_id=parent_checkpoint_id,
+                actor=actor,
+                past=checkpoint_id,
             )
+        event_append(
+            session=thread.session,
+            type="graph.checkpoint_saved",
+            actor=actor,
+            payload={
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint_id,
+                "step": step if isinstance(step, int) else None,
+                "source": metadata.get("source"),
+            },
+        )
+        # The graph is at work in its session: a loading one shows as active.
+        session_activated(session=thread.session, actor=actor)
+        return CheckpointSaved(
+            thread_id=thread_id,
+            checkpoint_ns=checkpoint_ns,
+            checkpoint_id=checkpoint_id,
+            session_id=str(thread.session_id),
+        )
 
-    return _retrying_once(write)
+    return _thread_write(
+        write,
+        organization=organization,
+        agent=agent,
+        thread_id=thread_id,
+        session=session,
+        actor=actor,
+    )
 
 
 def writes_put(
@@ -308,79 +319,76 @@ def writes_put(
     thread_id_check(thread_id)
     raws = [_bytes(w.blob, ("writes", i, "data")) for i, w in enumerate(writes)]
 
-    def write() -> int:
-        with transaction.atomic():
-            thread = _thread_open(
-                organization=organization,
-                agent=agent,
-                thread_id=thread_id,
-                session=session,
+    def write(thread: GraphThread) -> int:
+        at: dict[str, Any] = {
+            "thread": thread,
+            "checkpoint_ns": checkpoint_ns,
+            "checkpoint_id": checkpoint_id,
+        }
+        stored = set(GraphWrite.objects.filter(**at, task_id=task_id).values_list("idx", flat=True))
+        changed = []
+        for w, raw in zip(writes, raws, strict=True):
+            if w.idx >= 0 and w.idx in stored:
+                continue
+            GraphWrite.objects.update_or_create(
+                **at,
+                task_id=task_id,
+                idx=w.idx,
+                defaults={
+                    "task_path": task_path,
+                    "channel": w.channel,
+                    "type": w.blob.type,
+                    "data": raw,
+                    "preview": w.preview,
+                },
+            )
+            stored.add(w.idx)
+            changed.append(w.channel)
+        channels = {w.channel for w in writes}
+        if channels and not channels & {INTERRUPT, ERROR} and task_id != NULL_TASK_ID:
+            # The task wrote its outcome: it got past the interrupt it stopped at.
+            _interrupts_passed(
+                thread=thread,
+                checkpoint_ns=checkpoint_ns,
+                checkpoint_id=checkpoint_id,
+                task_id=task_id,
                 actor=actor,
-                missing=f"No checkpoint {checkpoint_id!r} and no thread {thread_id!r}.",
             )
-            at: dict[str, Any] = {
-                "thread": thread,
-                "checkpoint_ns": checkpoint_ns,
-                "checkpoint_id": checkpoint_id,
-            }
-            stored = set(
-                GraphWrite.objects.filter(**at, task_id=task_id).values_list("idx", flat=True)
-            )
-            changed = []
-            for w, raw in zip(writes, raws, strict=True):
-                if w.idx >= 0 and w.idx in stored:
-                    continue
-                GraphWrite.objects.update_or_create(
-                    **at,
-                    task_id=task_id,
-                    idx=w.idx,
-                    defaults={
-                        "task_path": task_path,
-                        "channel": w.channel,
-                        "type": w.blob.type,
-                        "data": raw,
-                        "preview": w.preview,
-                    },
-                )
-                stored.add(w.idx)
-                changed.append(w.channel)
-            channels = {w.channel for w in writes}
-            if channels and not channels & {INTERRUPT, ERROR} and task_id != NULL_TASK_ID:
-                # The task wrote its outcome: it got past the interrupt it stopped at.
-                _interrupts_passed(
+        for w in writes:
+            if w.channel == INTERRUPT:
+                _interrupt_suspend(
                     thread=thread,
                     checkpoint_ns=checkpoint_ns,
                     checkpoint_id=checkpoint_id,
                     task_id=task_id,
+                    task_path=task_path,
+                    value=w.preview,
                     actor=actor,
                 )
-            for w in writes:
-                if w.channel == INTERRUPT:
-                    _interrupt_suspend(
-                        thread=thread,
-                        checkpoint_ns=checkpoint_ns,
-                        checkpoint_id=checkpoint_id,
-                        task_id=task_id,
-                        task_path=task_path,
-                        value=w.preview,
-                        actor=actor,
-                    )
-            if changed:
-                event_append(
-                    session=thread.session,
-                    type="graph.writes_saved",
-                    actor=actor,
-                    payload={
-                        "thread_id": thread_id,
-                        "checkpoint_ns": checkpoint_ns,
-                        "checkpoint_id": checkpoint_id,
-                        "task_id": task_id,
-                        "channels": changed,
-                    },
-                )
-            return len(changed)
+        if changed:
+            event_append(
+                session=thread.session,
+                type="graph.writes_saved",
+                actor=actor,
+                payload={
+                    "thread_id": thread_id,
+                    "checkpoint_ns": checkpoint_ns,
+                    "checkpoint_id": checkpoint_id,
+                    "task_id": task_id,
+                    "channels": changed,
+                },
+            )
+        return len(changed)
 
-    return _retrying_once(write)
+    return _thread_write(
+        write,
+        organization=organization,
+        agent=agent,
+        thread_id=thread_id,
+        session=session,
+        actor=actor,
+        missing=f"No checkpoint {checkpoint_id!r} and no thread {thread_id!r}.",
+    )
 
 
 def _interrupt_suspend(

@@ -11,6 +11,7 @@ from contextops.models import Agent, Organization
 from .. import pressure
 from ..budget import (
     DEFAULT_MAX_SUBFRAME_DEPTH,
+    USAGE_TOTALS,
     Budget,
     call_occupancy,
     cost_weighted_tokens,
@@ -87,12 +88,7 @@ class Session(models.Model):
 
     @property
     def usage_totals(self) -> dict[str, int]:
-        return {
-            "input_tokens": self.input_tokens_total,
-            "output_tokens": self.output_tokens_total,
-            "cache_creation_input_tokens": self.cache_creation_tokens_total,
-            "cache_read_input_tokens": self.cache_read_tokens_total,
-        }
+        return {name: getattr(self, total) for name, total in USAGE_TOTALS.items()}
 
     @property
     def effective_tokens(self) -> int:

@@ -29,7 +29,7 @@ from django.core.files.storage import default_storage
 from django.db import models, transaction
 from django.utils import timezone
 
-from contextops.audit import audit_record
+from contextops.audit import audit_record, session_target
 from contextops.models import AuditEntry
 from facts.models import Fact, FactDependency
 from frames.archive import session_events
@@ -199,15 +199,29 @@ def session_export(*, session: Session, actor: str = "", user: User | None = Non
             ],
             other=tables,
         )
-        audit_record(
-            action=AuditEntry.Action.SESSION_EXPORTED,
+        _audited(
+            AuditEntry.Action.SESSION_EXPORTED,
+            session,
             actor=actor,
             user=user,
-            organization_id=session.organization_id,
-            target=f"session {session.pk}",
-            detail={"title": session.title[:200], "frames": len(document["frames"])},
+            frames=len(document["frames"]),
         )
     return json.loads(json.dumps(document))
+
+
+def _audited(
+    action: str, session: Session, *, actor: str, user: User | None, **detail: Any
+) -> None:
+    """Audit ``action`` on ``session``: its organization's entry naming it, its title first
+    in the detail (the row itself may be gone by then: only its fields are read)."""
+    audit_record(
+        action=action,
+        actor=actor,
+        user=user,
+        organization_id=session.organization_id,
+        target=session_target(session.pk),
+        detail={"title": session.title[:200], **detail},
+    )
 
 
 def session_delete(*, session: Session, actor: str = "", user: User | None = None) -> dict:
@@ -231,18 +245,16 @@ def session_delete(*, session: Session, actor: str = "", user: User | None = Non
         facts = list(_own_facts(locked).order_by("-created_at"))
         for fact in facts:  # newest first: a version is deleted before the one it superseded
             count(Fact.objects.filter(pk=fact.pk).delete())
-        title = locked.title
         count(Session.objects.filter(pk=locked.pk).delete())
         if files:
             deleted["storage.file"] = len(files)
             transaction.on_commit(lambda: _files_delete(files))
-        audit_record(
-            action=AuditEntry.Action.SESSION_DELETED,
+        _audited(
+            AuditEntry.Action.SESSION_DELETED,
+            locked,
             actor=actor,
             user=user,
-            organization_id=locked.organization_id,
-            target=f"session {locked.pk}",
-            detail={"title": title[:200], "deleted": dict(sorted(deleted.items()))},
+            deleted=dict(sorted(deleted.items())),
         )
     return {"session_id": str(locked.pk), "deleted": dict(sorted(deleted.items()))}
 

@@ -34,7 +34,6 @@ def suspension_expire_locked(
     *,
     session: Session,
     suspension: Suspension,
-    frame_id,
     actor: str,
     now: datetime,
     frame_closed: bool = False,
@@ -58,7 +57,7 @@ def suspension_expire_locked(
         event_append(
             session=session,
             type="suspension.expired",
-            frame=Frame.objects.only("pk").get(pk=frame_id),
+            frame=Frame.objects.only("pk").get(pk=suspension.frame_id),
             actor=actor,
             payload=payload,
         )
@@ -84,7 +83,6 @@ def expire_locked(*, session: Session, suspension: Suspension, now: datetime) ->
     if not suspension_expire_locked(
         session=session,
         suspension=suspension,
-        frame_id=suspension.frame_id,
         actor=EXPIRY_ACTOR,
         now=now,
     ):
@@ -150,7 +148,6 @@ def suspensions_close(*, session: Session, actor: str) -> int:
         expired += suspension_expire_locked(
             session=session,
             suspension=suspension,
-            frame_id=suspension.frame_id,
             actor=actor,
             now=now,
             frame_closed=True,
@@ -195,7 +192,6 @@ def suspensions_expire(
                         done = suspension_expire_locked(
                             session=session,
                             suspension=suspension,
-                            frame_id=suspension.frame_id,
                             actor=EXPIRY_ACTOR,
                             now=now,
                             frame_closed=True,

@@ -15,7 +15,7 @@ from django.utils import timezone
 from contextops.errors import Invalid, NotFound
 from contextops.ids import parse_id
 
-from ..budget import usage_tokens
+from ..budget import USAGE_TOTALS, token_counts, usage_tokens
 from ..events import EventSpec
 from ..locks import session_require_not_ended
 from ..models import Event, Frame, Session, Usage
@@ -276,20 +276,7 @@ class UsageCall:
     latency_ms: int | None = None
 
     def counts(self) -> dict[str, int]:
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cache_creation_input_tokens": self.cache_creation_input_tokens,
-            "cache_read_input_tokens": self.cache_read_input_tokens,
-        }
-
-
-USAGE_TOTALS = {
-    "input_tokens": "input_tokens_total",
-    "output_tokens": "output_tokens_total",
-    "cache_creation_input_tokens": "cache_creation_tokens_total",
-    "cache_read_input_tokens": "cache_read_tokens_total",
-}
+        return token_counts(self)
 
 
 def usage_record_many(

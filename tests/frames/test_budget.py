@@ -1,11 +1,13 @@
 """Budget arithmetic of seed 000 §1, without a database."""
 
+from types import SimpleNamespace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from contextops.errors import InsufficientTokens, Invalid
-from frames.budget import Budget, usage_tokens
+from frames.budget import Budget, call_occupancy, token_counts, usage_tokens
 
 
 def test_it_reproduces_the_seed_propagation_example():
@@ -43,6 +45,24 @@ def test_it_counts_every_token_the_call_put_in_the_window():
         )
         == 1115
     )
+
+
+def test_a_calls_counts_come_by_name_in_a_usage_bodys_order():
+    call = SimpleNamespace(
+        cache_read_input_tokens=1000,
+        output_tokens=5,
+        input_tokens=10,
+        cache_creation_input_tokens=100,
+        model="m",
+    )
+    counts = token_counts(call)
+    assert list(counts.items()) == [
+        ("input_tokens", 10),
+        ("output_tokens", 5),
+        ("cache_creation_input_tokens", 100),
+        ("cache_read_input_tokens", 1000),
+    ]
+    assert call_occupancy(call) == 1115
 
 
 @given(st.integers(0, 10**6), st.lists(st.integers(0, 10**5), max_size=30))
