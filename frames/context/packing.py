@@ -18,8 +18,10 @@ breadcrumbs, trimmed text), from ``estimate_tokens``; nothing here tokenizes.
    fullest form that still fits: ``full``, else ``light`` (whitespace collapsed, long
    text abbreviated head … tail), else its stored ``summary``; one that fits in no form
    is dropped (``over_budget``) and the next is tried. Facts take at most ``FACTS_SHARE``
-   of the room left after the required items while others wait for it; the
-   facts held back are offered what is left at the end, so no room is kept for nothing.
+   of the room left after the required items while others (a lower-ranked item of
+   another section that still fits) wait for it; once none does, the facts held back
+   are offered what is left, before the facts ranked below them, so no room is kept for
+   nothing and the facts still go in their rank order.
 3. ``resources`` (cold handles: discovered, not loaded, docs/concepts.md#resources) take
    what is left last, by name only.
 
@@ -740,15 +742,23 @@ def pack(data: PackInput) -> PackResult:
         deepest = max(deepest, LEVEL_INDEX[FORM_LEVEL.get(item.form, "none")])
         return True
 
-    # Candidates in rank order; a fact held back by the facts' share is offered again at
-    # the end; the ones no form of which fits are dropped, in rank order. Once the room
-    # left is smaller than every form of every candidate still to come, the rest are
-    # dropped without being offered (the room only shrinks).
+    # Candidates in rank order; a fact held back by the facts' share is offered again
+    # once no candidate of another section still to come fits the room left (the share
+    # keeps room for those only), before the facts ranked below it; the ones no form of
+    # which fits are dropped, in rank order. Once the room left is smaller than every
+    # form of every candidate still to come, the rest are dropped without being offered
+    # (the room only shrinks).
     least = [min(counts) if counts is not None else math.inf for counts in sizes]
     still = list(itertools.accumulate((least[i] for i in reversed(order)), min))[::-1]
+    others = (math.inf if candidates[i].section == "facts" else least[i] for i in reversed(order))
+    others_still = list(itertools.accumulate(others, min))[::-1]
     refused: list[tuple[int, int]] = []
     held: list[tuple[int, int]] = []
+    held_refused: list[tuple[int, int]] = []
     for position, index in enumerate(order, start=1):
+        if held and others_still[position - 1] > remaining:  # no one else wants the room
+            held_refused += [(p, i) for p, i in held if not offer(p, i)]
+            held = []
         if still[position - 1] > remaining:  # nothing to come fits
             refused += zip(range(position, len(order) + 1), order[position - 1 :], strict=True)
             break
@@ -759,11 +769,12 @@ def pack(data: PackInput) -> PackResult:
             remaining > 0
             and candidates[index].section == "facts"
             and counts[-1] > max(0, facts_room)
+            and others_still[position - 1] <= remaining
         ):
             held.append((position, index))
         elif not offer(position, index):
             refused.append((position, index))
-    held_refused = [(p, i) for p, i in held if not offer(p, i)]
+    held_refused += [(p, i) for p, i in held if not offer(p, i)]
     if held_refused:
         refused = sorted(refused + held_refused)
     level_name = LEVELS[max(floor, required_level)]

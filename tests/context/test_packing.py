@@ -220,6 +220,40 @@ def test_it_puts_constraint_facts_before_other_facts_and_caps_facts_at_the_share
     assert result.used <= 2000
 
 
+def ranked_facts():
+    """Three facts, ranked a, b, c without a query (newest first), of 300, 180 and 40 tokens."""
+    return [FactItem("a", "a", "v", 300), FactItem("b", "b", "v", 180), FactItem("c", "c", "v", 40)]
+
+
+def test_the_facts_share_keeps_room_for_a_lower_ranked_item_of_another_section():
+    # 500 tokens after the brief and breadcrumbs: the facts may take 350 while the
+    # segment, ranked below them (low priority), still wants room.
+    result = pack(data([seg(0, 100, "low")], budget=531, facts=ranked_facts()))
+    assert ids(result.facts) == ["a", "c"]
+    assert ids(result.segments) == ["h0"]
+    assert [(d.id, d.rank) for d in result.dropped] == [("b", 2)]
+
+
+def test_the_facts_share_holds_nothing_back_when_no_other_item_wants_the_room():
+    # Facts alone: holding "b" back would only let "c", ranked below it, take its room.
+    result = pack(data([], budget=531, facts=ranked_facts()))
+    assert ids(result.facts) == ["a", "b"]
+    assert [(d.id, d.reason, d.rank) for d in result.dropped] == [("c", "over_budget", 3)]
+
+
+def test_facts_held_back_by_the_share_come_back_before_the_facts_ranked_below_them():
+    # Organizational policy ranks high: a, b, then the working-set item, then c. "b" is
+    # held back while "w" wants room; once "w" is in, "b" is offered before "c".
+    facts = ranked_facts()
+    facts[0].governs = facts[1].governs = True
+    working = [WorkingItem("w", "w: v", 20)]
+    result = pack(data([], budget=531, facts=facts, working_set=working))
+    assert ids(result.working_set) == ["w"]
+    assert ids(result.facts) == ["a", "b"]
+    assert [(d.id, d.rank) for d in result.dropped] == [("c", 4)]
+    assert [i.rank for i in result.facts] == [1, 2] and result.working_set[0].rank == 3
+
+
 LEVEL = st.sampled_from(packing.LEVELS)
 PRIORITY = st.sampled_from(list(packing.PRIORITY_SCORE))
 STATE = st.sampled_from(["loaded", "hot", "indexed", "cold"])
