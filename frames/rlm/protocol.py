@@ -382,8 +382,8 @@ def variable_delete(
     with transaction.atomic():
         state = state_lock(state)
         now = timezone.now()
-        state_expired_purge(state, now, actor)
-        variable = state.variables.filter(name=name).first()
+        # The read that finds the expired temporaries brings ``name`` back too: one query.
+        variable = state_expired_purge(state, now, actor, also=name)
         if variable is None:
             raise NotFound(f"No variable {name!r} in this state.")
         if variable.read_only:

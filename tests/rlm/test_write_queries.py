@@ -38,6 +38,19 @@ def test_it_writes_a_variable_in_seven_queries_with_its_mutation_and_event(api):
     assert state.mutations.order_by("-seq").first().before["v001"]["value"] == {"n": 1}
 
 
+def test_it_deletes_a_variable_in_the_queries_of_a_write(api):
+    """The read that purges expired temporaries brings the deleted variable back too: a
+    delete costs no more queries than a write."""
+    state = _state(api, 3)
+    with CaptureQueriesContext(connection) as written:
+        protocol.variable_write(state=state, name="v001", value="changed")
+    with CaptureQueriesContext(connection) as deleted:
+        protocol.variable_delete(state=state, name="v002")
+    assert len(_counted(deleted)) <= len(_counted(written)), _counted(deleted)
+    assert not state.variables.filter(name="v002").exists()
+    assert state.mutations.order_by("-seq").first().before["v002"]["value"] == {"n": 2}
+
+
 def _checkpoint_and_rollback_queries(api, variables: int) -> tuple[int, int, list[str]]:
     state = _state(api, variables)
     protocol.variable_read(state=state, name="v000")
