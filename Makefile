@@ -45,8 +45,9 @@ migrate: install ## Apply database migrations
 demo: migrate ## Load the demo organization, session and login
 	$(PY) manage.py seed_demo
 
+run: export DEBUG ?= 1
 run: demo ## Serve the dashboard and a Celery worker on the embedded defaults
-	DEBUG=1 $(PY) -m contextops.run --port $(PORT)
+	$(PY) -m contextops.run --port $(PORT)
 
 # The 30 slowest tests are listed at the end of each run, so a pass that grows says where.
 test: install ## Run the whole suite (SQLite, or PostgreSQL and Redis when DATABASE_URL / REDIS_URL are set)

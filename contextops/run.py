@@ -9,10 +9,23 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("CONTEXTOPS_VAR_DIR", ROOT / "var"))
+
+
+def broker_named(environ: Mapping[str, str]) -> str:
+    """The broker the worker uses, as the banner names it (settings pick it the same
+    way: CELERY_BROKER_URL, else REDIS_URL, else the filesystem), without a password."""
+    url = environ.get("CELERY_BROKER_URL") or environ.get("REDIS_URL") or ""
+    if not url or url.startswith("filesystem://"):
+        return f"the filesystem broker in {VAR_DIR / 'broker'}"
+    parts = urlsplit(url)
+    port = f":{parts.port}" if parts.port else ""
+    return f"the broker at {parts.scheme}://{parts.hostname or ''}{port}{parts.path}"
 
 
 def main() -> int:
@@ -80,7 +93,7 @@ def main() -> int:
         f"  API:       http://{args.host}:{args.port}/api/v1/docs\n"
         f"  API key:   {api_key}\n"
         f"  Agents:    CONTEXTOPS_URL=http://{args.host}:{args.port} CONTEXTOPS_API_KEY={api_key}\n"
-        f"  Worker:    a Celery worker with beat, on the filesystem broker in {VAR_DIR / 'broker'}\n"
+        f"  Worker:    a Celery worker with beat, on {broker_named(os.environ)}\n"
         "  Stop with Ctrl-C.\n",
         flush=True,
     )

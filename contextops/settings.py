@@ -51,7 +51,8 @@ if not SECRET_KEY:
         raise ImproperlyConfigured(
             "SECRET_KEY must be set in production (DATABASE_URL names a database server): "
             "every web process and worker signs sessions and tokens with it, so each "
-            "inventing its own would log people out and break CSRF between hosts."
+            "inventing its own would log people out and break CSRF between hosts. "
+            "For development on a database server, set DEBUG=1 (make run does)."
         )
     # No key given: one random key per installation, kept beside the data it protects,
     # never a key that is the same for everyone who cloned the repository.

@@ -72,6 +72,7 @@ def test_production_refuses_to_start_without_a_secret_key(tmp_path):
     )
     assert result.returncode != 0
     assert "SECRET_KEY must be set in production" in result.stderr
+    assert "set DEBUG=1" in result.stderr  # what a developer on a database server does
     assert not (tmp_path / "secret-key").exists()  # no key invented for this process
 
 
@@ -126,3 +127,13 @@ def test_the_development_server_keeps_no_database_connections(tmp_path):
     assert _conn_max_age(["manage.py", "runserver"], tmp_path) == 0
     assert _conn_max_age(["gunicorn", "contextops.wsgi:application"], tmp_path) == 60
     assert _conn_max_age(["celery", "-A", "contextops", "worker"], tmp_path) == 60
+
+
+def test_make_runs_banner_names_the_broker_its_worker_uses():
+    from contextops.run import VAR_DIR, broker_named
+
+    assert broker_named({}) == f"the filesystem broker in {VAR_DIR / 'broker'}"
+    redis = {"REDIS_URL": "redis://:s3cret@127.0.0.1:6379/8"}
+    assert broker_named(redis) == "the broker at redis://127.0.0.1:6379/8"
+    chosen = {**redis, "CELERY_BROKER_URL": "amqp://guest:pw@mq:5672/vhost"}
+    assert broker_named(chosen) == "the broker at amqp://mq:5672/vhost"
