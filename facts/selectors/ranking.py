@@ -5,6 +5,7 @@ the facts governing their subjects first.
 """
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -161,7 +162,7 @@ def _base_where(base: QuerySet[Fact]) -> tuple[str, list[Any]]:
 
 
 def _governing_postgresql(
-    where: str, where_params: list[Any], subjects: list[str], ranked: list[int], limit: int
+    where: str, where_params: Sequence[Any], subjects: list[str], ranked: list[int], limit: int
 ) -> list[ContextFact]:
     """The facts of ``where`` governing ``subjects`` (constraints, then organizational
     policy, newest first), but the ``ranked`` ones: ``facts_for_context``'s second read, in
@@ -188,9 +189,10 @@ def _governing_postgresql(
 
 
 def _ranked_postgresql(
-    base: QuerySet[Fact], terms: list[str], limit: int, base_where: tuple[str, list[Any]]
+    terms: list[str], limit: int, base_where: tuple[str, Sequence[Any]]
 ) -> tuple[list[tuple[ContextFact, float]], list[ContextFact]]:
-    """PostgreSQL full text, in one statement, the ``limit`` best of ``base`` in three tiers:
+    """PostgreSQL full text, in one statement, the ``limit`` best of the facts of
+    ``base_where`` (SQL and its parameters) in three tiers:
 
     1. the facts matching the query's narrowing words, by ``ts_rank`` of the whole query
        over the stored ``search_tsv`` column (GIN-indexed, see migration 0002);
@@ -350,6 +352,43 @@ def _governs(fact: ContextFact) -> bool:
     return fact.is_constraint or fact.memory_type == Fact.MemoryType.ORGANIZATIONAL
 
 
+def _readable(
+    organization: Organization,
+    valid: Q,
+    levels: tuple[str, ...],
+    permissions: tuple[str, ...],
+    scope_ids: tuple[str, ...],
+) -> QuerySet[Fact]:
+    """The facts of ``organization`` that ``valid`` selects and a reader may read: at one
+    of ``levels``, with no permission or one of ``permissions``, global or in one of
+    ``scope_ids``."""
+    return (
+        Fact.objects.filter(valid, organization=organization, read_authority__in=levels)
+        .filter(Q(read_permission="") | Q(read_permission__in=permissions))
+        .filter(
+            Q(scope=Fact.Scope.GLOBAL)
+            | Q(scope__in=[Fact.Scope.TASK, Fact.Scope.SESSION], scope_id__in=scope_ids)
+        )
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _current_where(
+    organization_id: int,
+    levels: tuple[str, ...],
+    permissions: tuple[str, ...],
+    scope_ids: tuple[str, ...],
+) -> tuple[str, tuple[Any, ...]]:
+    """``_base_where`` of the current facts a reader may read (``_readable`` of the valid
+    ones): the same text for the same reader, compiled once per process (a session asks
+    for pack after pack, and the ORM's compiling cost more than the rest of the read)."""
+    readable = _readable(
+        Organization(pk=organization_id), Q(is_valid=True), levels, permissions, scope_ids
+    )
+    where, params = _base_where(readable)
+    return where, tuple(params)
+
+
 def facts_for_context(
     *,
     organization: Organization,
@@ -408,29 +447,26 @@ def facts_for_context(
         )
     if valid_at is not None:
         valid = held_at(valid_at) & (Q() if as_of is None else Q(created_at__lte=as_of))
-    base = (
-        Fact.objects.filter(
-            valid,
-            organization=organization,
-            read_authority__in=readable_levels(organization, lowest),
-        )
-        .filter(Q(read_permission="") | Q(read_permission__in=permissions))
-        .filter(
-            Q(scope=Fact.Scope.GLOBAL)
-            | Q(
-                scope__in=[Fact.Scope.TASK, Fact.Scope.SESSION],
-                scope_id__in=[str(s) for s in scope_ids],
-            )
-        )
-    )
+    levels = tuple(readable_levels(organization, lowest))
+    scopes = tuple(str(s) for s in scope_ids)
+
+    @functools.cache
+    def readable() -> QuerySet[Fact]:
+        return _readable(organization, valid, levels, tuple(permissions), scopes)
+
     terms = rules.query_terms(query)
-    where = _base_where(base) if connection.vendor == "postgresql" else None
+    where: tuple[str, Sequence[Any]] | None = None
+    if connection.vendor == "postgresql":
+        if as_of is None and valid_at is None:  # the current facts: conditions kept
+            where = _current_where(organization.pk, levels, tuple(permissions), scopes)
+        else:
+            where = _base_where(readable())
     governing_read: list[ContextFact] | None = None  # read with the ranking, when it was
     if terms and where is not None:
-        rows, governing_read = _ranked_postgresql(base, terms, max(1, limit), where)
+        rows, governing_read = _ranked_postgresql(terms, max(1, limit), where)
     else:
         rows = []
-        for row in _top(base, _relevance(terms), max(1, limit)):
+        for row in _top(readable(), _relevance(terms), max(1, limit)):
             relevance = row.pop("relevance")
             rows.append((ContextFact.from_row(row), relevance))
     if query_vector is not None and as_of is None and valid_at is None:
@@ -440,7 +476,7 @@ def facts_for_context(
         if missing:
             rows += [
                 (ContextFact.from_row(row), 0)
-                for row in base.filter(_id_in(missing)).values(*CONTEXT_FIELDS)
+                for row in readable().filter(_id_in(missing)).values(*CONTEXT_FIELDS)
             ]
             governing_read = None  # the nearest facts' subjects are governed too: read below
     scores = {fact.pk: relevance for fact, relevance in rows}
@@ -456,7 +492,8 @@ def facts_for_context(
     else:
         governing = [
             ContextFact.from_row(row)
-            for row in base.filter(_GOVERNS, _any("subject", sorted(subjects)))
+            for row in readable()
+            .filter(_GOVERNS, _any("subject", sorted(subjects)))
             .exclude(_id_in(list(scores)))
             .order_by("-is_constraint", "-created_at", "-id")
             .values(*CONTEXT_FIELDS)[: max(1, limit)]
