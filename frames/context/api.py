@@ -111,7 +111,8 @@ def context_pack_create(request: ApiRequest, session_id: UUID, payload: ContextP
     if payload.frame_id is not None:
         frame = session_frame_get(session=session, frame_id=payload.frame_id)
     searched = {"gen_ai.operation.name": "search_memory", "gen_ai.conversation.id": str(session.pk)}
-    # The pack and its answer make tens of thousands of objects, none in a cycle.
+    # The pack and its answer make tens of thousands of objects, none in a cycle: they are
+    # let go before the collector is back, which then finds none of them to scan.
     with tracing.span("search_memory", searched) as current, cyclic_collector_paused():
         pack = context_pack_assemble(
             session=session,
@@ -130,7 +131,9 @@ def context_pack_create(request: ApiRequest, session_id: UUID, payload: ContextP
         tracing.span_set(
             current, tracing.memory_search_attributes(session_id=session.pk, pack=body)
         )
-        return prebuilt_json_response(request, body)
+        response = prebuilt_json_response(request, body)
+        del pack, body
+    return response
 
 
 class PackListFilters(Schema):
