@@ -207,7 +207,11 @@ def _ranked_postgresql(
     half of them or more selects nothing, as a stop word, so a query of common words never
     scores every fact of a large organization. Tiers 2 and 3 read an index in their order
     (``fact_current_newest``) and stop at ``limit``. Until the table has statistics every
-    word narrows: the ranking is ``ts_rank`` over every match."""
+    word narrows: the ranking is ``ts_rank`` over every match.
+
+    Long because it is one statement, written whole: its parts (the three tiers, then the
+    governing facts) read in the order PostgreSQL runs them, and its parameters follow
+    them in that order."""
     table = connection.ops.quote_name(Fact._meta.db_table)
     where, where_params = base_where
     every, every_params = _tsquery(terms)
