@@ -200,3 +200,21 @@ def rank_share(scores: np.ndarray, k: float, *, zero_counts: bool = False) -> np
     if not zero_counts:
         shares[scores <= 0] = 0.0
     return shares
+
+
+def scaled(scores: np.ndarray, *, lowest: float | None = None) -> np.ndarray:
+    """Each score placed between ``lowest`` (0) and the best (1.0), as far as it is.
+
+    ``lowest`` defaults to the least of the positive scores; a score of 0 or less (no
+    evidence at all) is 0. When every positive score is the same, each is the best: 1.0."""
+    out = np.zeros(len(scores), dtype=np.float64)
+    held = scores > 0
+    if not held.any():
+        return out
+    best = float(scores[held].max())
+    floor = float(scores[held].min()) if lowest is None else lowest
+    if best <= floor:
+        out[held] = 1.0
+        return out
+    out[held] = np.clip((scores[held] - floor) / (best - floor), 0.0, 1.0)
+    return out

@@ -9,11 +9,13 @@ of parts, each kept so the pack can say why it chose what it chose:
   distance from the neutral 1.0 (clipped to ±1): a hot handle rises, a cooled one sinks.
 - ``recency``: the newest of its section first, as a share of its rank.
 - With a query, relevance: ``lexical`` (BM25 over the candidates, stemmed, with inverse
-  document frequency) and ``semantic`` (cosine of embeddings computed when the item was
-  written), each as its share of reciprocal rank fusion (``(k + 1) / (k + rank)``: 1.0
-  for the best), weighted; ``neighbour``: a handle next to a relevant handle in its
-  frame shares part of that relevance (a conversation's answer sits beside its
-  question).
+  document frequency) as a share of the best candidate's BM25, and ``semantic`` (cosine
+  of embeddings computed when the item was written) placed between the least and the
+  most similar candidate, each weighted: 1.0 for the best, 0 for the least, and in
+  between as far as the score is (a convex combination of normalized scores, which kept
+  more evidence on the development conversations than reciprocal rank fusion did);
+  ``neighbour``: a handle next to a relevant handle in its frame shares part of that
+  relevance (a conversation's answer sits beside its question).
 - ``older``: the penalty that puts an older near-duplicate right behind the newer item
   that says nearly the same thing (the implicit and temporal rules of
   docs/concepts.md#supersession, at read time: nothing is invalidated), marked
@@ -27,14 +29,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from contextops.relevance import TermIndex, bm25_texts, query_terms, rank_share
+from contextops.relevance import TermIndex, bm25_texts, query_terms, rank_share, scaled
 from frames.models.context import SCORE_PARTS
 from frames.priorities import PRIORITY_SCORES as PRIORITY_SCORE
 
 RRF_K = 10
 LEXICAL_WEIGHT = 1.0
 SEMANTIC_WEIGHT = 1.0
-NEIGHBOUR_WEIGHT = 0.4
+NEIGHBOUR_WEIGHT = 0.5
 # Recency orders candidates of equal priority without a query; with one, it only breaks
 # ties: at most a thousandth, under any relevance share a candidate of a few hundred can
 # have (at 0.05 the newest items outranked relevant ones at the tail of a full pack).
@@ -210,9 +212,9 @@ def rank(
     if with_query and count:
         if terms:
             scores = bm25_texts(terms, [c.text for c in candidates], indexed)
-            lexical = LEXICAL_WEIGHT * rank_share(scores, RRF_K)
+            lexical = LEXICAL_WEIGHT * scaled(scores, lowest=0.0)
         if query_vector is not None:
-            semantic = SEMANTIC_WEIGHT * rank_share(_semantic(candidates, query_vector), RRF_K)
+            semantic = SEMANTIC_WEIGHT * scaled(_semantic(candidates, query_vector))
         neighbour = _neighbours(candidates, lexical + semantic)
     medium = _PRIORITY_WEIGHT["medium"]
     priority = np.fromiter(

@@ -3,7 +3,15 @@
 import numpy as np
 import pytest
 
-from contextops.relevance import TermIndex, analyze, bm25, bm25_texts, query_terms, rank_share
+from contextops.relevance import (
+    TermIndex,
+    analyze,
+    bm25,
+    bm25_texts,
+    query_terms,
+    rank_share,
+    scaled,
+)
 from frames.context import ranking
 from frames.context.ranking import Candidate, rank
 
@@ -32,6 +40,30 @@ def test_bm25_weighs_rare_words_over_common_ones():
 def test_a_share_of_rank_gives_the_best_one_and_nothing_to_no_evidence():
     shares = rank_share(np.array([0.0, 3.0, 1.0]), k=10)
     assert shares.tolist() == [0.0, 1.0, pytest.approx(11 / 12)]
+
+
+def test_a_scaled_score_is_as_far_between_the_least_and_the_best_as_the_score_is():
+    # Lexical: a share of the best BM25 (0 is its own floor).
+    assert scaled(np.array([0.0, 4.0, 1.0]), lowest=0.0).tolist() == [0.0, 1.0, 0.25]
+    # Semantic: between the least and the most similar; no similarity at all is 0.
+    assert scaled(np.array([0.2, 0.6, 0.3, -0.1])).tolist() == pytest.approx([0, 1, 0.25, 0])
+    # Nothing to tell apart: each is the best; no evidence at all: nothing.
+    assert scaled(np.array([0.5, 0.5])).tolist() == [1.0, 1.0]
+    assert scaled(np.array([0.0, -1.0])).tolist() == [0.0, 0.0]
+
+
+def test_a_weak_match_scores_by_how_weak_it_is_not_by_its_place():
+    # With shares of rank, the second of two items scored nearly as high as the first
+    # however far behind it was; scaled scores keep the distance.
+    candidates = [
+        handle(0, "The Zanzibar lease renews in March; Zanzibar office lease terms"),
+        handle(1, "The lease of the van ends"),
+        handle(2, "Weekly sync moved"),
+    ]
+    result = rank(candidates, "When does the Zanzibar lease renew?")
+    assert result.scores[0].lexical == 1.0
+    assert 0 < result.scores[1].lexical < 0.5
+    assert result.scores[2].lexical == 0
 
 
 def test_without_a_query_priority_then_recency_orders_the_candidates():
