@@ -11,7 +11,7 @@ from django.db.models import Field as DbField
 from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 
-from .models import Event, Frame, Session
+from .models import ContextHandle, Event, Frame, Session
 
 
 @dataclass(frozen=True)
@@ -209,4 +209,18 @@ def event_append(
         frame_id=frame.pk if frame is not None else None,
         actor=actor,
         payload=payload or {},
+    )
+
+
+def handle_event_append(
+    session: Session, handle: ContextHandle, type: str, actor: str, payload: dict[str, Any]
+) -> Event:
+    """``event_append`` of an event about ``handle``: in the handle's frame, the handle's
+    id first in the payload, then ``payload``."""
+    return event_append(
+        session=session,
+        type=type,
+        frame=Frame(pk=handle.frame_id),
+        actor=actor,
+        payload={"handle_id": str(handle.pk), **payload},
     )

@@ -7,9 +7,9 @@ from typing import Any
 from django.db import transaction
 
 from contextops.errors import Invalid, TooLarge
-from frames.events import event_append
+from frames.events import handle_event_append
 from frames.locks import session_lock
-from frames.models import ContextHandle, Frame, HandleAnnotation
+from frames.models import ContextHandle, HandleAnnotation
 
 NOTE_MAX_CHARS = 2000
 NOTES_PER_HANDLE = 100
@@ -35,12 +35,12 @@ def handle_annotate(*, handle: ContextHandle, note: str, actor: str = "") -> Con
                 f"A handle keeps at most {NOTES_PER_HANDLE} notes.", limit=NOTES_PER_HANDLE
             )
         annotation = HandleAnnotation.objects.create(handle=handle, note=note, actor=actor)
-        event_append(
-            session=session,
-            type="handle.annotated",
-            frame=Frame(pk=handle.frame_id),
-            actor=actor,
-            payload={"handle_id": str(handle.pk), "annotation_id": annotation.pk, "note": note},
+        handle_event_append(
+            session,
+            handle,
+            "handle.annotated",
+            actor,
+            {"annotation_id": annotation.pk, "note": note},
         )
         handle.notes = list(HandleAnnotation.objects.filter(handle=handle))  # type: ignore[attr-defined]
     return handle

@@ -23,9 +23,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from frames.events import event_append
+from frames.events import handle_event_append
 from frames.locks import session_lock
-from frames.models import ContextHandle, Frame
+from frames.models import ContextHandle
 
 from .loading import resource_loadable, resource_reachable
 from .resources import COLD, INDEXED, OFFLINE, transition_check
@@ -54,21 +54,10 @@ def _move(handle_id, *, source: str, target: str, actor: str, detail: str = "") 
             fields.update(summary="", summary_tokens=0)
         if ContextHandle.objects.filter(pk=handle_id, state=source).update(**fields) != 1:
             return False
-        payload = {
-            "handle_id": str(handle_id),
-            "from": source,
-            "to": target,
-            "trigger": step.trigger,
-        }
+        payload = {"from": source, "to": target, "trigger": step.trigger}
         if detail:
             payload["detail"] = detail[:500]
-        event_append(
-            session=session,
-            type="handle.state_changed",
-            frame=Frame(pk=handle.frame_id),
-            actor=actor,
-            payload=payload,
-        )
+        handle_event_append(session, handle, "handle.state_changed", actor, payload)
     return True
 
 

@@ -23,9 +23,9 @@ from contextops.jobs import job_send
 from contextops.llm import TurnText, summarizer_default
 from contextops.models import AuditEntry
 from contextops.tokens import count_tokens
-from frames.events import event_append
+from frames.events import handle_event_append
 from frames.locks import session_lock
-from frames.models import ContextHandle, Frame, Session
+from frames.models import ContextHandle, Session
 
 from .freshness import resource_mark_offline
 from .loading import LoadError, resource_load, resource_loadable
@@ -189,16 +189,12 @@ def handle_page_out_complete(*, handle_id: UUID | str, actor: str = "") -> Conte
         )
         if changed != 1:
             return None
-        event_append(
-            session=session,
-            type="handle.paged_out",
-            frame=Frame(pk=handle.frame_id),
-            actor=actor,
-            payload={
-                "handle_id": str(handle_id),
-                "from": handle.state,
-                "summary_tokens": summary_tokens,
-            },
+        handle_event_append(
+            session,
+            handle,
+            "handle.paged_out",
+            actor,
+            {"from": handle.state, "summary_tokens": summary_tokens},
         )
         handle.refresh_from_db()
     return handle
@@ -270,12 +266,8 @@ def handle_page_in(
         handle.attention_weight = min(handle.attention_weight, 1.0)
         handle.last_access_at = timezone.now()
         handle.save(update_fields=fields)
-        event_append(
-            session=session,
-            type="handle.paged_in",
-            frame=Frame(pk=handle.frame_id),
-            actor=actor,
-            payload={"handle_id": str(handle.pk), "from": previous, "mode": mode},
+        handle_event_append(
+            session, handle, "handle.paged_in", actor, {"from": previous, "mode": mode}
         )
         _handle_audit(
             AuditEntry.Action.HANDLE_PAGED_IN,
@@ -304,12 +296,12 @@ def handle_attention_set(*, handle: ContextHandle, weight: float, actor: str = "
         handle.state = target
         handle.last_access_at = timezone.now()
         handle.save(update_fields=["attention_weight", "state", "last_access_at"])
-        event_append(
-            session=session,
-            type="handle.attention_set",
-            frame=Frame(pk=handle.frame_id),
-            actor=actor,
-            payload={"handle_id": str(handle.pk), "weight": weight, "from": previous, "to": target},
+        handle_event_append(
+            session,
+            handle,
+            "handle.attention_set",
+            actor,
+            {"weight": weight, "from": previous, "to": target},
         )
     return handle
 
@@ -340,16 +332,11 @@ def handle_state_set(*, handle: ContextHandle, to: str, actor: str = "") -> Cont
             handle.summary, handle.summary_tokens = "", 0
             fields += ["summary", "summary_tokens"]
         handle.save(update_fields=fields)
-        event_append(
-            session=session,
-            type="handle.state_changed",
-            frame=Frame(pk=handle.frame_id),
-            actor=actor,
-            payload={
-                "handle_id": str(handle.pk),
-                "from": previous,
-                "to": to,
-                "trigger": step.trigger,
-            },
+        handle_event_append(
+            session,
+            handle,
+            "handle.state_changed",
+            actor,
+            {"from": previous, "to": to, "trigger": step.trigger},
         )
     return handle

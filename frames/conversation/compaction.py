@@ -8,9 +8,9 @@ Which turns go is the pure rule in ``selection``; the summary comes from ``conte
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, Concatenate, ParamSpec
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -40,6 +40,8 @@ from frames.strategies import (
 from . import selection as sel
 from . import selectors
 from .models import MAIN_BRANCH, CompactionRun, Summary, Turn
+
+P = ParamSpec("P")
 
 logger = logging.getLogger(__name__)
 
@@ -198,28 +200,22 @@ def compaction_request(
         return run
 
 
-def compaction_request_listed(
-    *,
-    session: Session,
-    strategy: str = sel.ANCHOR_POINT,
-    target_tokens: int | None = None,
-    keep_turns: int | None = None,
-    actor: str = "",
-    user: User | None = None,
-    shown: int = 20,
-) -> list[CompactionRun]:
-    """``compaction_request``, answering with the session's newest ``shown`` runs (the new
-    one first, their summaries loaded), read before the commit: the dashboard's list."""
-    with transaction.atomic():
-        compaction_request(
-            session=session,
-            strategy=strategy,
-            target_tokens=target_tokens,
-            keep_turns=keep_turns,
-            actor=actor,
-            user=user,
-        )
-        return list(selectors.compactions_list(session=session)[:shown])
+def _listed(
+    request: Callable[P, CompactionRun],
+) -> Callable[Concatenate[int, P], list[CompactionRun]]:
+    """``request`` (with its own arguments, which mypy checks), answering with the
+    session's newest ``shown`` runs (the new one first, their summaries loaded), read
+    before the commit: the dashboard's list. ``shown`` comes first."""
+
+    def listed(shown: int, /, *args: P.args, **kwargs: P.kwargs) -> list[CompactionRun]:
+        with transaction.atomic():
+            run = request(*args, **kwargs)
+            return list(selectors.compactions_list(session=run.session)[:shown])
+
+    return listed
+
+
+compaction_request_listed = _listed(compaction_request)
 
 
 # -- claim, execute, apply ----------------------------------------------------------------

@@ -188,13 +188,13 @@ def compaction_start(request: MemberRequest, session_id) -> HttpResponse:
         try:
             # The runs the fragment lists, read before the commit.
             runs = compaction_request_listed(
+                RUNS_SHOWN,
                 session=session,
                 strategy=strategy,
                 keep_turns=keep_turns,
                 target_tokens=target_tokens,
                 actor=user_actor(request.user),
                 user=request.user,
-                shown=RUNS_SHOWN,
             )
         except DomainError as exc:
             error = exc.detail

@@ -110,50 +110,6 @@ def _thread_locked(*, organization: Organization, thread_id: str) -> GraphThread
     return thread
 
 
-def _thread_open(
-    *,
-    organization: Organization,
-    agent: Agent | None,
-    thread_id: str,
-    session: Session | None,
-    actor: str,
-    missing: str = "",
-) -> GraphThread:
-    """The thread to write to, locked; created (in ``session`` or a new one) when new,
-    unless ``missing`` says why a new one may not be: NotFound with it."""
-    thread = _thread_locked(organization=organization, thread_id=thread_id)
-    if thread is None and missing:
-        raise NotFound(missing)
-    if thread is not None:
-        if session is not None and thread.session_id != session.pk:
-            raise Conflict(
-                "thread_in_other_session",
-                f"Thread {thread_id!r} belongs to another session.",
-                session_id=str(thread.session_id),
-            )
-        session_require_not_ended(thread.session)  # an ended session takes no more work
-        return thread
-    if session is None:
-        session = session_create(
-            organization=organization,
-            agent=agent,
-            title=f"LangGraph thread {thread_id}"[:300],
-            model="langgraph",
-            actor=actor,
-        )
-    session_lock(session)
-    thread = GraphThread.objects.create(
-        organization=organization, session=session, thread_id=thread_id
-    )
-    event_append(
-        session=session,
-        type="graph.thread_created",
-        actor=actor,
-        payload={"thread_id": thread_id},
-    )
-    return thread
-
-
 def _retrying_once(write):
     """Run ``write``; a second writer that created the same row first makes it run again."""
     try:
@@ -162,13 +118,57 @@ def _retrying_once(write):
         return write()
 
 
-def _thread_write(write: Callable[[GraphThread], T], **thread: Any) -> T:
-    """``write`` of the thread ``_thread_open`` opens with ``thread``'s arguments, in one
-    transaction, retried once as ``_retrying_once`` says."""
+def _thread_write(
+    write: Callable[[GraphThread], T],
+    organization: Organization,
+    agent: Agent | None,
+    thread_id: str,
+    session: Session | None,
+    actor: str,
+    /,
+    *,
+    missing: str = "",
+) -> T:
+    """``write`` of the thread, locked, in one transaction, retried once as
+    ``_retrying_once`` says. The two writes pass their own arguments on, in the order
+    they declare them.
+
+    The thread is created (in ``session`` or a new one) when new, unless ``missing``
+    says why a new one may not be: NotFound with it.
+    """
 
     def attempt() -> T:
         with transaction.atomic():
-            return write(_thread_open(**thread))
+            thread = _thread_locked(organization=organization, thread_id=thread_id)
+            if thread is None and missing:
+                raise NotFound(missing)
+            if thread is not None:
+                if session is not None and thread.session_id != session.pk:
+                    raise Conflict(
+                        "thread_in_other_session",
+                        f"Thread {thread_id!r} belongs to another session.",
+                        session_id=str(thread.session_id),
+                    )
+                session_require_not_ended(thread.session)  # an ended one takes no more work
+                return write(thread)
+            opened_in = session or session_create(
+                organization=organization,
+                agent=agent,
+                title=f"LangGraph thread {thread_id}"[:300],
+                model="langgraph",
+                actor=actor,
+            )
+            session_lock(opened_in)
+            thread = GraphThread.objects.create(
+                organization=organization, session=opened_in, thread_id=thread_id
+            )
+            event_append(
+                session=opened_in,
+                type="graph.thread_created",
+                actor=actor,
+                payload={"thread_id": thread_id},
+            )
+            return write(thread)
 
     return _retrying_once(attempt)
 
@@ -279,14 +279,7 @@ def checkpoint_put(
             session_id=str(thread.session_id),
         )
 
-    return _thread_write(
-        write,
-        organization=organization,
-        agent=agent,
-        thread_id=thread_id,
-        session=session,
-        actor=actor,
-    )
+    return _thread_write(write, organization, agent, thread_id, session, actor)
 
 
 def writes_put(
@@ -380,15 +373,8 @@ def writes_put(
             )
         return len(changed)
 
-    return _thread_write(
-        write,
-        organization=organization,
-        agent=agent,
-        thread_id=thread_id,
-        session=session,
-        actor=actor,
-        missing=f"No checkpoint {checkpoint_id!r} and no thread {thread_id!r}.",
-    )
+    missing = f"No checkpoint {checkpoint_id!r} and no thread {thread_id!r}."
+    return _thread_write(write, organization, agent, thread_id, session, actor, missing=missing)
 
 
 def _interrupt_suspend(

@@ -24,7 +24,7 @@ from frames.services.sessions import session_create, session_source_set
 from frames.services.stack import frame_pop, frame_push
 
 from .models import ReceivedSpan
-from .spans import SpanData, conversation_messages, tool_messages
+from .spans import SpanData, conversation_messages, span_fields, tool_messages
 
 logger = logging.getLogger(__name__)
 
@@ -188,21 +188,7 @@ def _trace_apply(
         tree.parents.update({s.span_id: s.parent_span_id for s in spans})
         rows = {
             s.span_id: ReceivedSpan(
-                organization=organization,
-                trace_id=s.trace_id,
-                span_id=s.span_id,
-                parent_span_id=s.parent_span_id,
-                name=s.name,
-                kind=s.kind,
-                started_at=s.started_at,
-                ended_at=s.ended_at,
-                status_code=s.status_code,
-                status_message=s.status_message,
-                attributes=s.attributes,
-                events=s.events,
-                resource=s.resource,
-                scope=s.scope,
-                session=session,
+                organization=organization, kind=s.kind, session=session, **span_fields(s)
             )
             for s in spans
         }
@@ -276,23 +262,8 @@ def _previous_call(session: Session) -> list[dict]:
     )
     if last is None:
         return []
-    inputs, outputs = conversation_messages(_as_span(last))
+    inputs, outputs = conversation_messages(SpanData(**span_fields(last)))
     return inputs + outputs
-
-
-def _as_span(row: ReceivedSpan) -> SpanData:
-    return SpanData(
-        trace_id=row.trace_id,
-        span_id=row.span_id,
-        parent_span_id=row.parent_span_id,
-        name=row.name,
-        started_at=row.started_at,
-        ended_at=row.ended_at,
-        status_code=row.status_code,
-        status_message=row.status_message,
-        attributes=row.attributes,
-        events=row.events,
-    )
 
 
 def _recorded_tools(session: Session) -> tuple[set[str], set[str]]:

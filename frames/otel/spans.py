@@ -31,7 +31,7 @@ import base64
 import json
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -167,6 +167,12 @@ class SpanData:
     @property
     def agent_name(self) -> str:
         return str(self.attributes.get("gen_ai.agent.name") or "")
+
+
+def span_fields(span: Any) -> dict[str, Any]:
+    """``SpanData``'s fields read off ``span`` (a ``SpanData``, or a ``ReceivedSpan`` row that
+    stores them), by name."""
+    return {f.name: getattr(span, f.name) for f in fields(SpanData)}
 
 
 @dataclass

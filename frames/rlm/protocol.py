@@ -24,8 +24,9 @@ last write: readers no longer see them, and the next write to the state deletes 
 with a logged ``delete`` mutation (source ``ttl_expired``).
 """
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ParamSpec
 from uuid import UUID
 
 from django.db import transaction
@@ -65,6 +66,8 @@ from .values import (
     validate_name,
     value_store,
 )
+
+P = ParamSpec("P")
 
 # --- initialize ---------------------------------------------------------------------
 
@@ -175,28 +178,18 @@ def state_initialize(
     return state
 
 
-def state_initialize_viewed(
-    *,
-    organization: Organization,
-    prompt: str,
-    session: Session | None = None,
-    frame: Frame | None = None,
-    tree_id: str = "",
-    execution_config: dict | None = None,
-    actor: str = "",
-) -> StateView:
-    """``state_initialize``, answering with the new state's view read before the commit."""
-    with transaction.atomic():
-        state = state_initialize(
-            organization=organization,
-            prompt=prompt,
-            session=session,
-            frame=frame,
-            tree_id=tree_id,
-            execution_config=execution_config,
-            actor=actor,
-        )
-        return state_view(state)
+def _viewed(create: Callable[P, RlmState]) -> Callable[P, StateView]:
+    """``create`` (with its own arguments, which mypy checks), answering with the new
+    state's view read before the commit."""
+
+    def viewed(*args: P.args, **kwargs: P.kwargs) -> StateView:
+        with transaction.atomic():
+            return state_view(create(*args, **kwargs))
+
+    return viewed
+
+
+state_initialize_viewed = _viewed(state_initialize)
 
 
 # --- read ---------------------------------------------------------------------------
