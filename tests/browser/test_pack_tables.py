@@ -1,5 +1,5 @@
 """What a new user needs to read the session's tables: each handle named by its short id
-and first words."""
+and first words, and the pack's "Why" column in sight at 1400 px."""
 
 import pytest
 from playwright.sync_api import expect
@@ -9,6 +9,11 @@ from tests.browser.conftest import screenshot
 pytestmark = pytest.mark.django_db(transaction=True)
 
 IDENTITY = {"user_name": "Ada", "user_id": "u-1", "authority": "employee"}
+LONG = (
+    "The carrier review for the northern depots covers pallet rates, fuel surcharges, "
+    "late deliveries in the third quarter, the damaged-goods claims of March and the "
+    "renewal terms of every contract that ends this year, vendor by vendor: {}."
+)
 
 
 def test_each_handle_row_shows_its_short_id_and_first_words(logged_in, agent):
@@ -59,3 +64,73 @@ def test_each_handle_row_shows_its_short_id_and_first_words(logged_in, agent):
             page.evaluate("document.querySelectorAll('.frame-handles b, main script').length") == 0
         )
     screenshot(page, "frame-handles")
+
+
+def _near_duplicates(agent, session):
+    """A frame of many long handles, two of them nearly the same (the older one's "why"
+    names the newer), and two near-duplicate facts: the longest rows the ranking has."""
+    agent.fact_write(
+        "refund_limit",
+        "Refunds for carriers are capped at 15% of the order",
+        source="user",
+        subject="refund limit",
+    )
+    agent.fact_write(
+        "refund_limit_here",
+        "Refunds are capped at 10% of the order",
+        source="user",
+        subject="refund limit",
+        scope="session",
+        scope_id=str(session.id),
+    )
+    frame = agent.frame_push(session, goal="Review the carriers", budget=50_000)
+    agent.handle_add(frame, kind="message", content="First draft. " + LONG.format("Okonkwo"))
+    agent.handle_add(frame, kind="message", content="Final draft. " + LONG.format("Okonkwo"))
+    for index in range(20):
+        agent.handle_add(frame, kind="message", content=LONG.format(f"note {index}"))
+    return frame
+
+
+def _why_in_sight(page, table) -> None:
+    """The table's last column, "Why", ends inside the window and inside the table's own
+    box (nothing of it hidden in a sideways scroll), in the header and every row."""
+    viewport = page.viewport_size
+    assert viewport is not None
+    expect(table.locator("thead th").last).to_have_text("Why")
+    box = table.locator("xpath=..").bounding_box()  # the box the table scrolls in
+    assert box is not None
+    edges = table.locator("tr > :last-child").evaluate_all(
+        "cells => cells.map(c => c.getBoundingClientRect().right)"
+    )
+    assert len(edges) > 10, edges
+    right = max(edges)
+    assert right <= viewport["width"], (right, viewport)
+    assert right <= box["x"] + box["width"] + 1, (right, box)
+    assert table.locator("xpath=..").evaluate("e => e.scrollWidth <= e.clientWidth + 1")
+
+
+def test_the_why_column_is_in_sight_at_1400_px(logged_in, agent):
+    page = logged_in
+    page.set_viewport_size({"width": 1400, "height": 900})
+    session = agent.session_create(identity=IDENTITY, title="Carriers")
+    frame = _near_duplicates(agent, session)
+    pack = agent.context_pack(
+        session, frame=frame, budget_tokens=500, query="carrier review pallet rates refund cap"
+    )
+    assert pack["dropped"] and any(s["older_than"] for s in pack["segments"] + pack["dropped"])
+
+    page.goto(f"/sessions/{session.id}/context-packs/{pack['id']}/")
+    table = page.locator("table.pack-ranking")
+    expect(
+        table.locator("tbody tr").filter(has_text="an older near-duplicate of")
+    ).not_to_have_count(0)
+    _why_in_sight(page, table)
+    screenshot(page, "context-pack-1400")
+
+    page.goto(f"/sessions/{session.id}/")
+    preview = page.locator("#context-preview")
+    preview.get_by_label("Query").fill("carrier review pallet rates refund cap")
+    preview.get_by_label("Query").press("Enter")
+    expect(preview.locator("h3").first).to_contain_text("carrier review")
+    _why_in_sight(page, preview.locator("table.pack-ranking"))
+    screenshot(page, "context-preview-1400")
