@@ -1,5 +1,7 @@
 """What a new user needs to read the session's tables: each handle named by its short id
-and first words, and the pack's "Why" column in sight at 1400 px."""
+and first words, the pack's "Why" column in sight at 1400 px, and a budget typed exactly."""
+
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 from playwright.sync_api import expect
@@ -134,3 +136,46 @@ def test_the_why_column_is_in_sight_at_1400_px(logged_in, agent):
     expect(preview.locator("h3").first).to_contain_text("carrier review")
     _why_in_sight(page, preview.locator("table.pack-ranking"))
     screenshot(page, "context-preview-1400")
+
+
+def test_a_budget_typed_exactly_asks_for_that_budget_and_moves_the_slider(logged_in, agent):
+    page = logged_in
+    session = agent.session_create(identity=IDENTITY, title="Exact budget")
+    frame = agent.frame_push(session, goal="Answer", budget=50_000)
+    agent.handle_add(frame, kind="message", content="The Lyon depot closes at nine.")
+    page.goto(f"/sessions/{session.id}/")
+    preview = page.locator("#context-preview")
+    expect(preview.locator("table.pack-ranking")).to_be_visible()
+    slider = preview.locator("#preview-budget")
+    exact = preview.get_by_label("Budget in tokens")
+    expect(exact).to_have_value("4000")
+    expect(exact).to_have_attribute("type", "number")
+
+    exact.fill("1234")
+    expect(slider).to_have_value("1200")  # the slider follows, to its nearest step
+    with page.expect_request(lambda r: "/context-preview/" in r.url) as asked:
+        exact.press("Enter")
+    assert parse_qs(urlparse(asked.value.url).query)["budget"] == ["1234"]
+    expect(preview.locator("output")).to_have_text("1,234")
+    expect(preview.locator("#preview-results")).to_contain_text("of 1,234 tokens")
+    expect(exact).to_have_value("1234")
+
+    # And the other way: the slider moved (one change event, as a drag ends) sets the
+    # number, and the pack asked for is the slider's.
+    with page.expect_request(lambda r: "/context-preview/" in r.url) as moved:
+        slider.evaluate(
+            "e => { e.value = 2500; e.dispatchEvent(new Event('change', {bubbles: true})); }"
+        )
+    assert parse_qs(urlparse(moved.value.url).query)["budget"] == ["2500"]
+    expect(exact).to_have_value("2500")
+    expect(preview.locator("output")).to_have_text("2,500")
+
+    # A number out of the slider's range is brought into it, not sent as typed.
+    with page.expect_request(lambda r: "/context-preview/" in r.url) as low:
+        exact.fill("120")
+        exact.press("Tab")  # leaving the field: a change
+    assert parse_qs(urlparse(low.value.url).query)["budget"] == ["500"]
+    expect(exact).to_have_value("500")
+    expect(slider).to_have_value("500")
+    expect(preview.locator("output")).to_have_text("500")
+    screenshot(page, "context-preview-exact-budget")
