@@ -12,6 +12,7 @@ from uuid import UUID
 
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models.functions import Substr
 
 from contextops.errors import DomainError
 from frames.models import ContextHandle
@@ -30,12 +31,22 @@ ROW_FIELDS = (
     "last_access_at",
     "created_at",
 )
+# How much of a handle's content (or, with none, its reference) a row reads to name it by
+# its first words: the page shows a dozen of them, and no row loads the whole content.
+OPENING_CHARS = 160
 
 
 def frame_handles(*, frame_id: UUID, limit: int) -> list[ContextHandle]:
-    """The frame's first ``limit`` handles, oldest first, with the fields a row shows
-    and their notes (``handle.annotations.all()``)."""
-    rows = ContextHandle.objects.filter(frame_id=frame_id).only(*ROW_FIELDS)
+    """The frame's first ``limit`` handles, oldest first, with the fields a row shows,
+    the start of each one's content and reference (``opening``, ``ref_opening``: what
+    tells two rows apart) and their notes (``handle.annotations.all()``)."""
+    rows = (
+        ContextHandle.objects.filter(frame_id=frame_id)
+        .only(*ROW_FIELDS)
+        .annotate(
+            opening=Substr("content", 1, OPENING_CHARS), ref_opening=Substr("ref", 1, OPENING_CHARS)
+        )
+    )
     # Notes show under their handle; one more query for the page, not one per row.
     return list(rows.order_by("created_at", "id").prefetch_related("annotations")[:limit])
 

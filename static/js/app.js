@@ -89,3 +89,41 @@ document.addEventListener("htmx:afterRequest", (event) => {
     pollsOut.delete(elt);
   }
 });
+
+// Two inputs that show one value, each naming the other (data-mirror="its id"): the pack
+// preview's budget slider, to drag, and the number beside it, to type an exact budget.
+// Either one moved sets the other before the form hears of it (a listener that captures),
+// so the request htmx sends carries the value just chosen. A number left empty or out of
+// the slider's range is brought back into it, a whole number, when the person leaves it.
+function mirrorOf(input) {
+  const id = input instanceof HTMLInputElement ? input.dataset.mirror : undefined;
+  return id ? document.getElementById(id) : null;
+}
+
+function withinRange(input, fallback) {
+  const value = Math.round(Number(input.value));
+  if (input.value.trim() === "" || !Number.isFinite(value)) {
+    return fallback;
+  }
+  const min = input.min === "" ? value : Number(input.min);
+  const max = input.max === "" ? value : Number(input.max);
+  return String(Math.min(Math.max(value, min), max));
+}
+
+document.addEventListener("input", (event) => {
+  const other = mirrorOf(event.target);
+  if (other && event.target.value.trim() !== "") {
+    other.value = event.target.value;
+  }
+}, true);
+document.addEventListener("change", (event) => {
+  const input = event.target;
+  const other = mirrorOf(input);
+  if (!other) {
+    return;
+  }
+  if (input.type === "number") {
+    input.value = withinRange(input, other.value);
+  }
+  other.value = input.value;
+}, true);

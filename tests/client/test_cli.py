@@ -45,6 +45,8 @@ FIGURES = (
     "skipped_lines",
     "skipped",
 )
+# The score's parts, as the pack table heads its columns (docs/retrieval.md §2).
+PARTS = ["PRIORITY", "LEXICAL", "SEMANTIC", "RECENCY", "ATTENTION", "NEIGHBOUR", "OLDER"]
 
 
 def script() -> str:
@@ -183,10 +185,11 @@ def test_it_prints_a_context_pack_as_a_table_with_its_totals_and_as_json(agent, 
     result = cli(agent, *args)
     assert result.exit_code == 0, result.output
     *table, totals = result.stdout.splitlines()
-    assert table[0].split() == ["RANK", "KIND", "ID", "TOKENS", "FORM", "SCORE", "REASON"]
+    assert table[0].split() == ["RANK", "KIND", "ID", "TOKENS", "FORM", "SCORE", *PARTS, "REASON"]
     rows = {line.split()[2]: line.split() for line in table[1:]}
     # In before the ranking, unranked: the frame's breadcrumb and the critical handle.
-    assert [rows[frame.id][i] for i in (0, 1, 4, 5, 6)] == ["-", "frame", "-", "-", "essential"]
+    assert [rows[frame.id][i] for i in (0, 1, 4, 5, -1)] == ["-", "frame", "-", "-", "essential"]
+    assert rows[frame.id][6:-1] == ["-"] * len(PARTS)  # no score, so no parts
     assert rows[system["id"]][:2] == ["-", "system_prompt"] and rows[system["id"]][-1] == "critical"
     # Then the ranking, from 1: the query puts the receipt first.
     assert rows[receipt["id"]][:2] == ["1", "document"] and rows[receipt["id"]][4] == "full"
@@ -209,6 +212,90 @@ def test_it_prints_a_context_pack_as_a_table_with_its_totals_and_as_json(agent, 
         i: None if r[0] == "-" else int(r[0]) for i, r in rows.items() if i != frame.id
     }
     assert hours["id"] in ranks
+
+
+LONG = (
+    "The carrier review for the northern depots covers pallet rates, fuel surcharges, "
+    "late deliveries in the third quarter, the damaged-goods claims of March and the "
+    "renewal terms of every contract that ends this year, vendor by vendor: Okonkwo."
+)
+
+
+def _pack_table(stdout: str) -> tuple[list[str], dict[str, list[str]], str]:
+    """The table's header, its rows by id (the fixed columns, then the reason whole,
+    which may hold spaces) and the totals line."""
+    *table, totals = stdout.splitlines()
+    fixed = 6 + len(PARTS)
+    rows = {}
+    for line in table[1:]:
+        cells = line.split(maxsplit=fixed)
+        assert cells[2] not in rows, line  # one row an item
+        rows[cells[2]] = cells
+    return table[0].split(), rows, totals
+
+
+def test_pack_shows_every_item_in_and_out_with_its_score_parts_and_reason(agent, ops):
+    session = ops.session(title="Carriers")
+    frame = ops.frame_push(session, goal="Review the carriers", budget=100_000)
+    ops.handle_add(frame, kind="system_prompt", content="You review carriers.", priority="critical")
+    older = ops.handle_add(frame, kind="message", content="First draft. " + LONG)
+    newer = ops.handle_add(frame, kind="message", content="Final draft. " + LONG)
+    for index in range(20):
+        note = f"Status note {index}: " + "the weekly sync moved, nothing else changed. " * 3
+        ops.handle_add(frame, kind="message", content=note)
+    ops.working_set_put(session, "step", 3)
+    args = ("pack", session.id, "--budget", "500", "--query", "northern depots pallet rates")
+    result = cli(agent, *args)
+    assert result.exit_code == 0, result.output
+    header, rows, totals = _pack_table(result.stdout)
+    assert header == ["RANK", "KIND", "ID", "TOKENS", "FORM", "SCORE", *PARTS, "REASON"]
+
+    answer = json.loads(cli(agent, *args, "--json").stdout)
+    expected: dict[str, tuple[object, str, str, dict | None, str | None]] = {}
+    for section, field in (("segments", "handle_id"), ("facts", "id"), ("working_set", "key")):
+        for item in answer[section]:
+            expected[str(item[field])] = (
+                item["rank"],
+                item["form"],
+                item["reason"],
+                item["score"],
+                item["older_than"],
+            )
+    for item in answer["dropped"]:
+        expected[str(item["id"])] = (
+            item["rank"],
+            "out",
+            item["reason"],
+            item["score"],
+            item["older_than"],
+        )
+    assert answer["dropped"]  # the budget left some out
+    assert totals.endswith(f"; {len(answer['dropped'])} dropped")
+    # Every item in and out has its row (and the frame's breadcrumb one more).
+    assert set(rows) == set(expected) | {frame.id}
+    for item_id, (rank, form, reason, score, older_than) in expected.items():
+        row = rows[item_id]
+        assert row[0] == ("-" if rank is None else str(rank)), row
+        assert row[4] == form and row[-1].split(";")[0] == reason, row
+        if score is None:
+            assert row[5:-1] == ["-"] * (1 + len(PARTS)), row
+            continue
+        shown = [float(cell) for cell in row[5:-1]]
+        assert shown == [round(score[p.lower()], 3) for p in ["TOTAL", *PARTS]], row
+        assert abs(sum(shown[1:]) - shown[0]) <= 0.0005 * len(PARTS), row  # they add up
+        if older_than:
+            assert row[-1].endswith(f"; older than {older_than[:8]}…"), row
+    # Out rows carry the packer's reason; the older near-duplicate names the newer one.
+    out = [rows[str(d["id"])] for d in answer["dropped"]]
+    assert {row[1] for row in out} == {"handle"}
+    assert {row[-1].split(";")[0] for row in out} == {"over_budget"}
+    older_row = rows[older["id"]]
+    assert float(older_row[6 + PARTS.index("OLDER")]) < 0
+    assert older_row[-1].endswith(f"older than {newer['id'][:8]}…")
+    # By rank: the required items first, unranked, then 1, 2, 3, ... in and out together.
+    ranks = [line.split()[0] for line in result.stdout.splitlines()[1:-1]]
+    assert ranks[:2] == ["-", "-"]
+    assert ranks[2:] == [str(n) for n in range(1, len(ranks) - 1)]
 
 
 def test_pack_takes_a_frame_and_prints_the_apis_error(agent, ops):

@@ -321,6 +321,14 @@ TEXT_FIELDS = {
         lambda p, r, t: f"/sessions/{p['session_id']}/context-preview/",
         shown=False,  # the preview shows counts, not content
     ),
+    "handle content, in the handles table": TextField(
+        lambda api, p, t: api.post(
+            f"/frames/{p['frame_id']}/handles", {"kind": "document", "content": t}
+        ),
+        _handle_content,
+        lambda p, r, t: f"/frames/{p['frame_id']}/handles/",
+        shown=False,  # its first words only, whitespace collapsed
+    ),
     "handle category": TextField(
         lambda api, p, t: api.post(
             f"/frames/{p['frame_id']}/handles", {"kind": "document", "content": "c", "category": t}

@@ -4,7 +4,7 @@
     contextops import --claude-projects    every Claude Code session under ~/.claude/projects
     contextops sessions                    the organization's sessions, newest first
     contextops tail SESSION                the session's events as they happen
-    contextops pack SESSION [--budget N]   a context pack: what an agent would get, and why
+    contextops pack SESSION [--budget N]   a context pack: every item in and out, its score, why
     contextops approve TOKEN / reject TOKEN --note ...   decide a suspension (a person's key)
     contextops export rlm STATE_ID         an RLM state as a seed-schema document
     contextops claude-hook                 for Claude Code's hooks (see contextops_client.hook)
@@ -412,28 +412,98 @@ PACK_SECTIONS = (
     ("working_set", "working", "key", ""),
     ("resources", "resource", "handle_id", "cold"),
 )
-PACK_HEADER = ("RANK", "KIND", "ID", "TOKENS", "FORM", "SCORE", "REASON")
-PACK_NUMERIC = frozenset({0, 3, 5})  # rank, tokens, score: right-aligned
+# What the table calls a dropped item of each section (``dropped`` names no handle's kind).
+DROPPED_KINDS = {
+    "breadcrumbs": "frame",
+    "segments": "handle",
+    "facts": "fact",
+    "working_set": "working",
+    "resources": "resource",
+}
+# The parts of an item's score, in the order docs/retrieval.md gives them: they add up to
+# its total (``older`` is a penalty, below zero only for an older near-duplicate).
+SCORE_PARTS = ("priority", "lexical", "semantic", "recency", "attention", "neighbour", "older")
+PACK_HEADER = (
+    "RANK",
+    "KIND",
+    "ID",
+    "TOKENS",
+    "FORM",
+    "SCORE",
+    *(part.upper() for part in SCORE_PARTS),
+    "REASON",
+)
+# Rank, tokens, the score and its parts: right-aligned.
+PACK_NUMERIC = frozenset({0, 3, 5, *range(6, 6 + len(SCORE_PARTS))})
+# Included items that are in before the ranking, unranked (the packer's required items).
+PACK_REQUIRED = frozenset({"critical", "forced", "constraint", "essential"})
+OUT = "out"  # the FORM of an item the pack left out
+
+
+def _short_id(value: object) -> str:
+    """An id named in a few characters, as the pack pages name a newer near-duplicate."""
+    text = str(value)
+    return text if len(text) <= 12 else f"{text[:8]}…"
+
+
+def _pack_row(
+    data: Mapping[str, Any], kind: str, item_id: str, form: str, reason: str
+) -> tuple[str, ...]:
+    """One item's row: its rank (``-`` when unranked), what it is, its tokens, its form
+    (``out`` when left out), its score and each part (``-`` when unscored), and why."""
+    rank, score = data.get("rank"), data.get("score")
+    figures = (
+        [f"{float(score.get(name) or 0):.3f}" for name in ("total", *SCORE_PARTS)]
+        if score
+        else ["-"] * (1 + len(SCORE_PARTS))
+    )
+    if data.get("older_than"):
+        reason = f"{reason}; older than {_short_id(data['older_than'])}"
+    return (
+        "-" if rank is None else str(rank),
+        kind,
+        item_id,
+        str(data.get("tokens", 0)),
+        form,
+        *figures,
+        reason,
+    )
+
+
+def _pack_place(rank: int | None, included: bool, reason: str) -> tuple[int, int]:
+    """Where a row goes, as on the pack pages: the required items first (in the order the
+    pack took them), then by rank, then the other unranked ones (resources by name, items
+    left out before the ranking)."""
+    if rank is not None:
+        return 1, rank
+    return (0 if included and reason in PACK_REQUIRED else 2), 0
 
 
 def pack_rows(pack: ContextPack) -> Iterator[str]:
-    """The pack's items as a table: the required ones first (no rank), then by rank."""
+    """Every item of the pack, in or out, as a table: the required ones first (no rank),
+    then by rank; each with its form (``out`` when left out), its score and the parts that
+    add up to it, and its reason."""
     answer: dict[str, Any] = dict(pack)
-    items: list[tuple[int, tuple[str, ...]]] = []
-    for section, kind, id_field, reason in PACK_SECTIONS:
+    items: list[tuple[tuple[int, int], tuple[str, ...]]] = []
+    for section, kind, id_field, default_reason in PACK_SECTIONS:
         for item in answer.get(section) or []:
             data: dict[str, Any] = dict(item)
-            rank, score = data.get("rank"), data.get("score")
-            row = (
-                "-" if rank is None else str(rank),
+            reason = str(data.get("reason") or default_reason or "-")
+            row = _pack_row(
+                data,
                 kind or str(data.get("kind", "")),
                 str(data.get(id_field, "")),
-                str(data.get("tokens", 0)),
                 str(data.get("form") or "-"),
-                "-" if not score else f"{score['total']:.3f}",
-                str(data.get("reason") or reason or "-"),
+                reason,
             )
-            items.append((rank or 0, row))
+            items.append((_pack_place(data.get("rank"), True, reason), row))
+    for item in answer.get("dropped") or []:
+        data = dict(item)
+        section = str(data.get("section", ""))
+        reason = str(data.get("reason") or "-")
+        kind = DROPPED_KINDS.get(section, section)
+        row = _pack_row(data, kind, str(data.get("id", "")), OUT, reason)
+        items.append((_pack_place(data.get("rank"), False, reason), row))
     rows = [row for _, row in sorted(items, key=lambda i: i[0])]
     yield from _table([PACK_HEADER, *rows], PACK_NUMERIC)
 
@@ -470,9 +540,14 @@ def pack(
     frame_id: str | None,
     as_json: bool,
 ) -> None:
-    """A context pack of SESSION (POST /sessions/{id}/context-pack): its items, what it
-    used of the budget, and how hard it was compacted. The pack is recorded, as an
-    agent's would be."""
+    """A context pack of SESSION (POST /sessions/{id}/context-pack): every item, in or
+    out, what it used of the budget, and how hard it was compacted. The pack is
+    recorded, as an agent's would be.
+
+    Each row: the item's rank (- for the required items, in before the ranking), kind,
+    id, tokens, form (out when the pack left it out), its score and the parts that add
+    up to it (PRIORITY + LEXICAL + SEMANTIC + RECENCY + ATTENTION + NEIGHBOUR + OLDER,
+    a penalty for an older near-duplicate), and its reason."""
     with settings.client() as ops:
         answer = ops.context_pack(session_id, budget_tokens=budget, query=query, frame=frame_id)
     if as_json:
