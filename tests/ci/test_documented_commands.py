@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -25,6 +24,7 @@ from tests.ci.test_make_run import NOT_IN_MAKE_RUN, _free_port
 from tests.client.test_mcp_hosts import npm_hosts
 from tests.fakes.anthropic_server import AnthropicFakeServer
 from tests.fakes.openai_server import OpenAIFakeServer
+from tests.waiting import wait_until
 
 # Its own server, no live_server: beside the "live" group, on the other worker.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("documented-commands")]
@@ -63,17 +63,15 @@ class Server:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        deadline = time.monotonic() + 90
-        while True:
-            assert self.process.poll() is None, "the server stopped"
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the server did not answer within 90 s"
-            time.sleep(0.5)
+        wait_until(self._answers, timeout=90, what="the server to answer")
         self.key = (var / "demo-api-key.txt").read_text().strip()
+
+    def _answers(self) -> bool:
+        assert self.process.poll() is None, "the server stopped"
+        try:
+            return httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
 
     def manage(self, *args: str) -> str:
         done = subprocess.run(

@@ -7,12 +7,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
 from contextops_client import Client
 from django.conf import settings
+
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("live")]
 
@@ -71,17 +72,16 @@ def test_make_run_serves_the_api_and_its_own_worker_completes_a_compaction(tmp_p
         start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
+
+    def answers() -> bool:
+        assert run.poll() is None, run.stdout.read() if run.stdout else ""
+        try:
+            return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert run.poll() is None, run.stdout.read() if run.stdout else ""
-            try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "make run did not answer within 60 s"
-            time.sleep(0.5)
+        wait_until(answers, timeout=60, what="make run to answer")
         key = (tmp_path / "demo-api-key.txt").read_text().strip()
         with Client(url, key, retries=2, backoff=0.2) as ops:
             session = ops.session(identity={"user_name": "Ada"})
