@@ -1,20 +1,24 @@
 """Bad input of every kind gets a documented error, changes nothing, and never a 500."""
 
 import json
+import sys
 import unicodedata
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from urllib.parse import quote
 
 import pytest
+from django.db import transaction
 from django.test import Client
 from django.utils.html import escape
 
 from contextops.api import api as ninja_api
+from contextops.tenancy import api_key_create
 from frames.models import ContextHandle, Event, Frame
 from frames.projections import budget_audit
+from tests.conftest import ApiClient
 from tests.hardening.figures import figures_record
 from tests.hardening.snapshots import organization_rows, session_rows
 
@@ -192,8 +196,7 @@ def test_numbers_too_large_for_any_column_are_refused_not_crashed_on(api, sessio
 # -- Injection strings in every text field an agent writes -----------------------------
 
 
-@pytest.fixture
-def place(api, make_api):
+def _place_build(api: ApiClient, other: ApiClient) -> dict[str, str]:
     """A session, a frame and an RLM state to write into, and bystanders that must not move:
     another session of the same organization and everything of another organization."""
     session = api.post("/sessions", {"identity": {"user_name": "Ada"}}).json()
@@ -204,7 +207,6 @@ def place(api, make_api):
     neighbour = api.post("/sessions", {"title": "neighbour"}).json()
     api.post(f"/sessions/{neighbour['id']}/frames", {"goal": "Other", "budget": {"total": 10}})
     api.put(f"/sessions/{neighbour['id']}/working-set/k", {"value": "kept"})
-    other = make_api(org="Initech", agent="bystander")
     theirs = other.post("/sessions", {"title": "theirs"}).json()
     other.post(f"/sessions/{theirs['id']}/frames", {"goal": "Theirs", "budget": {"total": 10}})
     other.post("/facts", {"key": "theirs", "value": "kept", "source": "user"})
@@ -215,6 +217,45 @@ def place(api, make_api):
         "state_id": state["state_id"],
         "neighbour_id": neighbour["id"],
     }
+
+
+@pytest.fixture(scope="module")
+def place_once(django_db_setup, django_db_blocker) -> Iterator[dict[str, str]]:
+    """The place, built once for the module by the agent ``api`` is a key of (Acme's
+    researcher) and Initech's bystander, inside a transaction open for the module and
+    rolled back after its last test (as ``acme_once`` in conftest.py builds Acme's world).
+    Each test's own transaction is a savepoint inside it, rolled back when the test ends:
+    what a test writes into the place is gone before the next one starts, as when the
+    place was built for each test."""
+    atomic = transaction.atomic()
+    # As Django marks its TestCase transactions: a durable block inside is still allowed.
+    atomic._from_testcase = True  # type: ignore[attr-defined]
+    with django_db_blocker.unblock():
+        atomic.__enter__()
+        try:
+            clients = []
+            for org, agent in (("Acme", "researcher"), ("Initech", "bystander")):
+                key, raw = api_key_create(org_name=org, agent_name=agent, authority="employee")
+                clients.append(
+                    ApiClient(key=raw, organization=key.agent.organization, agent=key.agent)
+                )
+            place = _place_build(*clients)
+        except BaseException:
+            atomic.__exit__(*sys.exc_info())
+            raise
+    try:
+        yield place
+    finally:
+        with django_db_blocker.unblock():
+            transaction.set_rollback(True)
+            atomic.__exit__(None, None, None)
+
+
+@pytest.fixture
+def place(place_once, api, db) -> dict[str, str]:
+    """The module's place; ``api`` is a key of the agent that built it."""
+    assert api.agent.name == "researcher" and api.organization.name == "Acme"
+    return dict(place_once)
 
 
 def _q(text: str) -> str:
