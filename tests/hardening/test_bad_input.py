@@ -1,7 +1,6 @@
 """Bad input of every kind gets a documented error, changes nothing, and never a 500."""
 
 import json
-import sys
 import unicodedata
 import uuid
 from collections import Counter
@@ -10,15 +9,13 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 import pytest
-from django.db import transaction
 from django.test import Client
 from django.utils.html import escape
 
 from contextops.api import api as ninja_api
-from contextops.tenancy import api_key_create
 from frames.models import ContextHandle, Event, Frame
 from frames.projections import budget_audit
-from tests.conftest import ApiClient
+from tests.conftest import ApiClient, api_client_create, built_once
 from tests.hardening.figures import figures_record
 from tests.hardening.snapshots import organization_rows, session_rows
 
@@ -227,28 +224,10 @@ def place_once(django_db_setup, django_db_blocker) -> Iterator[dict[str, str]]:
     Each test's own transaction is a savepoint inside it, rolled back when the test ends:
     what a test writes into the place is gone before the next one starts, as when the
     place was built for each test."""
-    atomic = transaction.atomic()
-    # As Django marks its TestCase transactions: a durable block inside is still allowed.
-    atomic._from_testcase = True  # type: ignore[attr-defined]
-    with django_db_blocker.unblock():
-        atomic.__enter__()
-        try:
-            clients = []
-            for org, agent in (("Acme", "researcher"), ("Initech", "bystander")):
-                key, raw = api_key_create(org_name=org, agent_name=agent, authority="employee")
-                clients.append(
-                    ApiClient(key=raw, organization=key.agent.organization, agent=key.agent)
-                )
-            place = _place_build(*clients)
-        except BaseException:
-            atomic.__exit__(*sys.exc_info())
-            raise
-    try:
-        yield place
-    finally:
-        with django_db_blocker.unblock():
-            transaction.set_rollback(True)
-            atomic.__exit__(None, None, None)
+    yield from built_once(
+        django_db_blocker,
+        lambda: _place_build(api_client_create(), api_client_create("Initech", "bystander")),
+    )
 
 
 @pytest.fixture
