@@ -2,15 +2,17 @@
 
 import json
 import logging
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import import_module
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import time_machine
 from django.apps import apps
 from django.conf import settings
+from django.db import transaction
 from django.test import Client
 from django.utils import timezone
 
@@ -96,6 +98,41 @@ class ApiClient:
 
     def delete(self, path: str, **extra):
         return self._call("delete", path, **extra)
+
+
+T = TypeVar("T")
+
+
+def built_once(django_db_blocker: Any, build: Callable[[], T]) -> Iterator[T]:
+    """For a module-scoped fixture (``yield from built_once(django_db_blocker, build)``):
+    ``build()`` once, inside a transaction open for the module and rolled back after its
+    last test. Each test's own transaction (pytest-django's ``db``) is a savepoint inside
+    it, rolled back when the test ends: what a test writes or deletes is gone before the
+    next one starts, as when the objects were built for each test (Django's
+    ``setUpTestData``). A test takes fresh copies of the objects (``refresh_from_db``)
+    when it may change them in memory."""
+    atomic = transaction.atomic()
+    # As Django marks its TestCase transactions: a durable block inside is still allowed.
+    atomic._from_testcase = True  # type: ignore[attr-defined]
+    with django_db_blocker.unblock():
+        atomic.__enter__()
+        try:
+            built = build()
+        except BaseException:
+            atomic.__exit__(*sys.exc_info())
+            raise
+    try:
+        yield built
+    finally:
+        with django_db_blocker.unblock():
+            transaction.set_rollback(True)
+            atomic.__exit__(None, None, None)
+
+
+def api_client_create(org: str = "Acme", agent: str = "researcher") -> ApiClient:
+    """An ApiClient for a new key of ``agent`` in ``org`` (an employee), as ``api`` gives."""
+    key, raw = api_key_create(org_name=org, agent_name=agent, authority="employee", department="")
+    return ApiClient(key=raw, organization=key.agent.organization, agent=key.agent)
 
 
 @pytest.fixture

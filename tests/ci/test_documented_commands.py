@@ -8,26 +8,24 @@ own ``*_BASE_URL`` variables. A block that stops working fails here, with its pl
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 from contextops_client import Client
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from tests.ci.docs_blocks import DOCUMENTS, ROOT, Block, all_blocks, blocks
-from tests.ci.test_make_run import NOT_IN_MAKE_RUN, _free_port
+from tests.ci.test_make_run import Server
 from tests.client.test_mcp_hosts import npm_hosts
 from tests.fakes.anthropic_server import AnthropicFakeServer
 from tests.fakes.openai_server import OpenAIFakeServer
 
-# Its own server, no live_server: beside the "live" group, on the other worker.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("documented-commands")]
+# The `make run` server of tests/ci/conftest.py, which test_make_run.py shares: one worker
+# runs both modules, so the server is migrated, seeded and started once per run.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("make-run")]
 
 TRANSCRIPT = ROOT / "tests" / "fixtures" / "transcripts" / "claude-code" / "spotter" / "short.jsonl"
 
@@ -43,64 +41,9 @@ def test_every_block_a_user_would_copy_is_marked_and_says_why_when_it_cannot_run
 # -- the server ----------------------------------------------------------------------------
 
 
-class Server:
-    """``make run`` in a temporary folder: its URL, the demo key, and how to reach its
-    database from ``manage.py``."""
-
-    def __init__(self, var: Path) -> None:
-        self.var = var
-        self.env = {k: v for k, v in os.environ.items() if k not in NOT_IN_MAKE_RUN}
-        self.env.update(DEBUG="1", CONTEXTOPS_VAR_DIR=str(var))
-        for step in (["migrate", "--noinput"], ["seed_demo"]):
-            self.manage(*step)
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "contextops.run", "--port", str(self.port)],
-            cwd=ROOT,
-            env=self.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + 90
-        while True:
-            assert self.process.poll() is None, "the server stopped"
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the server did not answer within 90 s"
-            time.sleep(0.5)
-        self.key = (var / "demo-api-key.txt").read_text().strip()
-
-    def manage(self, *args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=ROOT,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done.stdout
-
-    def stop(self) -> None:
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    started = Server(tmp_path_factory.mktemp("make-run"))
-    yield started
-    started.stop()
+@pytest.fixture
+def server(make_run_server: Server) -> Server:
+    return make_run_server
 
 
 @pytest.fixture

@@ -25,12 +25,8 @@ HELPERS = (
 
 # Test modules with server-start loops or fault windows of their own: how many sleeps, and why.
 COUNTED = {
-    "ci/test_documented_commands.py": (1, "waits for `make run`'s server to answer"),
-    "ci/test_make_run.py": (1, "waits for `make run`'s server to answer"),
-    "ci/test_production_install.py": (2, "waits for the installed gunicorn and its access log"),
     "client/test_mcp.py": (1, "waits for the MCP server's port"),
     "client/test_retries.py": (1, "its fake server hangs so that the client times out"),
-    "contextops/test_metrics.py": (1, "waits for gunicorn to answer"),
     "hardening/test_database_restart.py": (1, "waits for gunicorn to answer"),
     "hardening/test_broker_outage.py": (1, "holds Redis down for the outage it tests"),
     "hardening/test_long_polls.py": (1, "paces its reads over the window it measures"),

@@ -7,7 +7,6 @@ lock. Its Celery worker starts on Redis and answers a ping, and its web settings
 import os
 import socket
 import subprocess
-import time
 import uuid
 import venv
 
@@ -16,6 +15,7 @@ import pytest
 from django.conf import settings
 
 from tests.conftest import IS_REDIS
+from tests.waiting import wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -114,22 +114,26 @@ def test_the_production_web_process_serves_and_logs_each_request(prod_python, tm
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+    def answer() -> httpx.Response | None:
+        assert web.poll() is None, "gunicorn stopped"
+        try:
+            return httpx.get(
+                f"http://127.0.0.1:{port}/healthz",
+                headers={"Host": "contextops.example.com", "User-Agent": "probe/1"},
+            )
+        except httpx.TransportError:
+            return None
+
     try:
-        answer = None
-        for _ in range(120):
-            try:
-                answer = httpx.get(
-                    f"http://127.0.0.1:{port}/healthz",
-                    headers={"Host": "contextops.example.com", "User-Agent": "probe/1"},
-                )
-                break
-            except httpx.TransportError:
-                time.sleep(0.5)
-        assert answer is not None and answer.status_code == 200
-        for _ in range(20):  # gunicorn writes the line once the answer is sent
-            if "probe/1" in (access.read_text() if access.exists() else ""):
-                break
-            time.sleep(0.25)
+        answered = wait_until(answer, timeout=60, what="the installed gunicorn to answer")
+        assert answered.status_code == 200
+        # gunicorn writes the line once the answer is sent
+        wait_until(
+            lambda: "probe/1" in (access.read_text() if access.exists() else ""),
+            timeout=5,
+            what="the access log line",
+        )
         line = access.read_text().splitlines()[-1]
         assert '"GET /healthz HTTP/1.1" 200' in line and "ms" in line and "probe/1" in line
     finally:

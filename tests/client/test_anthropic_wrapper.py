@@ -2,6 +2,7 @@
 contextops server behind the live server fixture."""
 
 import asyncio
+import threading
 
 import anthropic
 import pytest
@@ -325,8 +326,12 @@ def test_it_charges_each_of_two_concurrent_sibling_frames_for_its_own_call(agent
             session = await ops.session()
             sdk = anthropic.AsyncAnthropic(base_url=fake.base_url, api_key="test", max_retries=0)
             claude = wrap(sdk, ops, session)
-            # the calls overlap: both frames are open while each waits for its reply
-            fake.script(*[Reply.delay(0.3, Reply.message("Sibling reply", usage=FOUR))] * 2)
+            # the calls overlap: the fake answers neither until both are in flight, both
+            # frames open (should one never come, the barrier breaks after 30 s: both fail)
+            both_sent = threading.Barrier(2, timeout=30)
+            fake.script(
+                *[Reply.held(both_sent.wait, Reply.message("Sibling reply", usage=FOUR))] * 2
+            )
             both_open = asyncio.Barrier(2)
             frames = {}
 

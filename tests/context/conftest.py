@@ -14,34 +14,39 @@ def org(api):
     return api.organization
 
 
+def session_make(organization, **fields) -> Session:
+    fields.setdefault(
+        "identity",
+        {"user_name": "Ada", "user_id": "u1", "authority": "employee", "department": "Ops"},
+    )
+    fields.setdefault("environment", {"timezone": "Europe/Paris", "location": "Paris"})
+    fields.setdefault("context_window_tokens", 10_000)
+    return Session.objects.create(organization=organization, **fields)
+
+
+def frame_make(session, parent=None, goal="Investigate", **fields) -> Frame:
+    fields.setdefault("budget_total", 100_000)
+    return Frame.objects.create(
+        session=session,
+        organization=session.organization,
+        parent=parent,
+        depth=(parent.depth + 1) if parent else 0,
+        goal=goal,
+        **fields,
+    )
+
+
 @pytest.fixture
 def make_session(org):
     def make(organization=None, **fields):
-        fields.setdefault(
-            "identity",
-            {"user_name": "Ada", "user_id": "u1", "authority": "employee", "department": "Ops"},
-        )
-        fields.setdefault("environment", {"timezone": "Europe/Paris", "location": "Paris"})
-        fields.setdefault("context_window_tokens", 10_000)
-        return Session.objects.create(organization=organization or org, **fields)
+        return session_make(organization or org, **fields)
 
     return make
 
 
 @pytest.fixture
 def make_frame():
-    def make(session, parent=None, goal="Investigate", **fields):
-        fields.setdefault("budget_total", 100_000)
-        return Frame.objects.create(
-            session=session,
-            organization=session.organization,
-            parent=parent,
-            depth=(parent.depth + 1) if parent else 0,
-            goal=goal,
-            **fields,
-        )
-
-    return make
+    return frame_make
 
 
 @pytest.fixture

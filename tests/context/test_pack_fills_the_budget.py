@@ -5,8 +5,14 @@ tokens (and computes what ranking needs) as it would for any agent.
 """
 
 import random
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
+
+from frames.models import Frame, Session
+from tests.conftest import ApiClient, api_client_create, built_once
+from tests.context.conftest import frame_make, session_make
 
 WORDS = (
     "invoice shipment ledger quarter vendor region forecast payroll audit margin "
@@ -19,8 +25,7 @@ def _chatter(rng: random.Random, words: int = 28) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(words)).capitalize() + "."
 
 
-@pytest.fixture
-def conversation(api, session, frame):
+def _conversation(api, frame) -> list[str]:
     """300 message handles of about 40 tokens each (12,000 tokens in all)."""
     rng = random.Random(7)
     ids = []
@@ -32,6 +37,51 @@ def conversation(api, session, frame):
         assert response.status_code == 201, response.content
         ids.append(response.json()["id"])
     return ids
+
+
+@dataclass
+class World:
+    api: ApiClient
+    session: Session
+    frame: Frame
+    conversation: list[str]
+
+
+def _world_build() -> World:
+    api = api_client_create()
+    session = session_make(api.organization)
+    frame = frame_make(session)
+    return World(api, session, frame, _conversation(api, frame))
+
+
+@pytest.fixture(scope="module")
+def world_once(django_db_setup, django_db_blocker) -> Iterator[World]:
+    """The agent, its session and frame and the frame's 300 handles, written once for the
+    module (``built_once``: each test's writes, a planted handle or an edited one, are
+    rolled back before the next test)."""
+    yield from built_once(django_db_blocker, _world_build)
+
+
+@pytest.fixture
+def api(world_once, db) -> ApiClient:
+    """The agent that wrote the conversation, with a client of the test's own."""
+    once = world_once.api
+    return ApiClient(key=once.key, organization=once.organization, agent=once.agent)
+
+
+@pytest.fixture
+def session(world_once, db) -> Session:
+    return Session.objects.get(pk=world_once.session.pk)
+
+
+@pytest.fixture
+def frame(world_once, db) -> Frame:
+    return Frame.objects.get(pk=world_once.frame.pk)
+
+
+@pytest.fixture
+def conversation(world_once) -> list[str]:
+    return list(world_once.conversation)
 
 
 def _pack(api, session, frame, budget, query=None):

@@ -5,7 +5,6 @@ added up through PROMETHEUS_MULTIPROC_DIR."""
 import os
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
@@ -277,12 +276,14 @@ def test_gunicorns_workers_add_up_in_one_directory_cleared_of_gone_processes(db,
         cwd=django_settings.BASE_DIR,
         env=env,
     )
+
+    def started() -> bool:
+        assert web.poll() is None, "gunicorn did not start"
+        return port_answers(port)
+
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while not port_answers(port):
-            assert time.monotonic() < deadline and web.poll() is None, "gunicorn did not start"
-            time.sleep(0.2)
+        wait_until(started, timeout=60, what="gunicorn to answer")
         for _ in range(20):  # one connection each: the workers take turns as they accept
             assert httpx.get(base + "/healthz", timeout=30).status_code == 200
         scraped = httpx.get(

@@ -13,14 +13,16 @@ call gets is scripted, in order; when the script runs out the ``default`` reply 
 Replies: ``Reply.message(text, usage=..., stop_reason=...)`` (also with
 ``content=[blocks]`` for tool_use / thinking blocks), ``Reply.status(code, error_type=...)``
 (an Anthropic-shaped error body), ``Reply.malformed()`` (200, a JSON content type, a body
-that is not JSON), ``Reply.raw(status, body, content_type)`` and ``Reply.delay(seconds, reply)``.
+that is not JSON), ``Reply.raw(status, body, content_type)`` and ``Reply.held(gate, reply)``
+(sent once ``gate()`` returns: ``threading.Barrier(2).wait`` holds two calls until both
+are in flight).
 """
 
 import itertools
 import json
 import threading
-import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -48,7 +50,7 @@ class Reply:
     body: bytes = b""
     content_type: str = "application/json"
     error_type: str = ""
-    seconds: float = 0.0
+    gate: Callable[[], object] | None = None
     inner: "Reply | None" = None
     headers: dict[str, str] = field(default_factory=dict)
 
@@ -91,8 +93,9 @@ class Reply:
         )
 
     @classmethod
-    def delay(cls, seconds: float, reply: "Reply") -> "Reply":
-        return cls("delay", seconds=seconds, inner=reply)
+    def held(cls, gate: Callable[[], object], reply: "Reply") -> "Reply":
+        """``reply``, once ``gate()`` has returned (an event's or a barrier's ``wait``)."""
+        return cls("held", gate=gate, inner=reply)
 
 
 @dataclass
@@ -216,8 +219,8 @@ class AnthropicFakeServer:
                 if path != "/v1/messages":
                     return self._send(404, Reply.status(404).body)
                 reply = server._next_reply()
-                while reply.kind == "delay":
-                    time.sleep(reply.seconds)
+                while reply.kind == "held" and reply.gate is not None:
+                    reply.gate()
                     reply = reply.inner or server.default
                 if reply.kind == "raw":
                     return self._send(

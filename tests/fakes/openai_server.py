@@ -18,7 +18,9 @@ reasoning=...)``, where ``usage`` takes ``prompt_tokens``, ``completion_tokens``
 ``cached_tokens`` (for Responses they become ``input_tokens``, ``output_tokens`` and
 ``input_tokens_details.cached_tokens``); ``Reply.status(code, error_type=...)`` (an
 OpenAI-shaped error body, ``retry-after-ms: 1`` so the SDK's retries are quick);
-``Reply.raw(status, body, content_type)`` and ``Reply.delay(seconds, reply)``.
+``Reply.raw(status, body, content_type)`` and ``Reply.held(gate, reply)``
+(sent once ``gate()`` returns: ``threading.Barrier(2).wait`` holds two calls until both
+are in flight).
 """
 
 import itertools
@@ -26,6 +28,7 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -54,7 +57,7 @@ class Reply:
     finish_reason: str = ""
     body: bytes = b""
     content_type: str = "application/json"
-    seconds: float = 0.0
+    gate: Callable[[], object] | None = None
     inner: "Reply | None" = None
 
     @classmethod
@@ -101,8 +104,9 @@ class Reply:
         )
 
     @classmethod
-    def delay(cls, seconds: float, reply: "Reply") -> "Reply":
-        return cls("delay", seconds=seconds, inner=reply)
+    def held(cls, gate: Callable[[], object], reply: "Reply") -> "Reply":
+        """``reply``, once ``gate()`` has returned (an event's or a barrier's ``wait``)."""
+        return cls("held", gate=gate, inner=reply)
 
     def figures(self) -> tuple[int, int, int]:
         """(prompt tokens, cached among them, completion tokens)."""
@@ -306,8 +310,8 @@ class OpenAIFakeServer:
                     return self._send(404, Reply.status(404).body)
                 request = body if isinstance(body, dict) else {}
                 reply = server._next_reply()
-                while reply.kind == "delay":
-                    time.sleep(reply.seconds)
+                while reply.kind == "held" and reply.gate is not None:
+                    reply.gate()
                     reply = reply.inner or server.default
                 if reply.kind == "raw":
                     return self._send(reply.http_status, reply.body, reply.content_type)

@@ -4,7 +4,7 @@ import json
 import unicodedata
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -15,6 +15,7 @@ from django.utils.html import escape
 from contextops.api import api as ninja_api
 from frames.models import ContextHandle, Event, Frame
 from frames.projections import budget_audit
+from tests.conftest import ApiClient, api_client_create, built_once
 from tests.hardening.figures import figures_record
 from tests.hardening.snapshots import organization_rows, session_rows
 
@@ -192,8 +193,7 @@ def test_numbers_too_large_for_any_column_are_refused_not_crashed_on(api, sessio
 # -- Injection strings in every text field an agent writes -----------------------------
 
 
-@pytest.fixture
-def place(api, make_api):
+def _place_build(api: ApiClient, other: ApiClient) -> dict[str, str]:
     """A session, a frame and an RLM state to write into, and bystanders that must not move:
     another session of the same organization and everything of another organization."""
     session = api.post("/sessions", {"identity": {"user_name": "Ada"}}).json()
@@ -204,7 +204,6 @@ def place(api, make_api):
     neighbour = api.post("/sessions", {"title": "neighbour"}).json()
     api.post(f"/sessions/{neighbour['id']}/frames", {"goal": "Other", "budget": {"total": 10}})
     api.put(f"/sessions/{neighbour['id']}/working-set/k", {"value": "kept"})
-    other = make_api(org="Initech", agent="bystander")
     theirs = other.post("/sessions", {"title": "theirs"}).json()
     other.post(f"/sessions/{theirs['id']}/frames", {"goal": "Theirs", "budget": {"total": 10}})
     other.post("/facts", {"key": "theirs", "value": "kept", "source": "user"})
@@ -215,6 +214,27 @@ def place(api, make_api):
         "state_id": state["state_id"],
         "neighbour_id": neighbour["id"],
     }
+
+
+@pytest.fixture(scope="module")
+def place_once(django_db_setup, django_db_blocker) -> Iterator[dict[str, str]]:
+    """The place, built once for the module by the agent ``api`` is a key of (Acme's
+    researcher) and Initech's bystander, inside a transaction open for the module and
+    rolled back after its last test (as ``acme_once`` in conftest.py builds Acme's world).
+    Each test's own transaction is a savepoint inside it, rolled back when the test ends:
+    what a test writes into the place is gone before the next one starts, as when the
+    place was built for each test."""
+    yield from built_once(
+        django_db_blocker,
+        lambda: _place_build(api_client_create(), api_client_create("Initech", "bystander")),
+    )
+
+
+@pytest.fixture
+def place(place_once, api, db) -> dict[str, str]:
+    """The module's place; ``api`` is a key of the agent that built it."""
+    assert api.agent.name == "researcher" and api.organization.name == "Acme"
+    return dict(place_once)
 
 
 def _q(text: str) -> str:
