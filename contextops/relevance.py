@@ -10,9 +10,11 @@ ranks with them (``frames.context.ranking``), the recall benchmark measures them
 - ``bm25``: Okapi BM25 of one query over candidate documents, with inverse document
   frequency computed over the candidates themselves (the pack's candidate set is the
   collection it chooses from).
-- ``rank_share``: a score turned into its share of reciprocal rank fusion, scaled so the
-  best candidate gets 1.0 (``(k + 1) / (k + rank)``): scores of different kinds become
-  comparable, and the fused total is their weighted sum.
+- ``scaled``: a score placed between the least (0) and the best (1.0) of the candidates,
+  as far as it is: scores of different kinds become comparable, keep how far apart two
+  candidates are, and the fused total is their weighted sum.
+- ``rank_share``: a score turned into its share of its rank, scaled so the best candidate
+  gets 1.0 (``(k + 1) / (k + rank)``): for an order with no distances (recency).
 """
 
 import functools
