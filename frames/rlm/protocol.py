@@ -240,11 +240,14 @@ def _write_locked(
     now: datetime,
     existing: RlmVariable | None = None,
     existing_read: bool = False,
+    save_state: bool = False,
 ) -> RlmVariable:
     """Write ``name`` on a locked state, log it, and complete the state when it is ``Final``.
 
     ``existing`` (with ``existing_read``): the variable of that name as the caller just
-    read it under the lock, None when there is none; read here otherwise.
+    read it under the lock, None when there is none; read here otherwise. With
+    ``save_state`` (not for ``Final``, whose completion changes the state afterwards) the
+    state is stored with the mutation's entry, and the caller has no ``state_save`` left.
     """
     if not existing_read:
         existing = state.variables.filter(name=name).first()
@@ -315,6 +318,7 @@ def _write_locked(
         timestamp=now,
         actor=actor,
         before=before,
+        state_saved_at=now if save_state else None,
     )
     state_event_append(
         state, "rlm.variable_written", actor, name=name, mutation_id=mutation.mutation_id
@@ -362,8 +366,10 @@ def variable_write(
             ttl_seconds=ttl_seconds,
             actor=actor,
             now=now,
+            save_state=name != FINAL,
         )
-        state_save(state, now)
+        if name == FINAL:
+            state_save(state, now)
     return variable
 
 
@@ -390,9 +396,9 @@ def variable_delete(
             timestamp=now,
             actor=actor,
             before={name: variable_snapshot(variable)},
+            state_saved_at=now,
         )
         variable.delete()
-        state_save(state, now)
         state_event_append(
             state, "rlm.variable_deleted", actor, name=name, mutation_id=mutation.mutation_id
         )

@@ -28,14 +28,17 @@ variable (``variable_snapshot``) by name; a folded mutation is kept as a row too
 (``state_expired_purge``).
 """
 
+import functools
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Case, F, Func, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models import Field as DbField
+from django.db.models.sql import InsertQuery, UpdateQuery
 from django.utils import timezone
 
 from contextops.audit import audit_person_act
@@ -246,12 +249,21 @@ def _id_not_in(taken: set[str]) -> str:
 
 def state_lock(state: RlmState) -> RlmState:
     """Lock the state row inside the caller's transaction; return it fresh, session and
-    frame loaded."""
-    return (
-        RlmState.objects.select_for_update(no_key=True, of=("self",))
-        .select_related("session", "frame")
-        .get(pk=state.pk)
-    )
+    frame loaded.
+
+    A state's session and frame never change once it exists, so a loaded ``state`` tells
+    which of them to join: one with neither (most states) locks its row alone, which
+    spares building the joins, the larger part of the query's cost. A bare copy
+    (``RlmState(pk=...)``) joins both, as it cannot tell."""
+    related = [
+        name
+        for name, known in (("session", state.session_id), ("frame", state.frame_id))
+        if known is not None or state._state.adding
+    ]
+    locked = RlmState.objects.select_for_update(no_key=True, of=("self",))
+    if related:
+        locked = locked.select_related(*related)
+    return locked.get(pk=state.pk)
 
 
 def state_event_append(state: RlmState, type_: str, actor: str, **payload: Any) -> None:
@@ -271,16 +283,63 @@ def state_event_append(state: RlmState, type_: str, actor: str, **payload: Any) 
     )
 
 
+STATE_SAVE_FIELDS = (
+    "mutation_total",
+    "history_length",
+    "completion_status",
+    "completed_at",
+    "updated_at",
+)
+
+
+@functools.cache
+def _state_save_sql(vendor: str) -> str:
+    """The UPDATE of ``state_save`` on ``vendor``'s engine, compiled once by the ORM (its
+    parameters in ``STATE_SAVE_FIELDS`` order, then the primary key): every write runs
+    it, and building it anew each time cost more than running it."""
+    now = timezone.now()  # a placeholder each: None would be compiled as NULL
+    query = UpdateQuery(RlmState)
+    query.add_update_values(dict(zip(STATE_SAVE_FIELDS, (0, 0, "", now, now), strict=True)))
+    query.add_q(Q(pk=0))
+    return str(query.get_compiler(connection.alias).as_sql()[0])
+
+
+def _state_save_params(state: RlmState) -> list[Any]:
+    """The parameters of ``_state_save_sql`` for ``state`` as it is in memory."""
+    meta = RlmState._meta
+    return [
+        *(
+            cast(DbField, meta.get_field(name)).get_db_prep_save(getattr(state, name), connection)
+            for name in STATE_SAVE_FIELDS
+        ),
+        state.pk,
+    ]
+
+
 def state_save(state: RlmState, now: datetime) -> None:
     """Store the counters and completion a write changed, and when it changed them."""
     state.updated_at = now
-    RlmState.objects.filter(pk=state.pk).update(
-        mutation_total=state.mutation_total,
-        history_length=state.history_length,
-        completion_status=state.completion_status,
-        completed_at=state.completed_at,
-        updated_at=now,
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(_state_save_sql(connection.vendor), _state_save_params(state))
+
+
+def _mutation_insert_saving_state(mutation: RlmMutation, state: RlmState) -> None:
+    """PostgreSQL: insert ``mutation`` and run ``state_save``'s UPDATE of ``state`` in one
+    statement (the UPDATE in a WITH), one round trip instead of two."""
+    meta = RlmMutation._meta
+    query = InsertQuery(RlmMutation)
+    query.insert_values([f for f in meta.local_concrete_fields if not f.primary_key], [mutation])
+    compiler = query.get_compiler(connection.alias)
+    compiler.returning_fields = [meta.pk]
+    ((insert_sql, insert_params),) = compiler.as_sql()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH saved AS ({_state_save_sql(connection.vendor)}) {insert_sql}",
+            [*_state_save_params(state), *insert_params],
+        )
+        (mutation.pk,) = cursor.fetchone()
+    mutation._state.adding = False
+    mutation._state.db = connection.alias
 
 
 def _history_make_room(
@@ -366,6 +425,7 @@ def mutation_log(
     timestamp: datetime | None = None,
     actor: str = "",
     before: dict[str, dict[str, Any] | None],
+    state_saved_at: datetime | None = None,
 ) -> RlmMutation:
     """Log one mutation under the next ``mut-`` id, folding a full log first.
 
@@ -373,6 +433,10 @@ def mutation_log(
     each variable the mutation changes as it is now (``variable_snapshot``, None for
     one that does not exist yet), which is what undoes it. 409 ``history_full`` when the
     log has nowhere to fold into; 409 ``mutation_ids_exhausted`` after the last id.
+
+    With ``state_saved_at`` the state is stored too, as ``state_save(state,
+    state_saved_at)`` would (by the same statement on PostgreSQL): for a caller whose
+    write changes nothing of the state's row after this entry.
     """
     _history_make_room(state, actor, before)
     if state.mutation_total >= MAX_MUTATION_SEQ:
@@ -382,7 +446,7 @@ def mutation_log(
         )
     state.mutation_total += 1
     state.history_length += 1
-    return RlmMutation.objects.create(
+    fields = dict(
         state=state,
         seq=state.mutation_total,
         mutation_id=f"mut-{state.mutation_total:08x}",
@@ -397,6 +461,16 @@ def mutation_log(
         timestamp=timestamp or timezone.now(),
         before=before,
     )
+    if state_saved_at is None:
+        return RlmMutation.objects.create(**fields)
+    if connection.vendor != "postgresql":
+        mutation = RlmMutation.objects.create(**fields)
+        state_save(state, state_saved_at)
+        return mutation
+    state.updated_at = state_saved_at
+    mutation = RlmMutation(**fields)
+    _mutation_insert_saving_state(mutation, state)
+    return mutation
 
 
 def state_expired_purge(
