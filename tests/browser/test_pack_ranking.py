@@ -97,6 +97,14 @@ def _near_duplicates(agent, session):
     return frame, newer
 
 
+def wide_frame(agent, session):
+    """``_near_duplicates`` and twenty more long handles: the longest rows the ranking has."""
+    frame, _ = _near_duplicates(agent, session)
+    for index in range(20):
+        agent.handle_add(frame, kind="message", content=LONG.format(f"note {index}"))
+    return frame
+
+
 def _parts_add_up(table) -> int:
     """Every row of an older near-duplicate shows its ``older`` part, and the parts shown add
     up to the total shown (each rounded to 3 places); the number of rows whose ``older``
@@ -179,9 +187,7 @@ def test_the_preview_keeps_what_is_typed_while_it_assembles(logged_in, agent):
 def test_the_ranking_reads_whole_at_1280_and_fits_390(logged_in, agent):
     page = logged_in
     session = agent.session_create(identity=IDENTITY, title="Wide")
-    frame, _ = _near_duplicates(agent, session)
-    for index in range(20):
-        agent.handle_add(frame, kind="message", content=LONG.format(f"note {index}"))
+    wide_frame(agent, session)
     page.set_viewport_size({"width": 1280, "height": 900})
     page.goto(f"/sessions/{session.id}/")
     preview = page.locator("#context-preview")

@@ -7,15 +7,9 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import screenshot
+from tests.browser.test_pack_ranking import IDENTITY, wide_frame
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-IDENTITY = {"user_name": "Ada", "user_id": "u-1", "authority": "employee"}
-LONG = (
-    "The carrier review for the northern depots covers pallet rates, fuel surcharges, "
-    "late deliveries in the third quarter, the damaged-goods claims of March and the "
-    "renewal terms of every contract that ends this year, vendor by vendor: {}."
-)
 
 
 def test_each_handle_row_shows_its_short_id_and_first_words(logged_in, agent):
@@ -68,31 +62,6 @@ def test_each_handle_row_shows_its_short_id_and_first_words(logged_in, agent):
     screenshot(page, "frame-handles")
 
 
-def _near_duplicates(agent, session):
-    """A frame of many long handles, two of them nearly the same (the older one's "why"
-    names the newer), and two near-duplicate facts: the longest rows the ranking has."""
-    agent.fact_write(
-        "refund_limit",
-        "Refunds for carriers are capped at 15% of the order",
-        source="user",
-        subject="refund limit",
-    )
-    agent.fact_write(
-        "refund_limit_here",
-        "Refunds are capped at 10% of the order",
-        source="user",
-        subject="refund limit",
-        scope="session",
-        scope_id=str(session.id),
-    )
-    frame = agent.frame_push(session, goal="Review the carriers", budget=50_000)
-    agent.handle_add(frame, kind="message", content="First draft. " + LONG.format("Okonkwo"))
-    agent.handle_add(frame, kind="message", content="Final draft. " + LONG.format("Okonkwo"))
-    for index in range(20):
-        agent.handle_add(frame, kind="message", content=LONG.format(f"note {index}"))
-    return frame
-
-
 def _why_in_sight(page, table) -> None:
     """The table's last column, "Why", ends inside the window and inside the table's own
     box (nothing of it hidden in a sideways scroll), in the header and every row."""
@@ -115,7 +84,7 @@ def test_the_why_column_is_in_sight_at_1400_px(logged_in, agent):
     page = logged_in
     page.set_viewport_size({"width": 1400, "height": 900})
     session = agent.session_create(identity=IDENTITY, title="Carriers")
-    frame = _near_duplicates(agent, session)
+    frame = wide_frame(agent, session)
     pack = agent.context_pack(
         session, frame=frame, budget_tokens=500, query="carrier review pallet rates refund cap"
     )

@@ -253,6 +253,10 @@ def _fact_field(name: str):
     return lambda api, p, r, t: api.get(f"/facts/{_q(r.json()['key'])}").json()[name]
 
 
+def _handle_document(api, p, t):
+    return api.post(f"/frames/{p['frame_id']}/handles", {"kind": "document", "content": t})
+
+
 def _handle_content(api, p, r, t):
     pack = api.post(
         f"/sessions/{p['session_id']}/context-pack",
@@ -334,17 +338,13 @@ TEXT_FIELDS = {
         lambda p, r, t: "/facts/?validity=all",
     ),
     "handle content": TextField(
-        lambda api, p, t: api.post(
-            f"/frames/{p['frame_id']}/handles", {"kind": "document", "content": t}
-        ),
+        _handle_document,
         _handle_content,
         lambda p, r, t: f"/sessions/{p['session_id']}/context-preview/",
         shown=False,  # the preview shows counts, not content
     ),
     "handle content, in the handles table": TextField(
-        lambda api, p, t: api.post(
-            f"/frames/{p['frame_id']}/handles", {"kind": "document", "content": t}
-        ),
+        _handle_document,
         _handle_content,
         lambda p, r, t: f"/frames/{p['frame_id']}/handles/",
         shown=False,  # its first words only, whitespace collapsed
