@@ -83,7 +83,7 @@ security: install ## The security regression suite alone (CI runs it with the re
 
 # The property tests (Hypothesis @given): derandomized in CI, explored by `make fuzz`
 # (tests/hypothesis_profiles.py; tests/ci/test_hypothesis_profiles.py keeps this list whole).
-PROPERTIES = tests/frames/test_budget.py tests/context/test_packing.py \
+PROPERTIES = tests/frames/test_budget.py tests/context/test_packing.py tests/context/test_excerpts.py \
 	tests/context/test_context_pack_property.py tests/conversation/test_selection_property.py \
 	tests/conversation/test_grouping_property.py tests/facts/test_valid_time_intervals.py \
 	tests/rlm/test_rollback_property.py

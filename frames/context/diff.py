@@ -12,7 +12,9 @@ frame's breadcrumb). Reasons, for an item the later pack lacks or shows differen
   shown by its page-out summary;
 - ``excluded_by_hint``: the request's ``exclude_handles`` left it out;
 - ``pressure_format``: the same item in a shorter form because the later pack was
-  assembled at another compaction level or format;
+  assembled at another compaction level or format (a handle shown as an excerpt in
+  either pack is ``over_budget``: its rank left it less room, or ``query``: another
+  query chose another passage);
 - ``query``: (added items only) the later pack's query differs and ranked it in, where
   the earlier pack dropped it for its budget;
 - ``scope``: not a candidate of the later pack at all: a fact of another scope or one
@@ -346,6 +348,22 @@ def _dropped(
     return ItemChange(section, item_id, SCOPE, shown, None, detail=detail + _query_change(a, b))
 
 
+def _excerpt_change(old: dict, new: dict, a: PackSide, b: PackSide) -> tuple[str, str]:
+    """Why a handle shown as an excerpt in either pack is shown otherwise in the later:
+    the room its rank left (``over_budget``), or the passage another query asked for."""
+    if old.get("form") == new.get("form") == "excerpt" and a.query != b.query:
+        return QUERY, (
+            f"An excerpt in both: the passage the later query ({b.query!r}) asks about "
+            f"instead of the earlier's ({a.query!r})."
+        )
+    if new.get("form") == "excerpt":
+        return OVER_BUDGET, (
+            f"Shown as an excerpt of {new.get('tokens')} tokens: the room its rank left "
+            "held no fuller form."
+        )
+    return OVER_BUDGET, f"Shown {new.get('form')} again: the room its rank left held it."
+
+
 def _changed(
     key: tuple[str, str],
     old: dict,
@@ -358,7 +376,9 @@ def _changed(
     if old.get("form") == new.get("form") and old.get("tokens") == new.get("tokens"):
         return None
     handle = handles.get(key[1], {}) if key[0] == "segments" else {}
-    if (a.level, a.format) != (b.level, b.format):
+    if "excerpt" in (old.get("form"), new.get("form")):
+        reason, detail = _excerpt_change(old, new, a, b)
+    elif (a.level, a.format) != (b.level, b.format):
         reason, detail = (
             PRESSURE_FORMAT,
             f"Assembled at {b.level}{f' / {b.format}' if b.format else ''} instead of "

@@ -16,8 +16,10 @@ breadcrumbs, trimmed text), from ``estimate_tokens``; nothing here tokenizes.
    working set) in one ranking (``frames.context.ranking``: priority, attention, recency
    and, with a query, lexical, semantic and neighbour relevance). Each in turn takes its
    fullest form that still fits: ``full``, else ``light`` (whitespace collapsed, long
-   text abbreviated head … tail), else its stored ``summary``; one that fits in no form
-   is dropped (``over_budget``) and the next is tried. Facts take at most ``FACTS_SHARE``
+   text abbreviated head … tail), else its stored ``summary``, else (a handle of at
+   least twice EXCERPT_MIN_TOKENS) an ``excerpt``: the passage that best matches the
+   query, at most EXCERPT_SHARE of the ranked room, widened at the end by what the pack
+   leaves; one that fits in no form is dropped (``over_budget``) and the next is tried. Facts take at most ``FACTS_SHARE``
    of the room left after the required items while others (a lower-ranked item of
    another section that still fits) wait for it; once none does, the facts held back
    are offered what is left, before the facts ranked below them, so no room is kept for
@@ -32,7 +34,7 @@ full; at ``moderate`` segments older than the ``RECENT_SEGMENTS`` newest use the
 summary; at ``aggressive`` every segment with a summary uses it and low and background
 segments are left out (unless forced); at ``critical`` only required items stay. The
 pack's ``level`` is the deepest form its items were given (``FORM_LEVEL``: a trimmed item
-``light``, a summary ``moderate``, a cut one ``critical``) or the deepest level that left
+``light``, a summary or an excerpt ``moderate``, a cut one ``critical``) or the deepest level that left
 an item out (``aggressive`` for low and background items, ``critical``): a floor that
 compacted nothing is not reported.
 """
@@ -48,8 +50,9 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from contextops.errors import Conflict
-from contextops.relevance import TermIndex
+from contextops.relevance import TermIndex, query_terms
 
+from .excerpts import excerpt
 from .ranking import PRIORITY_SCORE, Candidate, Score, rank, score_row
 
 MIN_BUDGET = 500
@@ -63,6 +66,13 @@ LIGHT_MAX_CHARS = 2000
 LIGHT_HEAD_SHARE = 0.60
 LIGHT_TAIL_SHARE = 0.15
 ELLIPSIS = " … "
+# A handle that fits in no other form is shown as an excerpt (``frames.context.excerpts``)
+# of at least EXCERPT_MIN_TOKENS, if it is at least twice that. In the ranking's turn an
+# excerpt takes at most EXCERPT_SHARE of the room the ranking started with, so that the
+# items ranked below it still find room; what the pack leaves at the end widens the
+# excerpts, best-ranked first.
+EXCERPT_MIN_TOKENS = 64
+EXCERPT_SHARE = 0.25
 _WHITESPACE = re.compile(r"[ \t]{2,}|\t")
 _BLANK_LINES = re.compile(r"\n\s*\n+")
 
@@ -262,7 +272,9 @@ class PackedItem(Generic[Source]):
     section: str
     id: str
     tokens: int
-    form: str  # full | light | summary | truncated (cut to fit) | name (a resource)
+    # full | light | summary | excerpt (the passage that matches) | truncated (cut to fit)
+    # | name (a resource)
+    form: str
     text: str
     source: Source  # the input dataclass
     rank: int | None = None  # its place in the pack's one ranking (1 = first)
@@ -489,7 +501,13 @@ def _breadcrumbs_at(
     return items, dropped
 
 
-FORM_LEVEL = {"full": "none", "light": "light", "summary": "moderate", "truncated": "critical"}
+FORM_LEVEL = {
+    "full": "none",
+    "light": "light",
+    "summary": "moderate",
+    "excerpt": "moderate",
+    "truncated": "critical",
+}
 
 
 def _candidate_forms(segment: Segment, floor: int, newest_order: int) -> tuple[str, ...] | str:
@@ -504,9 +522,13 @@ def _candidate_forms(segment: Segment, floor: int, newest_order: int) -> tuple[s
         return ("summary",) if segment.summary else "indexed_without_summary"
     old = segment.order <= newest_order - RECENT_SEGMENTS
     if floor >= AGGRESSIVE or (floor >= MODERATE and old):
-        return ("summary",) if has_summary else ("light",)
-    shorter = ("light", "summary") if has_summary else ("light",)
-    return ("full", *shorter) if floor == 0 else shorter
+        forms: tuple[str, ...] = ("summary",) if has_summary else ("light",)
+    else:
+        shorter = ("light", "summary") if has_summary else ("light",)
+        forms = ("full", *shorter) if floor == 0 else shorter
+    if "light" in forms and segment.tokens >= 2 * EXCERPT_MIN_TOKENS:
+        forms += ("excerpt",)
+    return forms
 
 
 def _required_segment(
@@ -660,11 +682,36 @@ def _render(section: str, source: Any, form: str, cache: FormCache) -> PackedIte
     return _render_working(source, level, cache)
 
 
+def _excerpt_item(segment: Segment, limit: int, terms: list[str]) -> PackedItem[Segment] | None:
+    """``segment`` as an excerpt of at most ``limit`` tokens, or None when nothing fits."""
+    text = excerpt(segment.content, segment.tokens, limit, terms)
+    if not text:
+        return None
+    tokens = scaled_tokens(segment.tokens, segment.content, text)
+    return PackedItem("segments", segment.id, tokens, "excerpt", text, segment)
+
+
+def _widen_excerpts(chosen: list[PackedItem[Any]], remaining: int, terms: list[str]) -> None:
+    """The room the pack left, given to its excerpts in rank order (each grown around
+    the same passage as far as the room allows)."""
+    for item in chosen:
+        if remaining <= 0:
+            break
+        if item.form != "excerpt":
+            continue
+        wider = _excerpt_item(item.source, item.tokens + remaining, terms)
+        if wider is not None and wider.tokens > item.tokens:
+            remaining -= wider.tokens - item.tokens
+            item.text, item.tokens = wider.text, wider.tokens
+
+
 def _form_tokens(section: str, source: Any, form: str, cache: FormCache) -> int:
     """What ``_render(section, source, form).tokens`` is, building as little as it can."""
     if section == "segments":
         if form == "summary":
             return int(source.summary_tokens)
+        if form == "excerpt":  # the least it takes: ``pack`` cuts it to the room
+            return EXCERPT_MIN_TOKENS
         if form == "full":
             return int(source.tokens)
         text = source.content
@@ -722,6 +769,11 @@ def pack(data: PackInput) -> PackResult:
     deepest = _required_depth(required, drops, brief_text, data.brief_context)
     older_than = ranking.older_than
 
+    excerpt_cap = max(EXCERPT_MIN_TOKENS, math.floor(max(0, remaining) * EXCERPT_SHARE))
+    # Excerpts leave the cold handles' names their room (they take what is left last).
+    named = sum(r.tokens for r in data.resources)
+    terms = query_terms(data.query) if data.query else []
+
     def offer(position: int, index: int) -> bool:
         """Put candidate ``index`` in, in its fullest form that fits; False if none does."""
         nonlocal remaining, facts_room, deepest
@@ -730,7 +782,13 @@ def pack(data: PackInput) -> PackResult:
             return False
         section = candidates[index].section
         form = next(f for f, t in zip(forms[index], counts, strict=True) if t <= remaining)
-        item = _render(section, sources[index], form, cache)
+        if form == "excerpt":  # what the pack leaves at the end widens it
+            limit = min(remaining - named, excerpt_cap)
+            item = _excerpt_item(sources[index], limit, terms) if limit > 0 else None
+            if item is None:
+                return False
+        else:
+            item = _render(section, sources[index], form, cache)
         item.rank = position
         item.score = rows[index]
         item.reason = "ranked"
@@ -817,6 +875,7 @@ def pack(data: PackInput) -> PackResult:
             dropped.append(
                 Dropped("resources", resource.id, reason, LEVELS[max(floor, required_level)])
             )
+    _widen_excerpts(chosen, remaining, terms)
     included = required + sorted(chosen, key=lambda i: i.rank or 0)
     return PackResult(
         budget=data.budget,

@@ -102,6 +102,7 @@ _FORM_WHY = {
     "full": "whole",
     "light": "trimmed (light)",
     "summary": "its stored summary",
+    "excerpt": "an excerpt cut to fit: the passage that best matches the query",
     "truncated": "cut to fit",
     "name": "by name",
 }

@@ -188,13 +188,19 @@ def test_it_forces_includes_leaves_out_excludes_and_always_keeps_critical(
     assert reasons[str(excluded.id)][0] == "excluded"
     assert reasons[str(cold.id)][0] == "cold"
     assert reasons[str(offline.id)][0] == "offline"
-    # The room left after the required items holds one filler whole (the newest); the
-    # others fit in no form and are dropped, each tried in turn.
+    # The room left after the required items holds one filler whole (the newest) and
+    # an excerpt of the next (the rest of the room); the others fit in no form and are
+    # dropped, each tried in turn.
     filler_ids = {str(h.id) for h in filler}
-    assert [i for i in segment_ids if i in filler_ids] == [str(filler[-1].id)]
-    assert all(reasons[str(h.id)] == ("over_budget", "none") for h in filler[:-1])
-    assert body["token_summary"]["compaction_level"] == "none"
-    assert body["token_summary"]["used"] <= 900
+    fillers = [s for s in body["segments"] if s["handle_id"] in filler_ids]
+    assert [(s["handle_id"], s["form"]) for s in fillers] == [
+        (str(filler[-1].id), "full"),
+        (str(filler[-2].id), "excerpt"),
+    ]
+    assert fillers[1]["content"].startswith("filler filler") and fillers[1]["tokens"] < 400
+    assert all(reasons[str(h.id)] == ("over_budget", "none") for h in filler[:-2])
+    assert body["token_summary"]["compaction_level"] == "moderate"
+    assert 900 - 3 <= body["token_summary"]["used"] <= 900  # to within a word
 
 
 def test_it_starts_at_min_compaction_and_uses_stored_summaries(api, session, frame, make_handle):
@@ -331,13 +337,15 @@ def test_it_uses_as_many_queries_at_two_data_sizes(api, session, frame, make_han
 
 
 def test_it_lists_recent_packs_with_what_was_dropped(api, session, frame, make_handle):
-    make_handle(frame, "x " * 2000, tokens=1000, priority="low")
-    api.post(f"/sessions/{session.id}/context-pack", {"budget_tokens": 600})
+    make_handle(frame, "Keep this. " * 100, tokens=400, priority="critical")
+    # Too short to show as an excerpt (under twice the least one), too long for the room.
+    make_handle(frame, "x " * 240, tokens=120, priority="low")
+    api.post(f"/sessions/{session.id}/context-pack", {"budget_tokens": 500})
     api.post(f"/sessions/{session.id}/context-pack", {"budget_tokens": 5000})
     response = api.get(f"/sessions/{session.id}/context-packs", {"limit": 5})
     assert response.status_code == 200
     packs = response.json()
-    assert [p["budget"] for p in packs] == [5000, 600]
+    assert [p["budget"] for p in packs] == [5000, 500]
     assert packs[1]["dropped"][0]["reason"] == "over_budget"  # in no form does it fit
     assert packs[1]["dropped"][0]["score"]["priority"] == 0.25
     assert packs[1]["level"] == "none"

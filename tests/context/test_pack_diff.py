@@ -39,10 +39,11 @@ def test_it_names_a_superseded_fact(api, session, frame):
 
 
 def test_it_names_what_did_not_fit_the_budget(api, session, frame, make_handle):
-    make_handle(frame, "Keep this.", tokens=10, priority="critical")
-    low = make_handle(frame, "Background reading. " * 200, tokens=1_500, priority="low")
+    make_handle(frame, "Keep this. " * 100, tokens=400, priority="critical")
+    # Too short to show as an excerpt (under twice the least one), too long for the room.
+    low = make_handle(frame, "Background reading. " * 20, tokens=120, priority="low")
     a = _pack(api, session, budget_tokens=4000)
-    b = _pack(api, session, budget_tokens=1000)
+    b = _pack(api, session, budget_tokens=500)
     body = _diff(api, a, b)
     dropped = _by_id(body["dropped"])[str(low.id)]
     assert dropped["reason"] == "over_budget" and dropped["priority"] == "low"
@@ -50,8 +51,8 @@ def test_it_names_what_did_not_fit_the_budget(api, session, frame, make_handle):
     # The one item ranked (the critical handle and the breadcrumb are in before the ranking).
     assert dropped["after"]["rank"] == 1 and dropped["after"]["score"]["priority"] == 0.25
     assert "fitted in no form" in dropped["detail"]
-    assert (body["a"]["budget"], body["b"]["budget"]) == (4000, 1000)
-    assert body["b"]["used"] <= 1000 and body["a"]["level"] == "none"
+    assert (body["a"]["budget"], body["b"]["budget"]) == (4000, 500)
+    assert body["b"]["used"] <= 500 and body["a"]["level"] == "none"
 
 
 def test_it_names_a_paged_out_handle(api, session, frame, make_handle):
@@ -171,3 +172,22 @@ def test_the_diff_page_is_another_organizations_404(
     a = _pack(other_api, elsewhere)
     url = f"/sessions/{elsewhere.id}/context-packs/diff/"
     assert member_client.get(url, {"a": a, "b": a}).status_code == 404
+
+
+def test_it_names_a_handle_shown_as_an_excerpt_for_room_or_for_another_query(
+    api, session, frame, make_handle
+):
+    rows = [f"Row {i}: the ledger lists freight and payroll." for i in range(300)]
+    rows[40], rows[260] = "Zanzibar renews in March.", "Okonkwo audits in June."
+    doc = make_handle(frame, "\n".join(rows), tokens=3000)
+    whole = _pack(api, session, budget_tokens=4000)
+    zanzibar = _pack(api, session, budget_tokens=1000, query="When does Zanzibar renew?")
+    okonkwo = _pack(api, session, budget_tokens=1000, query="When does Okonkwo audit?")
+    cut = _by_id(_diff(api, whole, zanzibar)["changed"])[str(doc.id)]
+    assert cut["reason"] == "over_budget"
+    assert (cut["before"]["form"], cut["after"]["form"]) == ("full", "excerpt")
+    assert cut["detail"].startswith("Shown as an excerpt of ")
+    moved = _by_id(_diff(api, zanzibar, okonkwo)["changed"])[str(doc.id)]
+    assert moved["reason"] == "query" and "When does Okonkwo audit?" in moved["detail"]
+    back = _by_id(_diff(api, okonkwo, whole)["changed"])[str(doc.id)]
+    assert back["reason"] == "over_budget" and back["after"]["form"] == "full"

@@ -118,13 +118,19 @@ def test_it_fills_by_priority_and_skips_what_does_not_fit_for_the_next():
         seg(4, 200, "background"),
     ]
     result = pack(data(segments, budget=1500))
-    assert ids(result.segments) == ["h3", "h0", "h4"]  # forced, then by priority
-    assert result.level == "none"
+    assert ids(result.segments) == ["h3", "h0", "h1", "h4"]  # forced, then by priority
+    # h1 fits in no form: an excerpt of it takes a quarter of the room the ranking had,
+    # as h4 (ranked below) still fits; h4 takes what is left, so the budget is used up.
+    forms = {i.id: (i.form, i.tokens) for i in result.segments}
+    room = 1500 - result.brief_tokens - sum(i.tokens for i in result.breadcrumbs) - 300
+    assert forms["h0"] == ("full", 700) and forms["h1"] == ("excerpt", room // 4)
+    assert forms["h4"][0] == "excerpt" and result.used == 1500
+    assert result.level == "moderate"
     reasons = {d.id: d.reason for d in result.dropped}
-    assert reasons == {"h1": "over_budget", "h2": "over_budget"}
+    assert reasons == {"h2": "over_budget"}
     # The forced one is in before the ranking, unranked; the ranking starts at 1.
-    assert [i.rank for i in result.segments] == [None, 1, 3]
-    assert sorted((d.rank, d.id) for d in result.dropped) == [(2, "h1"), (4, "h2")]
+    assert [i.rank for i in result.segments] == [None, 1, 2, 3]
+    assert sorted((d.rank, d.id) for d in result.dropped) == [(4, "h2")]
 
 
 def test_it_keeps_only_critical_and_forced_at_critical():

@@ -44,6 +44,10 @@ def test_the_gauge_says_when_no_frame_is_open(member_client, session, frame):
 
 
 def test_it_previews_a_pack_at_the_budget_of_the_slider(member_client, session, frame, make_handle):
+    # The newest, too large for the room, shows as an excerpt of a quarter of it; of the
+    # five short ones (too short for an excerpt) the room left holds four.
+    for _ in range(5):
+        make_handle(frame, "y " * 240, tokens=120, priority="low")
     make_handle(frame, "x " * 3000, tokens=1500, priority="low")
     make_handle(frame, "system", tokens=3, priority="critical")
     response = member_client.get(
@@ -52,7 +56,7 @@ def test_it_previews_a_pack_at_the_budget_of_the_slider(member_client, session, 
     html = response.content.decode()
     assert response.status_code == 200
     assert 'type="range"' in html and 'hx-trigger="change, submit"' in html
-    assert "over_budget" in html
+    assert "over_budget" in html and "excerpt" in html
     assert "Segments (handles)" in html
     assert not ContextPackRecord.objects.filter(session=session).exists()  # looking stores nothing
 
@@ -66,6 +70,10 @@ def _ask_for_pack(api, session, **body):
 def test_it_lists_the_packs_agents_asked_for_and_not_the_previews(
     api, member_client, session, frame, make_handle
 ):
+    # The newest, too large for the room, shows as an excerpt of a quarter of it; of the
+    # five short ones (too short for an excerpt) the room left holds four.
+    for _ in range(5):
+        make_handle(frame, "y " * 240, tokens=120, priority="low")
     make_handle(frame, "x " * 3000, tokens=1500, priority="low")
     make_handle(frame, "system", tokens=3, priority="critical")
     empty = member_client.get(f"/sessions/{session.id}/context-packs/", HTTP_HX_REQUEST="true")

@@ -1,0 +1,177 @@
+"""A handle too large for the room left shows as an excerpt: the passage the query asks about.
+
+The excerpt is cut from the handle's own text (``frames.context.excerpts``), in the
+ranking's turn, at most a quarter of the ranked room while others wait, and widened by
+what the pack leaves at the end.
+"""
+
+import json
+import re
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextops.relevance import query_terms
+from frames.context import packing
+from frames.context.excerpts import HEAD, TAIL, excerpt, pieces
+from frames.context.packing import PackInput, Segment, pack, scaled_tokens
+from tests.hypothesis_profiles import examples
+
+TRANSCRIPT = (
+    Path(__file__).parents[1]
+    / "fixtures/transcripts/claude-code/spotter/8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
+)
+PLANTED = "The Zanzibar office renews its lease with Okonkwo Properties in March."
+
+
+def _file_read() -> str:
+    """A real tool result: Claude Code reading a 635-line Phoenix LiveView module."""
+    for line in TRANSCRIPT.read_text().splitlines():
+        for block in json.loads(line).get("message", {}).get("content") or []:
+            if isinstance(block, dict) and block.get("tool_use_id") == (
+                "toolu_01AMAcpBknzQdhPYvFZo8Y2Y"
+            ):
+                return str(block["content"])
+    raise AssertionError("the fixture's file read is missing")
+
+
+def _document(paragraphs: int = 400, planted_at: int = 300) -> str:
+    rows = [
+        f"Paragraph {i}: the quarterly ledger lists freight, payroll and vendor margins."
+        for i in range(paragraphs)
+    ]
+    rows[planted_at] = PLANTED
+    return "\n".join(rows)
+
+
+def _segment(i: int, content: str, tokens: int, **fields) -> Segment:
+    fields.setdefault("state", "loaded")
+    return Segment(
+        id=f"h{i}", kind="document", priority="medium", content=content, tokens=tokens,
+        order=i, **fields,
+    )  # fmt: skip
+
+
+def _data(segments: list[Segment], budget: int, query: str = "", **fields) -> PackInput:
+    return PackInput(
+        budget=budget, brief_context="User: Ada", breadcrumbs=[], segments=segments,
+        query=query, **fields,
+    )  # fmt: skip
+
+
+def _bare(text: str) -> str:
+    return text.removeprefix(HEAD).removesuffix(TAIL)
+
+
+def test_an_excerpt_is_the_passage_that_holds_the_query_terms():
+    text = _document()
+    cut = excerpt(text, 8000, 200, query_terms("When does the Zanzibar lease renew?"))
+    assert PLANTED in cut
+    assert cut.startswith(HEAD) and cut.endswith(TAIL)  # cut at both ends, and says so
+    assert _bare(cut) in text
+    assert scaled_tokens(8000, text, cut) <= 200
+    assert scaled_tokens(8000, text, cut) >= 190  # the room is used, to within a word
+
+
+def test_without_a_query_or_a_match_an_excerpt_is_the_opening():
+    text = _document()
+    for terms in ([], query_terms("tungsten")):
+        cut = excerpt(text, 8000, 200, terms)
+        assert cut.startswith("Paragraph 0:") and cut.endswith(TAIL)
+        assert PLANTED not in cut
+
+
+def test_an_excerpt_too_small_for_a_character_is_empty_and_a_large_one_is_the_text():
+    text = _document(20, 5)
+    assert excerpt(text, 400, 1, ["zanzibar"]) == ""
+    assert excerpt(text, 400, 401, ["zanzibar"]) == text
+
+
+def test_pieces_cut_at_line_and_sentence_ends_and_cover_the_text():
+    text = "One line.\nA second line. With two sentences.\n" + "word " * 100
+    spans = pieces(text, 40)
+    assert "".join(text[a:b] for a, b in spans) == text
+    assert text[spans[0][0] : spans[0][1]] == "One line.\nA second line. "  # a sentence end
+    assert all(b - a <= 40 for a, b in spans)
+
+
+def test_a_pack_shows_the_asked_passage_of_a_document_too_large_for_it():
+    document = _segment(0, _document(), 8000)
+    chat = [_segment(i, f"Message {i}: status update on the sprint.", 12) for i in range(1, 30)]
+    result = pack(_data([document, *chat], 1500, "When does the Zanzibar lease renew?"))
+    shown = {i.id: i for i in result.segments}
+    assert shown["h0"].form == "excerpt" and PLANTED in shown["h0"].text
+    assert shown["h0"].rank == 1  # the best match of the ranking
+    # Everything ranked below still fits whole; the excerpt widened into what was left.
+    assert all(shown[f"h{i}"].form == "full" for i in range(1, 30))
+    assert result.dropped == [] and result.used <= 1500 and result.used >= 1490
+    assert result.level == "moderate"
+
+
+def test_an_excerpt_takes_a_quarter_of_the_room_while_the_items_below_it_want_it():
+    document = _segment(0, _document(), 8000)
+    chat = [_segment(i, f"Message {i}: " + "status " * 90, 100) for i in range(1, 30)]
+    result = pack(_data([document, *chat], 2000, "When does the Zanzibar lease renew?"))
+    room = 2000 - result.brief_tokens
+    shown = {i.id: i for i in result.segments}
+    assert shown["h0"].form == "excerpt" and PLANTED in shown["h0"].text
+    assert room // 4 - 2 <= shown["h0"].tokens <= room // 4 + 100  # and what was left
+    whole = [i for i in result.segments if i.form == "full"]
+    assert len(whole) == (room - room // 4) // 100
+
+
+def test_no_excerpt_of_a_short_item_a_paged_out_one_or_at_the_critical_level():
+    short = _segment(0, "word " * 200, 2 * packing.EXCERPT_MIN_TOKENS - 1)
+    result = pack(_data([short, _segment(1, "word " * 600, 600)], 500))
+    assert [(d.id, d.reason) for d in result.dropped] == [("h0", "over_budget")]
+    indexed = _segment(0, _document(), 8000, state="indexed", summary="A ledger.", summary_tokens=4)
+    assert [i.form for i in pack(_data([indexed], 1000, "Zanzibar")).segments] == ["summary"]
+    at_critical = pack(_data([_segment(0, _document(), 8000)], 1000, min_compaction="critical"))
+    assert at_critical.segments == [] and at_critical.dropped[0].reason == "not_critical"
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    budget=st.integers(500, 6000),
+    sizes=st.lists(st.integers(1, 3000), min_size=1, max_size=12),
+    words=st.integers(1, 12),
+    query=st.sampled_from(["", "Zanzibar lease", "ledger margins", "tungsten"]),
+)
+def test_excerpts_keep_the_budget_and_quote_their_handle(budget, sizes, words, query):
+    segments = [
+        _segment(i, _document(max(1, tokens // (words * 4)), 0)[: tokens * 4], tokens)
+        for i, tokens in enumerate(sizes)
+    ]
+    result = pack(_data(segments, budget, query))
+    assert result.used <= budget
+    by_id = {s.id: s for s in segments}
+    for item in result.segments:
+        source = by_id[item.id]
+        if item.form == "excerpt":
+            assert _bare(item.text) in source.content and item.tokens <= source.tokens
+            assert source.tokens >= 2 * packing.EXCERPT_MIN_TOKENS
+
+
+def test_an_agent_asking_about_a_large_file_read_gets_the_lines_it_asked_about(api, session, frame):
+    """Through the API, with the server's own token counts: a real 26 KB file read."""
+    content = _file_read()
+    response = api.post(f"/frames/{frame.id}/handles", {"kind": "tool_result", "content": content})
+    assert response.status_code == 201, response.content
+    handle = response.json()
+    assert handle["estimated_tokens"] > 4000
+    question = "What does the page show while waiting for the terminal to be ready?"
+    body = api.post(
+        f"/sessions/{session.id}/context-pack",
+        {"frame_id": str(frame.id), "budget_tokens": 1000, "query": question},
+    ).json()
+    [shown] = body["segments"]
+    assert shown["handle_id"] == handle["id"] and shown["form"] == "excerpt"
+    assert "Waiting for terminal to be ready" in shown["content"]
+    assert re.sub(r"^… | …$", "", shown["content"]) in content
+    assert body["token_summary"]["used"] <= 1000
+    assert body["token_summary"]["compaction_level"] == "moderate"
+    record = api.get(f"/context-packs/{body['id']}").json()
+    assert [(i["id"], i["form"]) for i in record["included"] if i["section"] == "segments"] == [
+        (handle["id"], "excerpt")
+    ]
