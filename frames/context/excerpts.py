@@ -1,17 +1,20 @@
 """An excerpt of a long text: the passage that best matches a query, cut to a token limit.
 
 A handle too large for the room its rank leaves in a pack, in every other form, is shown
-as an excerpt (docs/retrieval.md#3-filling-shorter-forms-before-skipping): the text is
-split into short pieces at line ends (a long line at spaces), each piece is scored with
-BM25 for the query's terms among the text's own pieces, and the window grows from the
-best piece towards the better-scoring neighbour while it fits. Without a query, or when
-no piece holds a query term, the excerpt is the text's opening. A cut end is marked with
-an ellipsis. Pure: strings in, a string out.
+as an excerpt (docs/retrieval.md#excerpts-the-passage-the-query-asks-about): the text
+is split into pieces of whole lines (short lines gathered, a long one cut at sentence
+ends), each piece is scored with BM25 for the query's terms among the text's own pieces;
+the pieces that hold query terms are taken best first while they fit, then their
+neighbours, the better-scoring first, and the room left takes the next words up to a
+space. Without a query, or when no piece holds a query term, the excerpt grows from the
+text's opening. The pieces are shown in the text's order; a gap or a cut end is marked
+with an ellipsis. Pure: strings in, a string out.
 """
 
 import math
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from contextops.relevance import analyze, bm25
 
@@ -19,20 +22,40 @@ from contextops.relevance import analyze, bm25
 # (EXCERPT_MIN_TOKENS, in frames.context.packing) holds several.
 PIECE_TOKENS = 24
 MIN_PIECE_CHARS = 48
-HEAD, TAIL = "… ", " …"
-_BREAK = re.compile(r"\n|(?<=[.!?;])\s+")
+LONG_LINE = 4
+HEAD, TAIL, GAP = "… ", " …", " … "
+_LINE = re.compile(r"[^\n]*(?:\n|$)")
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+")
 
 
 def pieces(text: str, piece_chars: int) -> list[tuple[int, int]]:
-    """``text`` as consecutive (start, end) spans of at most about ``piece_chars``: cut at
-    line ends and sentence ends where it can, else at the last space, else anywhere."""
+    """``text`` as consecutive (start, end) spans: whole lines, short ones gathered up to
+    ``piece_chars``; a line over LONG_LINE times that cut at sentence ends where it can,
+    else at the last space, else anywhere."""
     spans: list[tuple[int, int]] = []
-    start, length = 0, len(text)
-    while start < length:
-        end = min(length, start + piece_chars)
-        if end < length:
+    start = 0
+    for match in _LINE.finditer(text):
+        end = match.end()
+        if end == start:
+            continue
+        if spans and spans[-1][1] == start and end - spans[-1][0] <= piece_chars:
+            spans[-1] = (spans[-1][0], end)  # a short line joins the short piece before
+        elif end - start > LONG_LINE * piece_chars:
+            spans += _cut(text, start, end, piece_chars)
+        else:
+            spans.append((start, end))
+        start = end
+    return spans
+
+
+def _cut(text: str, start: int, stop: int, piece_chars: int) -> list[tuple[int, int]]:
+    """``text[start:stop]`` (one long line) in spans of at most ``piece_chars``."""
+    spans = []
+    while start < stop:
+        end = min(stop, start + piece_chars)
+        if end < stop:
             window = text[start:end]
-            cut = max((m.end() for m in _BREAK.finditer(window)), default=0)
+            cut = max((m.end() for m in _SENTENCE.finditer(window)), default=0)
             if cut < piece_chars // 3:
                 cut = window.rfind(" ") + 1
             if cut > 0:
@@ -43,44 +66,74 @@ def pieces(text: str, piece_chars: int) -> list[tuple[int, int]]:
 
 
 def excerpt(text: str, tokens: int, limit: int, query: Sequence[str]) -> str:
-    """The passage of ``text`` (``tokens`` long) that best matches ``query`` (distinct
-    terms, ``contextops.relevance.query_terms``), of at most ``limit`` tokens counted
-    as ``frames.context.packing.scaled_tokens`` counts them: in proportion to the
-    characters kept, plus one. Empty when ``limit`` leaves no room for a character."""
+    """The passages of ``text`` (``tokens`` long) that best match ``query`` (distinct
+    terms, ``contextops.relevance.query_terms``), in the text's order, of at most
+    ``limit`` tokens counted as ``frames.context.packing.scaled_tokens`` counts them: in
+    proportion to the characters kept, plus one. Empty when ``limit`` leaves no room."""
     if tokens <= 0 or not text:
         return ""
     room = math.floor(len(text) * (limit - 1) / tokens)
     if room >= len(text):
         return text
-    room -= len(HEAD) + len(TAIL)
-    if room <= 0:
-        return ""
     piece_chars = max(MIN_PIECE_CHARS, math.floor(len(text) / tokens * PIECE_TOKENS))
     spans = pieces(text, piece_chars)
     scores = bm25(query, [analyze(text[start:end]) for start, end in spans])
-    best = int(scores.argmax()) if len(spans) and scores.max() > 0 else 0
-    low = high = best
-    if spans[best][1] - spans[best][0] > room:
-        start = spans[best][0]
-        return _marked(text, start, start + room)
+    chosen: set[int] = set()
+    # The pieces that hold query terms, best first, each where it still fits...
+    for index in sorted(range(len(spans)), key=lambda i: (-scores[i], i)):
+        if scores[index] <= 0:
+            break
+        if len(_render(text, spans, chosen | {index})) <= room:
+            chosen.add(index)
+    if not chosen:  # ...else the opening.
+        first = _render(text, spans, {0})
+        if len(first) > room:
+            return _marked(text, 0, room - len(TAIL)) if room > len(TAIL) else ""
+        chosen.add(0)
+    # Then the neighbours, the better-scoring first (the later one on a tie: read on).
     while True:
-        before = low - 1 if low > 0 else None
-        after = high + 1 if high + 1 < len(spans) else None
-        grown = [i for i in (after, before) if i is not None]
-        if not grown:
-            break
-        step = max(grown, key=lambda i: scores[i])  # after first on a tie: read on
-        start = spans[min(low, step)][0]
-        end = spans[max(high, step)][1]
-        if end - start > room:
-            break
-        low, high = min(low, step), max(high, step)
-    start, end = spans[low][0], spans[high][1]
-    # What room is left takes the next words, up to a space.
-    spare = text[end : end + room - (end - start)]
-    if end + len(spare) < len(text):
-        spare = spare[: spare.rfind(" ") + 1]
-    return _marked(text, start, end + len(spare))
+        edges = {i for c in chosen for i in (c - 1, c + 1) if 0 <= i < len(spans)} - chosen
+        for index in sorted(edges, key=lambda i: (-scores[i], -i)):
+            if len(_render(text, spans, chosen | {index})) <= room:
+                chosen.add(index)
+                break
+        else:
+            return _render(text, spans, _spare(text, spans, chosen, scores, room))
+
+
+def _spare(
+    text: str, spans: list[tuple[int, int]], chosen: set[int], scores: Any, room: int
+) -> set[int]:
+    """``chosen`` with the room still left given to the next words after one of its runs
+    (the better-scoring next piece's opening, up to a space); ``spans`` is changed to cut
+    that piece."""
+    spare = room - len(_render(text, spans, chosen))
+    after = [i for i in range(len(spans)) if i - 1 in chosen and i not in chosen | {i + 1}]
+    for index in sorted(after, key=lambda i: (-scores[i], -i))[:1]:
+        start, end = spans[index]
+        words = text[start : start + spare]
+        words = words[: words.rfind(" ") + 1] if start + spare < end else words
+        if words.strip():
+            spans[index] = (start, start + len(words))
+            if len(_render(text, spans, chosen | {index})) <= room:
+                return chosen | {index}
+            spans[index] = (start, end)
+    return chosen
+
+
+def _render(text: str, spans: list[tuple[int, int]], chosen: set[int]) -> str:
+    """The ``chosen`` pieces in the text's order: runs of neighbours joined, a gap or a
+    cut end marked with an ellipsis."""
+    runs: list[list[int]] = []
+    for index in sorted(chosen):
+        if runs and runs[-1][1] == index - 1:
+            runs[-1][1] = index
+        else:
+            runs.append([index, index])
+    body = GAP.join(text[spans[a][0] : spans[b][1]].strip() for a, b in runs)
+    head = HEAD if spans[runs[0][0]][0] > 0 else ""
+    tail = TAIL if spans[runs[-1][1]][1] < len(text) else ""
+    return head + body + tail
 
 
 def _marked(text: str, start: int, end: int) -> str:

@@ -18,7 +18,7 @@ from tests.bench.recall.baselines import (
     wordllama_embedder,
 )
 from tests.bench.recall.main import Options, document, main, options, write_details, write_docs
-from tests.bench.recall.run import Loaded, _write_order, baseline_room, run
+from tests.bench.recall.run import Loaded, _write_order, baseline_room, passages, run
 from tests.bench.recall.summary import MODES, Outcome, markdown, summarize, targets
 
 # A conversation in LoCoMo's shape, made up for these tests. Sessions are listed out of
@@ -243,6 +243,30 @@ def test_a_pack_holds_the_turns_its_segments_and_facts_stand_for():
     assert loaded.found({"segments": [], "facts": [{"id": "7", "key": "?"}]}) == {"D1:1", "D1:3"}
 
 
+def test_a_document_shown_in_part_holds_the_turns_whose_whole_line_it_shows():
+    loaded = Loaded("documents", None, "s", "f")
+    lines = [("D1:1", "Ana: We adopted a greyhound."), ("D1:2", "Bo: Congratulations!")]
+    loaded.lines["h1"] = lines
+    loaded.add(Item("h1", "\n".join(line for _, line in lines), 12, ("D1:1", "D1:2")))
+    excerpt = {"handle_id": "h1", "form": "excerpt", "content": "Ana: We adopted a greyhound. …"}
+    assert loaded.found({"segments": [excerpt]}) == {"D1:1"}
+    assert loaded.found({"segments": [excerpt]}, whole=True) == set()
+    whole = {"handle_id": "h1", "form": "full", "content": "\n".join(t for _, t in lines)}
+    assert loaded.found({"segments": [whole]}, whole=True) == {"D1:1", "D1:2"}
+    cut = {**excerpt, "content": "… adopted a greyhound.\nBo: Congratulations!"}
+    assert loaded.found({"segments": [cut]}) == {"D1:2"}  # a line shown in part is not found
+
+
+def test_documents_are_cut_into_passages_of_whole_turns_for_the_passage_baseline():
+    loaded = Loaded("documents", None, "s", "f")
+    lines = [(f"D1:{i}", "x" * 200) for i in range(1, 6)]
+    loaded.lines["h1"] = lines
+    loaded.add(Item("h1", "\n".join(t for _, t in lines), 250, tuple(d for d, _ in lines)))
+    cut = passages(loaded)  # 50 tokens a line: two lines a passage, the last alone
+    assert [p.dia_ids for p in cut] == [("D1:1", "D1:2"), ("D1:3", "D1:4"), ("D1:5",)]
+    assert all(p.tokens <= 128 for p in cut) and cut[0].text == "x" * 200 + "\n" + "x" * 200
+
+
 def test_a_baseline_gets_the_room_the_issue_gives_it():
     breakdown = {"brief_context": 30, "breadcrumbs": 12, "facts": 400, "segments": 500}
     assert baseline_room("handles", 1000, breakdown) == 958
@@ -268,6 +292,7 @@ def test_a_conversation_loaded_through_the_api_is_found_whole_when_it_fits():
             "newest": found,
             "bm25": found,
             "hybrid": found,
+            **({"passages": found} if outcome.mode == "documents" else {}),
             "everything": found,
         }
         assert 0 < outcome.used <= outcome.budget
@@ -277,6 +302,11 @@ def test_a_conversation_loaded_through_the_api_is_found_whole_when_it_fits():
         ("message", "medium", turn.content) for turn in conversation.turns
     ]
     assert not ContextHandle.objects.filter(session__title="LoCoMo tiny-1 (facts)").exists()
+    documents = ContextHandle.objects.filter(session__title="LoCoMo tiny-1 (documents)")
+    assert list(documents.order_by("created_at").values_list("kind", "content")) == [
+        ("document", "\n".join(t.content for t in conversation.turns if t.session == number))
+        for number in (1, 2)
+    ]
     table = summarize(outcomes, budgets=[1000, 2000])
     assert table["facts"]["1000"]["questions"] == 3
     assert table["facts"]["1000"]["everything"] == pytest.approx(2 / 3)

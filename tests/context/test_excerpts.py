@@ -6,7 +6,6 @@ what the pack leaves at the end.
 """
 
 import json
-import re
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -14,7 +13,7 @@ from hypothesis import strategies as st
 
 from contextops.relevance import query_terms
 from frames.context import packing
-from frames.context.excerpts import HEAD, TAIL, excerpt, pieces
+from frames.context.excerpts import GAP, HEAD, TAIL, excerpt, pieces
 from frames.context.packing import PackInput, Segment, pack, scaled_tokens
 from tests.hypothesis_profiles import examples
 
@@ -60,8 +59,9 @@ def _data(segments: list[Segment], budget: int, query: str = "", **fields) -> Pa
     )  # fmt: skip
 
 
-def _bare(text: str) -> str:
-    return text.removeprefix(HEAD).removesuffix(TAIL)
+def _parts(text: str) -> list[str]:
+    """An excerpt's passages, its ellipses taken out."""
+    return text.removeprefix(HEAD).removesuffix(TAIL).split(GAP)
 
 
 def test_an_excerpt_is_the_passage_that_holds_the_query_terms():
@@ -69,7 +69,7 @@ def test_an_excerpt_is_the_passage_that_holds_the_query_terms():
     cut = excerpt(text, 8000, 200, query_terms("When does the Zanzibar lease renew?"))
     assert PLANTED in cut
     assert cut.startswith(HEAD) and cut.endswith(TAIL)  # cut at both ends, and says so
-    assert _bare(cut) in text
+    assert all(part in text for part in _parts(cut))
     assert scaled_tokens(8000, text, cut) <= 200
     assert scaled_tokens(8000, text, cut) >= 190  # the room is used, to within a word
 
@@ -88,12 +88,25 @@ def test_an_excerpt_too_small_for_a_character_is_empty_and_a_large_one_is_the_te
     assert excerpt(text, 400, 401, ["zanzibar"]) == text
 
 
-def test_pieces_cut_at_line_and_sentence_ends_and_cover_the_text():
-    text = "One line.\nA second line. With two sentences.\n" + "word " * 100
+def test_pieces_are_whole_lines_short_ones_gathered_and_cover_the_text():
+    long_line = "A long line. " * 20 + "word " * 100
+    text = "One.\nTwo.\nA second line, with more words than a piece.\n" + long_line
     spans = pieces(text, 40)
-    assert "".join(text[a:b] for a, b in spans) == text
-    assert text[spans[0][0] : spans[0][1]] == "One line.\nA second line. "  # a sentence end
-    assert all(b - a <= 40 for a, b in spans)
+    shown = [text[a:b] for a, b in spans]
+    assert "".join(shown) == text
+    assert shown[:2] == ["One.\nTwo.\n", "A second line, with more words than a piece.\n"]
+    # A line over four pieces is cut at sentence ends, then at spaces.
+    assert shown[2] == "A long line. A long line. A long line. "
+    assert all(len(piece) <= 40 for piece in shown[2:])
+
+
+def test_an_excerpt_shows_each_passage_the_query_names_in_the_texts_order():
+    rows = [f"Row {i}: the ledger lists freight and payroll." for i in range(300)]
+    rows[40], rows[260] = "Zanzibar renews in March.", "Okonkwo audits Zanzibar in June."
+    text = "\n".join(rows)
+    cut = excerpt(text, 3000, 60, query_terms("Zanzibar"))
+    assert cut.index("Zanzibar renews") < cut.index("Okonkwo audits")
+    assert len(_parts(cut)) >= 2 and all(part in text for part in _parts(cut))
 
 
 def test_a_pack_shows_the_asked_passage_of_a_document_too_large_for_it():
@@ -149,7 +162,8 @@ def test_excerpts_keep_the_budget_and_quote_their_handle(budget, sizes, words, q
     for item in result.segments:
         source = by_id[item.id]
         if item.form == "excerpt":
-            assert _bare(item.text) in source.content and item.tokens <= source.tokens
+            assert all(part in source.content for part in _parts(item.text))
+            assert item.tokens <= source.tokens
             assert source.tokens >= 2 * packing.EXCERPT_MIN_TOKENS
 
 
@@ -168,7 +182,7 @@ def test_an_agent_asking_about_a_large_file_read_gets_the_lines_it_asked_about(a
     [shown] = body["segments"]
     assert shown["handle_id"] == handle["id"] and shown["form"] == "excerpt"
     assert "Waiting for terminal to be ready" in shown["content"]
-    assert re.sub(r"^… | …$", "", shown["content"]) in content
+    assert all(part in content for part in _parts(shown["content"]))
     assert body["token_summary"]["used"] <= 1000
     assert body["token_summary"]["compaction_level"] == "moderate"
     record = api.get(f"/context-packs/{body['id']}").json()

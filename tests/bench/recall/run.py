@@ -8,7 +8,13 @@ Each conversation is loaded in up to three ways, each in an organization of its 
 - ``facts``: one session and frame, each observation a fact ``obs-<n>`` whose value is
   the observation; no handles;
 - ``both``: the turns as handles and the observations as facts in one session, written
-  session by session (a session's turns, then its observations).
+  session by session (a session's turns, then its observations);
+- ``documents``: each of the conversation's sessions one ``document`` handle (its turns,
+  a line each): a session is larger than what a small pack holds, so the pack shows the
+  passage the question asks about (an excerpt). A turn is found when its whole line is
+  in the pack. Beside the whole-document baselines stands the field's usual answer to
+  long documents: the sessions cut into passages of consecutive turns (``PASSAGE_TOKENS``
+  at most) ranked by the same hybrid (``passages``).
 
 For every question, at every budget, the pack's recall (the share of the question's
 evidence turns that a segment's handle or a fact of the pack stands for) is recorded
@@ -32,11 +38,13 @@ from contextops.tenancy import api_key_create
 
 from .baselines import Baselines, Embedder, Item, recall
 from .locomo import Conversation, Observation, Turn
-from .summary import CEILING, MODES, WHOLE, Outcome
+from .summary import CEILING, MODES, PASSAGES, WHOLE, Outcome
 
 FRAME_BUDGET = 10_000_000
-# A pack item's forms that do not show its whole text: its summary, or a cut to fit.
-SHORTENED_FORMS = frozenset({"summary", "truncated"})
+# A pack item's forms that do not show its whole text: its summary, an excerpt, or a cut
+# to fit.
+SHORTENED_FORMS = frozenset({"summary", "excerpt", "truncated"})
+PASSAGE_TOKENS = 128
 
 
 class ApiFailed(Exception):
@@ -75,6 +83,8 @@ class Loaded:
     frame_id: str
     items: list[Item] = field(default_factory=list)
     by_id: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # A document handle's lines, each with the turn it is (``documents``).
+    lines: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
 
     def add(self, item: Item, *aliases: str) -> None:
         self.items.append(item)
@@ -87,12 +97,20 @@ class Loaded:
         items = [(s["handle_id"], s.get("form")) for s in pack.get("segments") or []]
         items += [(str(f.get("id")), f.get("form")) for f in pack.get("facts") or []]
         items += [(str(f.get("key")), f.get("form")) for f in pack.get("facts") or []]
-        return {
+        found = {
             dia_id
             for name, form in items
             if not (whole and form in SHORTENED_FORMS)
+            and not (name in self.lines and form != "full")
             for dia_id in self.by_id.get(name, ())
         }
+        if not whole:  # a document shown in part: the turns whose whole line it shows
+            for segment in pack.get("segments") or []:
+                lines = self.lines.get(segment["handle_id"], [])
+                if segment.get("form") != "full":
+                    content = segment.get("content") or ""
+                    found |= {dia_id for dia_id, line in lines if line in content}
+        return found
 
 
 def _write_order(conversation: Conversation, mode: str) -> list[Turn | Observation]:
@@ -127,6 +145,18 @@ def load_conversation(conversation: Conversation, mode: str) -> Loaded:
         {"goal": "Answer questions about the conversation", "budget": {"total": FRAME_BUDGET}},
     )
     loaded = Loaded(mode, api, str(session["id"]), str(frame["id"]))
+    if mode == "documents":
+        for lines in _sessions(conversation):
+            handle = api.post(
+                f"/frames/{loaded.frame_id}/handles",
+                {"kind": "document", "content": "\n".join(line for _, line in lines)},
+            )
+            handle_id = str(handle["id"])
+            loaded.lines[handle_id] = lines
+            text = "\n".join(line for _, line in lines)
+            tokens = int(handle["estimated_tokens"])
+            loaded.add(Item(handle_id, text, tokens, tuple(dia_id for dia_id, _ in lines)))
+        return loaded
     observed = 0
     for piece in _write_order(conversation, mode):
         if isinstance(piece, Turn):
@@ -156,6 +186,34 @@ def load_conversation(conversation: Conversation, mode: str) -> Loaded:
     return loaded
 
 
+def _sessions(conversation: Conversation) -> list[list[tuple[str, str]]]:
+    """The conversation's sessions in order, each its turns' (id, line)."""
+    by_session: dict[int, list[tuple[str, str]]] = {}
+    for turn in conversation.turns:
+        by_session.setdefault(turn.session, []).append((turn.dia_id, turn.content))
+    return [by_session[number] for number in sorted(by_session)]
+
+
+def passages(loaded: Loaded) -> list[Item]:
+    """The documents cut into passages of consecutive whole turns, each at most
+    ``PASSAGE_TOKENS`` (counted as a share of its document's tokens by characters; a
+    longer turn is a passage alone)."""
+    cut: list[Item] = []
+    for item in loaded.items:
+        per_char = item.tokens / max(1, len(item.text))
+        runs: list[list[tuple[str, str]]] = []
+        for dia_id, line in loaded.lines[item.id]:
+            size = sum(len(text) + 1 for _, text in runs[-1]) + len(line) if runs else 0
+            if not runs or size * per_char > PASSAGE_TOKENS:
+                runs.append([])
+            runs[-1].append((dia_id, line))
+        for run in runs:
+            text = "\n".join(line for _, line in run)
+            tokens = max(1, round(len(text) * per_char))
+            cut.append(Item(f"{item.id}:{len(cut)}", text, tokens, tuple(d for d, _ in run)))
+    return cut
+
+
 def settle_statistics() -> None:
     """On PostgreSQL, what autovacuum does within a minute of a load: the planner's and the
     fact ranking's word statistics (a word in half the facts or more is a stop word) see
@@ -179,8 +237,10 @@ def measure(
     loaded: Loaded,
     baselines: Baselines,
     budgets: Sequence[int],
+    cut: Baselines | None = None,
 ) -> list[Outcome]:
-    """A pack per question and budget, and the baselines in the rooms those packs leave."""
+    """A pack per question and budget, and the baselines in the rooms those packs leave
+    (with ``cut``, the documents' passages ranked by the hybrid too: ``passages``)."""
     outcomes = []
     loaded_turns = {dia_id for item in loaded.items for dia_id in item.dia_ids}
     for question in conversation.questions:
@@ -197,6 +257,11 @@ def measure(
             for budget, summary in zip(budgets, summaries, strict=True)
         ]
         others = baselines.recalls(question.text, question.evidence, rooms)
+        if cut is not None:
+            for other, by_passage in zip(
+                others, cut.recalls(question.text, question.evidence, rooms), strict=True
+            ):
+                other[PASSAGES] = by_passage["hybrid"]
         for budget, pack, summary, room, other in zip(
             budgets, packs, summaries, rooms, others, strict=True
         ):
@@ -237,7 +302,8 @@ def run(
             settle_statistics()
             loading = time.perf_counter() - started
             baselines = Baselines(loaded.items, embed)
-            found = measure(conversation, loaded, baselines, budgets)
+            cut = Baselines(passages(loaded), embed) if mode == "documents" else None
+            found = measure(conversation, loaded, baselines, budgets, cut)
             outcomes += found
             say(
                 f"{conversation.sample_id} {mode}: {len(loaded.items)} items loaded in "
