@@ -100,73 +100,63 @@ def _research_session(org, agent) -> Session:
     )
     frame_reserve(frame=root, purpose="brief_context", amount=2_000, actor=actor)
     frame_reserve(frame=root, purpose="breadcrumbs", amount=800, actor=actor)
-    handle_add(
-        frame=root,
-        kind="system_prompt",
-        priority="critical",
-        content="You are a careful security reviewer. Cite sections.",
-        actor=actor,
-    )
-    handle_add(
-        frame=root,
-        kind="message",
-        priority="high",
-        content="Please review the token-binding RFC draft and list its security risks.",
-        actor=actor,
+
+    def push(parent: Frame, goal: str, budget: int) -> Frame:
+        return frame_push(
+            session=session, parent=parent, goal=goal, budget_total=budget, actor=actor
+        )
+
+    def add(
+        frame: Frame,
+        kind: str,
+        priority: str,
+        content: str,
+        category: str = "",
+        tool_call_id: str = "",
+    ) -> None:
+        handle_add(
+            frame=frame,
+            kind=kind,
+            priority=priority,
+            content=content,
+            category=category,
+            tool_call_id=tool_call_id,
+            actor=actor,
+        )
+
+    add(root, "system_prompt", "critical", "You are a careful security reviewer. Cite sections.")
+    add(
+        root,
+        "message",
+        "high",
+        "Please review the token-binding RFC draft and list its security risks.",
     )
     _usage(session, root, 3_200, 450, cache_write=2_400)
 
-    read = frame_push(
-        session=session,
-        parent=root,
-        goal="Read the RFC section by section",
-        budget_total=120_000,
-        actor=actor,
-    )
+    read = push(root, "Read the RFC section by section", 120_000)
     for part in DATA["rfc_sections"]:
         title, text = part["title"], part["text"]
-        section = frame_push(
-            session=session,
-            parent=read,
-            goal=f"Extract risks from “{title}”",
-            budget_total=22_000,
-            actor=actor,
-        )
-        handle_add(
-            frame=section,
-            kind="document",
-            priority="medium",
-            content=f"{title}: {text} " * 6,
-            category="rfc",
-            actor=actor,
-        )
+        section = push(read, f"Extract risks from “{title}”", 22_000)
+        add(section, "document", "medium", f"{title}: {text} " * 6, category="rfc")
         call_id = f"toolu_{abs(hash(title)) % 10**8:08d}"
-        handle_add(
-            frame=section,
-            kind="tool_call",
-            priority="medium",
-            content=f"search_cve(query={title!r})",
+        add(
+            section,
+            "tool_call",
+            "medium",
+            f"search_cve(query={title!r})",
             tool_call_id=call_id,
             category="search_cve",
-            actor=actor,
         )
-        handle_add(
-            frame=section,
-            kind="tool_result",
-            priority="low",
-            content=f"2 advisories mention {title.lower()}.",
+        add(
+            section,
+            "tool_result",
+            "low",
+            f"2 advisories mention {title.lower()}.",
             tool_call_id=call_id,
-            actor=actor,
         )
         _usage(session, section, 2_100, 380, cache_read=6_000)
         if title == "Key rotation":
-            check = frame_push(
-                session=session,
-                parent=section,
-                goal="Check JWKS overlap window against policy",
-                budget_total=4_000,
-                actor=actor,
-            )
+            check = push(section, "Check JWKS overlap window against policy", 4_000)
             _usage(session, check, 900, 120, cache_read=1_500)
             frame_pop(
                 frame=check, status="completed", result_refs=["fact:jwks_overlap_days"], actor=actor
@@ -179,36 +169,17 @@ def _research_session(org, agent) -> Session:
         )
     frame_pop(frame=read, status="completed", result_refs=["notes:all-sections"], actor=actor)
 
-    draft = frame_push(
-        session=session,
-        parent=root,
-        goal="Draft the risk summary",
-        budget_total=120_000,
-        actor=actor,
+    draft = push(root, "Draft the risk summary", 120_000)
+    add(
+        draft,
+        "summary",
+        "high",
+        "Risks: downgrade if TLS 1.2 fallback is allowed; replay across devices; key rotation overlap too short.",
     )
-    handle_add(
-        frame=draft,
-        kind="summary",
-        priority="high",
-        content="Risks: downgrade if TLS 1.2 fallback is allowed; replay across devices; key rotation overlap too short.",
-        actor=actor,
-    )
-    review = frame_push(
-        session=session,
-        parent=draft,
-        goal="Ask the security lead to approve publishing",
-        budget_total=12_000,
-        actor=actor,
-    )
+    review = push(draft, "Ask the security lead to approve publishing", 12_000)
     _usage(session, review, 1_200, 200, cache_read=9_000)
     _usage(session, draft, 4_000, 900, cache_read=12_000)
-    table = frame_push(
-        session=session,
-        parent=draft,
-        goal="Format the summary as a table",
-        budget_total=60_000,
-        actor=actor,
-    )
+    table = push(draft, "Format the summary as a table", 60_000)
     _usage(session, table, 9_000, 1_200, cache_read=41_000, cache_write=3_000)
     return session
 
