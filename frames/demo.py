@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from contextops.actors import agent_actor
 from contextops.llm import ExtractiveSummarizer
-from contextops.models import Organization
+from contextops.models import ApiKey, Organization
 from contextops.tenancy import api_key_create, user_create
 from facts.services import fact_write
 from frames.services.handles import handle_add
@@ -332,36 +332,29 @@ def _compacted_session(org, agent) -> Session:
     return lifecycle.session_end(session=session, actor=actor)
 
 
+def _key(agent_name: str, authority: str, department: str = "") -> tuple[ApiKey, str]:
+    """A new key of one of the demo organization's agents, and the key itself."""
+    return api_key_create(
+        issued_by="manage.py seed_demo",
+        org_name=DEMO_ORG,
+        agent_name=agent_name,
+        authority=authority,
+        department=department,
+    )
+
+
 @transaction.atomic
 def demo_build(*, password: str) -> Demo:
     """Create the demo organization, login and sessions; leave an existing demo alone."""
     user_create(org_name=DEMO_ORG, username=DEMO_USER, password=password, approver=True, admin=True)
-    key, raw = api_key_create(
-        issued_by="manage.py seed_demo",
-        org_name=DEMO_ORG,
-        agent_name="research-agent",
-        authority="manager",
-        department="Platform security",
-    )
+    key, raw = _key("research-agent", "manager", department="Platform security")
     org = key.agent.organization
     existing = Session.objects.filter(organization=org).order_by("created_at").first()
     if existing is not None:
         return Demo(org, existing, raw, created=False)
     session = _research_session(org, key.agent)
-    support_key, _ = api_key_create(
-        issued_by="manage.py seed_demo",
-        org_name=DEMO_ORG,
-        agent_name="support-bot",
-        authority="employee",
-    )
-    _small_sessions(org, support_key.agent)
-    coding_key, _ = api_key_create(
-        issued_by="manage.py seed_demo",
-        org_name=DEMO_ORG,
-        agent_name="coding-agent",
-        authority="employee",
-    )
-    _compacted_session(org, coding_key.agent)
+    _small_sessions(org, _key("support-bot", "employee")[0].agent)
+    _compacted_session(org, _key("coding-agent", "employee")[0].agent)
     _extras(session)
     for demo in Session.objects.filter(organization=org):
         _on_the_calls_clock(demo)
