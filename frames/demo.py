@@ -4,15 +4,18 @@ Every row is written by the same services the API calls, so the demo's event log
 replays to exactly its tables and the pages show what an agent's work really produces.
 """
 
+import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
 from contextops.actors import agent_actor
 from contextops.llm import ExtractiveSummarizer
-from contextops.models import Organization
+from contextops.models import ApiKey, Organization
 from contextops.tenancy import api_key_create, user_create
 from facts.services import fact_write
 from frames.services.handles import handle_add
@@ -41,21 +44,9 @@ class Demo:
     created: bool
 
 
-RFC_SECTIONS = [
-    (
-        "Transport security",
-        "TLS 1.3 is mandatory; downgrade protection via the supported_versions extension.",
-    ),
-    (
-        "Token binding",
-        "Access tokens are bound to the client's key pair; replay from another key fails.",
-    ),
-    ("Rate limits", "Servers must answer 429 with Retry-After; clients back off exponentially."),
-    (
-        "Key rotation",
-        "Signing keys rotate every 90 days; the JWKS keeps the previous key for 7 days.",
-    ),
-]
+# What the demo's agents read and say (``demo.json``, shipped in the package): the RFC's
+# sections, the coding session's tests and turns, the facts and a conversation.
+DATA: dict[str, Any] = json.loads(Path(__file__).with_name("demo.json").read_text())
 
 
 def _usage(session, frame, input_tokens, output_tokens, cache_read=0, cache_write=0):
@@ -109,72 +100,63 @@ def _research_session(org, agent) -> Session:
     )
     frame_reserve(frame=root, purpose="brief_context", amount=2_000, actor=actor)
     frame_reserve(frame=root, purpose="breadcrumbs", amount=800, actor=actor)
-    handle_add(
-        frame=root,
-        kind="system_prompt",
-        priority="critical",
-        content="You are a careful security reviewer. Cite sections.",
-        actor=actor,
-    )
-    handle_add(
-        frame=root,
-        kind="message",
-        priority="high",
-        content="Please review the token-binding RFC draft and list its security risks.",
-        actor=actor,
+
+    def push(parent: Frame, goal: str, budget: int) -> Frame:
+        return frame_push(
+            session=session, parent=parent, goal=goal, budget_total=budget, actor=actor
+        )
+
+    def add(
+        frame: Frame,
+        kind: str,
+        priority: str,
+        content: str,
+        category: str = "",
+        tool_call_id: str = "",
+    ) -> None:
+        handle_add(
+            frame=frame,
+            kind=kind,
+            priority=priority,
+            content=content,
+            category=category,
+            tool_call_id=tool_call_id,
+            actor=actor,
+        )
+
+    add(root, "system_prompt", "critical", "You are a careful security reviewer. Cite sections.")
+    add(
+        root,
+        "message",
+        "high",
+        "Please review the token-binding RFC draft and list its security risks.",
     )
     _usage(session, root, 3_200, 450, cache_write=2_400)
 
-    read = frame_push(
-        session=session,
-        parent=root,
-        goal="Read the RFC section by section",
-        budget_total=120_000,
-        actor=actor,
-    )
-    for title, text in RFC_SECTIONS:
-        section = frame_push(
-            session=session,
-            parent=read,
-            goal=f"Extract risks from “{title}”",
-            budget_total=22_000,
-            actor=actor,
-        )
-        handle_add(
-            frame=section,
-            kind="document",
-            priority="medium",
-            content=f"{title}: {text} " * 6,
-            category="rfc",
-            actor=actor,
-        )
+    read = push(root, "Read the RFC section by section", 120_000)
+    for part in DATA["rfc_sections"]:
+        title, text = part["title"], part["text"]
+        section = push(read, f"Extract risks from “{title}”", 22_000)
+        add(section, "document", "medium", f"{title}: {text} " * 6, category="rfc")
         call_id = f"toolu_{abs(hash(title)) % 10**8:08d}"
-        handle_add(
-            frame=section,
-            kind="tool_call",
-            priority="medium",
-            content=f"search_cve(query={title!r})",
+        add(
+            section,
+            "tool_call",
+            "medium",
+            f"search_cve(query={title!r})",
             tool_call_id=call_id,
             category="search_cve",
-            actor=actor,
         )
-        handle_add(
-            frame=section,
-            kind="tool_result",
-            priority="low",
-            content=f"2 advisories mention {title.lower()}.",
+        add(
+            section,
+            "tool_result",
+            "low",
+            f"2 advisories mention {title.lower()}.",
             tool_call_id=call_id,
-            actor=actor,
         )
         _usage(session, section, 2_100, 380, cache_read=6_000)
         if title == "Key rotation":
-            check = frame_push(
-                session=session,
-                parent=section,
-                goal="Check JWKS overlap window against policy",
-                budget_total=4_000,
-                actor=actor,
-            )
+            check = push(section, "Check JWKS overlap window against policy", 4_000)
             _usage(session, check, 900, 120, cache_read=1_500)
             frame_pop(
                 frame=check, status="completed", result_refs=["fact:jwks_overlap_days"], actor=actor
@@ -187,36 +169,17 @@ def _research_session(org, agent) -> Session:
         )
     frame_pop(frame=read, status="completed", result_refs=["notes:all-sections"], actor=actor)
 
-    draft = frame_push(
-        session=session,
-        parent=root,
-        goal="Draft the risk summary",
-        budget_total=120_000,
-        actor=actor,
+    draft = push(root, "Draft the risk summary", 120_000)
+    add(
+        draft,
+        "summary",
+        "high",
+        "Risks: downgrade if TLS 1.2 fallback is allowed; replay across devices; key rotation overlap too short.",
     )
-    handle_add(
-        frame=draft,
-        kind="summary",
-        priority="high",
-        content="Risks: downgrade if TLS 1.2 fallback is allowed; replay across devices; key rotation overlap too short.",
-        actor=actor,
-    )
-    review = frame_push(
-        session=session,
-        parent=draft,
-        goal="Ask the security lead to approve publishing",
-        budget_total=12_000,
-        actor=actor,
-    )
+    review = push(draft, "Ask the security lead to approve publishing", 12_000)
     _usage(session, review, 1_200, 200, cache_read=9_000)
     _usage(session, draft, 4_000, 900, cache_read=12_000)
-    table = frame_push(
-        session=session,
-        parent=draft,
-        goal="Format the summary as a table",
-        budget_total=60_000,
-        actor=actor,
-    )
+    table = push(draft, "Format the summary as a table", 60_000)
     _usage(session, table, 9_000, 1_200, cache_read=41_000, cache_write=3_000)
     return session
 
@@ -266,234 +229,45 @@ def _small_sessions(org, agent) -> None:
         _usage(busy, frame, 6_000, 1_500, cache_read=30_000)
 
 
-# The coding session's tests, by module, as `pytest -v` names them.
-CHECKOUT_TESTS = {
-    "test_coupons.py": ["test_apply_coupon", "test_coupon_expired", "test_coupon_once"],
-    "test_totals.py": ["test_rounding", "test_tax_included", "test_discount_total"],
-    "test_stock.py": ["test_reserved", "test_released_on_cancel", "test_out_of_stock"],
-    "test_orders.py": ["test_order_placed", "test_order_paid", "test_order_refunded"],
-}
-
-
-def _pytest_log(modules: list[str], count: int, failing: set[tuple[str, int]]) -> str:
-    """What `pytest -v --count=N` prints for ``modules``: a line per test and repeat, the
-    ``(test, repeat)`` pairs in ``failing`` failed, then the tally."""
+def _pytest_log(modules: list[str], count: int, failing: list[list[Any]]) -> str:
+    """What `pytest -v --count=N` prints for ``modules`` (the coding session's tests, by
+    module, as ``checkout_tests`` names them): a line per test and repeat, the ``[test,
+    repeat]`` pairs in ``failing`` failed, then the tally."""
+    failed_runs = {(test, n) for test, n in failing}
     lines = [
         f"tests/checkout/{module}::{test}[{n}-{count}] "
-        + ("FAILED" if (test, n) in failing else "PASSED")
+        + ("FAILED" if (test, n) in failed_runs else "PASSED")
         for n in range(1, count + 1)
         for module in modules
-        for test in CHECKOUT_TESTS[module]
+        for test in DATA["checkout_tests"][module]
     ]
     failed = sum(line.endswith("FAILED") for line in lines)
     tally = f"{failed} failed, {len(lines) - failed} passed" if failed else f"{len(lines)} passed"
     return "\n".join([*lines, f"===== {tally} ====="])
 
 
-# The coding session's turns: (prompt, tool calls as (tool, input, output, failed), reply).
-# Edits followed by passing tests are anchors: turns 4 (a fix after a failure), 7 and 10.
-CHECKOUT_TURNS = [
-    (
-        "The checkout tests fail about one CI run in five. Find out why and fix it.",
-        [
-            (
-                "Bash",
-                {"command": "pytest tests/checkout -v --count=12"},
-                _pytest_log(
-                    list(CHECKOUT_TESTS),
-                    12,
-                    {("test_apply_coupon", 4), ("test_rounding", 9), ("test_reserved", 11)},
-                ),
-                True,
-            )
-        ],
-        "Three tests fail now and then: coupons, totals rounding and stock reservation.",
-    ),
-    (
-        "Start with the coupon test.",
-        [
-            (
-                "Read",
-                {"file_path": "tests/checkout/test_coupons.py"},
-                "def test_apply_coupon(basket, clock):\n    basket.add('SKU-7', 2)\n"
-                "    basket.add('SKU-3', 1)\n"
-                "    assert apply_coupon(basket, 'TEN').lines[0].sku == 'SKU-7'",
-                False,
-            )
-        ],
-        "The test expects the first line to be SKU-7; the basket keeps its lines in a set.",
-    ),
-    (
-        "Why does the order change between runs?",
-        [
-            (
-                "Read",
-                {"file_path": "checkout/coupons.py"},
-                "def apply_coupon(basket, code):\n    lines = list(basket.lines)\n"
-                "    if coupon_expired(code, datetime.now()):\n        return basket",
-                False,
-            )
-        ],
-        "Set order follows the hash seed, and the expiry check reads the wall clock.",
-    ),
-    (
-        "Fix the order first.",
-        [
-            (
-                "Edit",
-                {"file_path": "checkout/coupons.py"},
-                "lines = sorted(basket.lines, key=lambda line: line.position)",
-                False,
-            ),
-            (
-                "Bash",
-                {"command": "pytest tests/checkout/test_coupons.py -v --count=40"},
-                _pytest_log(["test_coupons.py"], 40, {("test_coupon_expired", 23)}),
-                True,
-            ),
-        ],
-        "The order holds now; one failure left: the coupon expires at midnight UTC.",
-    ),
-    (
-        "Use the clock fixture for the expiry check.",
-        [
-            (
-                "Edit",
-                {"file_path": "checkout/coupons.py"},
-                "coupon_expired(code, clock.now())",
-                False,
-            ),
-            (
-                "Bash",
-                {"command": "pytest tests/checkout/test_coupons.py -v --count=40"},
-                _pytest_log(["test_coupons.py"], 40, set()),
-                False,
-            ),
-        ],
-        "The coupon tests pass 40 times in a row.",
-    ),
-    (
-        "Now the rounding test.",
-        [
-            (
-                "Read",
-                {"file_path": "checkout/totals.py"},
-                "def line_total(price, quantity, discount):\n"
-                "    return round(price * quantity * (1 - discount), 2)",
-                False,
-            )
-        ],
-        "Totals are floats rounded with round(), which rounds half to even.",
-    ),
-    (
-        "Show me a case that flips.",
-        [
-            (
-                "Bash",
-                {"command": "python -c 'print(round(2.675, 2), round(0.125, 2))'"},
-                "2.67 0.12",
-                False,
-            )
-        ],
-        "2.675 rounds down to 2.67; the test's random prices hit such values now and then.",
-    ),
-    (
-        "Use Decimal with half-up rounding, as finance expects.",
-        [
-            (
-                "Edit",
-                {"file_path": "checkout/totals.py"},
-                "return (price * quantity * (1 - discount)).quantize(CENT, ROUND_HALF_UP)",
-                False,
-            ),
-            (
-                "Bash",
-                {"command": "pytest tests/checkout/test_totals.py -q --count=50"},
-                "150 passed in 3.4s: the totals tests pass",
-                False,
-            ),
-        ],
-        "Totals are Decimals rounded half up; the totals tests pass 50 times.",
-    ),
-    (
-        "And the stock reservation test.",
-        [
-            (
-                "Read",
-                {"file_path": "tests/checkout/test_stock.py"},
-                "WAREHOUSE = Warehouse()\n\ndef test_reserved(basket):\n"
-                "    WAREHOUSE.reserve('SKU-7', 2)\n"
-                "    assert WAREHOUSE.available('SKU-7') == 8",
-                False,
-            )
-        ],
-        "One module-level warehouse is shared by every test in a worker.",
-    ),
-    (
-        "Which other tests reserve stock?",
-        [
-            (
-                "Bash",
-                {"command": "grep -rn 'WAREHOUSE.reserve' tests/checkout"},
-                "tests/checkout/test_stock.py:4\ntests/checkout/test_orders.py:18",
-                False,
-            )
-        ],
-        "Two modules; whichever runs first in a worker changes what the other sees.",
-    ),
-    (
-        "Give each test its own warehouse.",
-        [
-            (
-                "Edit",
-                {"file_path": "tests/checkout/conftest.py"},
-                "@pytest.fixture\ndef warehouse():\n    return Warehouse(stock={'SKU-7': 10})",
-                False,
-            ),
-            (
-                "Bash",
-                {"command": "pytest tests/checkout -n 4 -v --count=10"},
-                _pytest_log(list(CHECKOUT_TESTS), 10, set()),
-                False,
-            ),
-        ],
-        "Each test has its own warehouse; the whole checkout suite passes 10 times over.",
-    ),
-    (
-        "Run the full suite twenty times to be sure.",
-        [
-            (
-                "Bash",
-                {"command": "for i in $(seq 20); do pytest -q || break; done"},
-                "20 runs: 1,240 passed each, 0 failed",
-                False,
-            )
-        ],
-        "Twenty full runs, no failure.",
-    ),
-    (
-        "Write the pull request description.",
-        [],
-        "Fix three flaky checkout tests: coupon lines sorted and expiry read from the clock "
-        "fixture; totals in Decimal rounded half up; one warehouse per test.",
-    ),
-]
 # What every call of the coding agent reads before the conversation: its system prompt
 # and tool definitions, cached.
 CHECKOUT_PREAMBLE_TOKENS = 2_400
 
 
 def _checkout_messages(index: int) -> list[dict]:
-    prompt, tools, reply = CHECKOUT_TURNS[index]
-    messages: list[dict] = [{"role": "user", "content": prompt}]
+    """The coding session's turn ``index`` as messages: the prompt, its tool calls and
+    their results (a tool's ``output``, or the ``pytest`` run's log), the reply. Edits
+    followed by passing tests are anchors: turns 4 (a fix after a failure), 7 and 10."""
+    turn = DATA["checkout_turns"][index]
+    tools = turn["tools"]
+    messages: list[dict] = [{"role": "user", "content": turn["prompt"]}]
     if tools:
         ids = [f"toolu_checkout_{index}_{n}" for n in range(len(tools))]
+        outputs = [_pytest_log(**t["pytest"]) if "pytest" in t else t["output"] for t in tools]
+        failed = [t["failed"] for t in tools]
         messages.append(
             {
                 "role": "assistant",
                 "content": [
-                    {"type": "tool_use", "id": id_, "name": name, "input": tool_input}
-                    for id_, (name, tool_input, _, _) in zip(ids, tools, strict=True)
+                    {"type": "tool_use", "id": id_, "name": tool["tool"], "input": tool["input"]}
+                    for id_, tool in zip(ids, tools, strict=True)
                 ],
             }
         )
@@ -502,11 +276,11 @@ def _checkout_messages(index: int) -> list[dict]:
                 "role": "user",
                 "content": [
                     {"type": "tool_result", "tool_use_id": id_, "content": out, "is_error": bad}
-                    for id_, (_, _, out, bad) in zip(ids, tools, strict=True)
+                    for id_, out, bad in zip(ids, outputs, failed, strict=True)
                 ],
             }
         )
-    messages.append({"role": "assistant", "content": [{"type": "text", "text": reply}]})
+    messages.append({"role": "assistant", "content": [{"type": "text", "text": turn["reply"]}]})
     return messages
 
 
@@ -532,7 +306,7 @@ def _compacted_session(org, agent) -> Session:
         budget=400_000,
     )
     history = 0
-    for index in range(len(CHECKOUT_TURNS)):
+    for index in range(len(DATA["checkout_turns"])):
         messages = _checkout_messages(index)
         counts = contents_counted([m["content"] for m in messages], {})
         appended = messages_append(
@@ -558,36 +332,29 @@ def _compacted_session(org, agent) -> Session:
     return lifecycle.session_end(session=session, actor=actor)
 
 
+def _key(agent_name: str, authority: str, department: str = "") -> tuple[ApiKey, str]:
+    """A new key of one of the demo organization's agents, and the key itself."""
+    return api_key_create(
+        issued_by="manage.py seed_demo",
+        org_name=DEMO_ORG,
+        agent_name=agent_name,
+        authority=authority,
+        department=department,
+    )
+
+
 @transaction.atomic
 def demo_build(*, password: str) -> Demo:
     """Create the demo organization, login and sessions; leave an existing demo alone."""
     user_create(org_name=DEMO_ORG, username=DEMO_USER, password=password, approver=True, admin=True)
-    key, raw = api_key_create(
-        issued_by="manage.py seed_demo",
-        org_name=DEMO_ORG,
-        agent_name="research-agent",
-        authority="manager",
-        department="Platform security",
-    )
+    key, raw = _key("research-agent", "manager", department="Platform security")
     org = key.agent.organization
     existing = Session.objects.filter(organization=org).order_by("created_at").first()
     if existing is not None:
         return Demo(org, existing, raw, created=False)
     session = _research_session(org, key.agent)
-    support_key, _ = api_key_create(
-        issued_by="manage.py seed_demo",
-        org_name=DEMO_ORG,
-        agent_name="support-bot",
-        authority="employee",
-    )
-    _small_sessions(org, support_key.agent)
-    coding_key, _ = api_key_create(
-        issued_by="manage.py seed_demo",
-        org_name=DEMO_ORG,
-        agent_name="coding-agent",
-        authority="employee",
-    )
-    _compacted_session(org, coding_key.agent)
+    _small_sessions(org, _key("support-bot", "employee")[0].agent)
+    _compacted_session(org, _key("coding-agent", "employee")[0].agent)
     _extras(session)
     for demo in Session.objects.filter(organization=org):
         _on_the_calls_clock(demo)
@@ -624,52 +391,8 @@ def _on_the_calls_clock(session: Session) -> None:
 def _extras(session: Session) -> None:
     """Facts with a supersession and a dependent, an RLM state, a conversation, an approval."""
     org, author = session.organization, "agent:research-agent"
-    fact_write(
-        organization=org,
-        key="key_rotation_days_v1",
-        subject="key_rotation_days",
-        value=90,
-        source="rfc-draft-06",
-        authority="manager",
-        author=author,
-    )
-    fact_write(
-        organization=org,
-        key="jwks_overlap_days",
-        value=7,
-        source="rfc-draft-07",
-        authority="manager",
-        author=author,
-        depends_on=["key_rotation_days_v1"],
-    )
-    fact_write(
-        organization=org,
-        key="key_rotation_days_v2",
-        subject="key_rotation_days",
-        value=60,
-        source="rfc-draft-07",
-        authority="manager",
-        author=author,
-        supersedes="key_rotation_days_v1",
-    )
-    fact_write(
-        organization=org,
-        key="tls_min_version",
-        value="1.3",
-        source="rfc-draft-07",
-        authority="manager",
-        author=author,
-    )
-    fact_write(
-        organization=org,
-        key="max_token_lifetime",
-        subject="token_lifetime",
-        value="at most 3600 s",
-        source="policy",
-        authority="policy",
-        author="user:demo",
-        constraint={"max": 3600, "unit": "s"},
-    )
+    for fact in DATA["facts"]:
+        fact_write(organization=org, **{"author": author, **fact})
 
     # The reading frame's state, so it belongs to the session's task tree. That frame is
     # already completed, so Final below leaves the tree's open frames as they are.
@@ -710,71 +433,7 @@ def _extras(session: Session) -> None:
 
     messages_append(
         session=session,
-        messages=[
-            {
-                "role": "user",
-                "content": "Review the token-binding RFC draft and list its security risks.",
-            },
-            {
-                "role": "assistant",
-                "content": [
-                    {"type": "text", "text": "I'll fetch the draft first."},
-                    {
-                        "type": "tool_use",
-                        "id": "toolu_fetch",
-                        "name": "fetch_document",
-                        "input": {"id": "rfc-draft-token-binding-07"},
-                    },
-                ],
-            },
-            {
-                "role": "user",
-                "content": [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": "toolu_fetch",
-                        "content": "404: draft -07 not found",
-                        "is_error": True,
-                    }
-                ],
-            },
-            {
-                "role": "assistant",
-                "content": [
-                    {"type": "text", "text": "Draft -07 moved; trying the archive."},
-                    {
-                        "type": "tool_use",
-                        "id": "toolu_archive",
-                        "name": "fetch_document",
-                        "input": {"id": "archive/rfc-draft-token-binding-07"},
-                    },
-                ],
-            },
-            {
-                "role": "user",
-                "content": [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": "toolu_archive",
-                        "content": "Transport security: TLS 1.3 is mandatory ...",
-                    }
-                ],
-            },
-            {
-                "role": "assistant",
-                "content": [{"type": "text", "text": "Found it. Reading section by section."}],
-            },
-            {"role": "user", "content": "Flag anything about key rotation."},
-            {
-                "role": "assistant",
-                "content": [
-                    {
-                        "type": "text",
-                        "text": "Key rotation: 60 days now (was 90); the 7-day JWKS overlap depends on it and needs review.",
-                    }
-                ],
-            },
-        ],
+        messages=DATA["conversation"],
         usage={
             "input_tokens": 3_100,
             "output_tokens": 640,

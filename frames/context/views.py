@@ -6,6 +6,7 @@ transaction read it (``frames.context.handles``): nothing is queried after the c
 """
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
@@ -260,10 +261,23 @@ def _handle(request: MemberRequest, handle_id: UUID) -> ContextHandle:
     )
 
 
-def _handle_answer(
-    request: MemberRequest, handle: ContextHandle, answer: HandlesAnswer, notice: str = ""
+def _handle_act(
+    request: MemberRequest,
+    handle_id: UUID,
+    act: Callable[..., HandlesAnswer],
+    notice: str = "",
+    **options: str,
 ) -> HttpResponse:
-    """The table as the action's transaction read it (htmx), else back to the table."""
+    """One of a handle's actions by the person: the table as the action's transaction
+    read it (htmx), else back to the table."""
+    handle = _handle(request, handle_id)
+    answer = act(
+        handle=handle,
+        actor=user_actor(request.user),
+        user=request.user,
+        rows=HANDLES_SHOWN if request.htmx else 0,
+        **options,
+    )
     if not request.htmx:
         return redirect("context:frame_handles", handle.frame_id)
     context = _handles_context(
@@ -275,26 +289,12 @@ def _handle_answer(
 @require_POST
 @organization_required
 def handle_page_in_action(request: MemberRequest, handle_id: UUID) -> HttpResponse:
-    handle = _handle(request, handle_id)
-    answer = handle_page_in_answered(
-        handle=handle,
-        mode="full" if request.POST.get("mode") == "full" else "summary",
-        actor=user_actor(request.user),
-        user=request.user,
-        rows=HANDLES_SHOWN if request.htmx else 0,
-    )
-    return _handle_answer(request, handle, answer)
+    mode = "full" if request.POST.get("mode") == "full" else "summary"
+    return _handle_act(request, handle_id, handle_page_in_answered, mode=mode)
 
 
 @require_POST
 @organization_required
 def handle_page_out_action(request: MemberRequest, handle_id: UUID) -> HttpResponse:
-    handle = _handle(request, handle_id)
-    answer = handle_page_out_answered(
-        handle=handle,
-        actor=user_actor(request.user),
-        user=request.user,
-        rows=HANDLES_SHOWN if request.htmx else 0,
-    )
     notice = "Page-out queued: the worker summarizes the handle, then it shows as indexed."
-    return _handle_answer(request, handle, answer, notice)
+    return _handle_act(request, handle_id, handle_page_out_answered, notice)

@@ -76,6 +76,25 @@ def compaction_due(*, session: Session, occupancy: int | None) -> bool:
     return occupancy_over_threshold(session, occupancy) and _has_turns_to_compact(session)
 
 
+def _run_event_append(
+    session: Session,
+    run: CompactionRun,
+    type: str,
+    actor: str,
+    payload: dict[str, Any] | None = None,
+    frame: Frame | None = None,
+) -> None:
+    """``event_append`` of an event about compaction ``run``: the run's id first in the
+    payload, then ``payload``."""
+    event_append(
+        session=session,
+        type=type,
+        frame=frame,
+        actor=actor,
+        payload={"compaction_id": str(run.pk), **(payload or {})},
+    )
+
+
 # -- request and queue --------------------------------------------------------------------
 
 
@@ -117,16 +136,12 @@ def compaction_queue(
         keep_turns=keep_turns,
         occupancy_tokens=occupancy_tokens,
     )
-    event_append(
-        session=session,
-        type="compaction.queued",
-        actor=actor,
-        payload={
-            "compaction_id": str(run.pk),
-            "strategy": strategy,
-            "trigger": trigger,
-            "occupancy_tokens": occupancy_tokens,
-        },
+    _run_event_append(
+        session,
+        run,
+        "compaction.queued",
+        actor,
+        {"strategy": strategy, "trigger": trigger, "occupancy_tokens": occupancy_tokens},
     )
     job_send_on_commit(compaction_run, str(run.pk))
     return run
@@ -407,12 +422,12 @@ def _compaction_retry_later(run: CompactionRun, outcome: SummaryOutcome) -> Comp
         )
         if handed_back != 1:
             return None
-        event_append(
-            session=session,
-            type="compaction.retrying",
-            actor=WORKER,
-            payload={
-                "compaction_id": str(run.pk),
+        _run_event_append(
+            session,
+            run,
+            "compaction.retrying",
+            WORKER,
+            {
                 "retry": run.retries + 1,
                 "countdown_seconds": countdown,
                 "error": outcome.error[:500],
@@ -527,13 +542,12 @@ def _compaction_apply(
         if final < original:
             _window_tracker_reset(session=session, frame=frame, taken=original - final)
         if frame is not None and (to_summarize or to_remove):
-            event_append(
-                session=session,
-                type="frame.compacted",
-                frame=frame,
-                actor=WORKER,
-                payload={
-                    "compaction_id": str(run.pk),
+            _run_event_append(
+                session,
+                run,
+                "frame.compacted",
+                WORKER,
+                {
                     "strategy": run.strategy,
                     "compaction_level": run.level,
                     "original_tokens": original,
@@ -543,13 +557,14 @@ def _compaction_apply(
                     "summary_id": str(summary.pk) if summary else None,
                     "handle_id": str(summary.handle_id) if summary and summary.handle_id else None,
                 },
+                frame=frame,
             )
-        event_append(
-            session=session,
-            type="compaction.completed" if not failed else "compaction.failed",
-            actor=WORKER,
-            payload={
-                "compaction_id": str(run.pk),
+        _run_event_append(
+            session,
+            run,
+            "compaction.completed" if not failed else "compaction.failed",
+            WORKER,
+            {
                 "strategy": run.strategy,
                 "original_tokens": original,
                 "final_tokens": final,
@@ -651,12 +666,7 @@ def compaction_revert(*, run: CompactionRun, actor: str = "") -> CompactionRun:
                 )
         run.status = CompactionRun.Status.REVERTED
         run.save(update_fields=["status"])
-        event_append(
-            session=session,
-            type="compaction.reverted",
-            actor=actor,
-            payload={"compaction_id": str(run.pk)},
-        )
+        _run_event_append(session, run, "compaction.reverted", actor)
         return CompactionRun.objects.select_related("summary").get(pk=run.pk)
 
 

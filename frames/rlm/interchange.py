@@ -626,22 +626,11 @@ def state_import(*, organization: Organization, document: Any, actor: str = "") 
                 )
             )
         RlmVariable.objects.bulk_create(variables, batch_size=500)
-        mutations = []
-        for seq, row in enumerate(plan.mutations, start=1):
-            mutations.append(
-                RlmMutation(
-                    state=state,
-                    seq=seq,
-                    mutation_id=row["mutation_id"],
-                    operation=row["operation"],
-                    variable_name=row["variable_name"],
-                    old_value=row["old_value"],
-                    new_value=row["new_value"],
-                    source=row["source"],
-                    metadata=row["metadata"],
-                    timestamp=row["timestamp"],
-                )
-            )
+        # A plan row is a mutation's fields, as a folded one is below.
+        mutations = [
+            RlmMutation(state=state, seq=seq, **row)
+            for seq, row in enumerate(plan.mutations, start=1)
+        ]
         RlmMutation.objects.bulk_create(mutations, batch_size=500)
         id_seqs = [int(m.mutation_id[4:], 16) for m in mutations]
         state.mutation_total = max([plan.mutation_count, len(mutations), *id_seqs])

@@ -30,6 +30,17 @@ from ..notices import approval_notify
 from .stack import cancel_open_descendants, frame_close
 
 
+def _expirable(
+    rows: QuerySet[Suspension], *, now: datetime, frame_closed: bool
+) -> QuerySet[Suspension]:
+    """The open suspensions of ``rows`` that expire: those overdue at ``now``, or
+    (``frame_closed``) those whose frame is no longer suspended."""
+    rows = rows.filter(status__in=Suspension.OPEN_STATUSES)
+    if frame_closed:
+        return rows.exclude(frame__status=Frame.Status.SUSPENDED)
+    return rows.filter(expires_at__lte=now)
+
+
 def suspension_expire_locked(
     *,
     session: Session,
@@ -41,11 +52,9 @@ def suspension_expire_locked(
     """Mark an open suspension expired with a conditional UPDATE and log it; True if this
     call was the one that did. It must be overdue, or (``frame_closed``) its frame must
     no longer be suspended, e.g. cancelled when the session ended."""
-    rows = Suspension.objects.filter(pk=suspension.pk, status__in=Suspension.OPEN_STATUSES)
-    if frame_closed:
-        rows = rows.exclude(frame__status=Frame.Status.SUSPENDED)
-    else:
-        rows = rows.filter(expires_at__lte=now)
+    rows = _expirable(
+        Suspension.objects.filter(pk=suspension.pk), now=now, frame_closed=frame_closed
+    )
     changed = rows.update(status=Suspension.Status.EXPIRED)
     if changed:
         payload = {
@@ -174,11 +183,7 @@ def suspensions_expire(
     if organization is not None:
         scope = scope.filter(session__organization=organization)
     for frame_closed in (False, True):
-        open_rows = scope.filter(status__in=Suspension.OPEN_STATUSES)
-        if frame_closed:
-            open_rows = open_rows.exclude(frame__status=Frame.Status.SUSPENDED)
-        else:
-            open_rows = open_rows.filter(expires_at__lte=now)
+        open_rows = _expirable(scope, now=now, frame_closed=frame_closed)
         seen: set[str] = set()
         while True:
             rows = list(open_rows.exclude(pk__in=seen).order_by("suspended_at")[:batch])

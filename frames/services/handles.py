@@ -7,7 +7,7 @@ from contextops.embeddings import vector_for_storage
 from contextops.errors import Invalid
 from contextops.tokens import count_tokens
 
-from ..events import event_append
+from ..events import handle_event_append
 from ..models import ContextHandle, Frame
 from .stack import open_frame_lock
 
@@ -51,17 +51,11 @@ def handle_add(
             state=state,
             embedding=embedding,
         )
-        event_append(
-            session=session,
-            type="frame.handle_added",
-            frame=frame,
-            actor=actor,
-            payload={
-                "handle_id": str(handle.pk),
-                "kind": kind,
-                "priority": priority,
-                "tokens": tokens,
-                "state": state,
-            },
+        handle_event_append(
+            session,
+            handle,
+            "frame.handle_added",
+            actor,
+            {"kind": kind, "priority": priority, "tokens": tokens, "state": state},
         )
     return handle

@@ -400,18 +400,40 @@ def cancel_open_descendants(
     """Cancel the frame's open descendants, deepest first, rejecting their own open
     suspensions with ``note``; inside the caller's transaction."""
     for child in _open_descendants(frame):
-        if child.status == Frame.Status.SUSPENDED:
-            Suspension.objects.filter(frame=child, status__in=Suspension.OPEN_STATUSES).update(
-                status=Suspension.Status.REJECTED,
-                decided_by=user,
-                decided_at=timezone.now(),
-                decision_note=note,
-            )
-            frame_status_set(
-                frame=child,
-                status=Frame.Status.ACTIVE,
-                event_type="frame.updated",
-                actor=actor,
-                payload={"reason": "ancestor rejected" if user else "ancestor expired"},
-            )
-        frame_pop(frame=child, status=Frame.Status.CANCELLED, result_refs=[result], actor=actor)
+        if child.status != Frame.Status.SUSPENDED:
+            frame_pop(frame=child, status=Frame.Status.CANCELLED, result_refs=[result], actor=actor)
+            continue
+        Suspension.objects.filter(frame=child, status__in=Suspension.OPEN_STATUSES).update(
+            status=Suspension.Status.REJECTED,
+            decided_by=user,
+            decided_at=timezone.now(),
+            decision_note=note,
+        )
+        suspended_frame_pop(
+            child,
+            reason="ancestor rejected" if user else "ancestor expired",
+            status=Frame.Status.CANCELLED,
+            result=result,
+            actor=actor,
+        )
+
+
+def suspended_frame_pop(
+    frame: Frame, *, reason: str, status: str, result: dict, actor: str, failure_reason: str = ""
+) -> Frame:
+    """Pop a suspended frame with ``status``: it is active again first (``frame.updated``,
+    saying ``reason``), then popped as any frame is, ``result`` its one result."""
+    frame_status_set(
+        frame=frame,
+        status=Frame.Status.ACTIVE,
+        event_type="frame.updated",
+        actor=actor,
+        payload={"reason": reason},
+    )
+    return frame_pop(
+        frame=frame,
+        status=status,
+        result_refs=[result],
+        actor=actor,
+        failure_reason=failure_reason,
+    )

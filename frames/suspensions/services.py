@@ -32,7 +32,12 @@ from frames.locks import frame_lock, session_lock
 from frames.models import FAILURE_REASON_MAX, Frame, Session, Suspension, token_hash
 from frames.notices import approval_notify
 from frames.services.expiry import expire_locked, suspension_expire_if_overdue, suspension_locked
-from frames.services.stack import cancel_open_descendants, frame_pop, frame_status_set
+from frames.services.stack import (
+    cancel_open_descendants,
+    frame_pop,
+    frame_status_set,
+    suspended_frame_pop,
+)
 
 DEFAULT_EXPIRES_IN_SECONDS = 24 * 3600
 MAX_EXPIRES_IN_SECONDS = 30 * 24 * 3600
@@ -243,17 +248,11 @@ def suspension_reject(*, suspension: Suspension, user: User, note: str) -> Suspe
             result={"cancelled": "an ancestor's suspension was rejected"},
             user=user,
         )
-        frame_status_set(
-            frame=frame,
-            status=Frame.Status.ACTIVE,
-            event_type="frame.updated",
-            actor=actor,
-            payload={"reason": "suspension rejected"},
-        )
-        frame_pop(
-            frame=frame,
+        suspended_frame_pop(
+            frame,
+            reason="suspension rejected",
             status=Frame.Status.FAILED,
-            result_refs=[{"rejected": note}],
+            result={"rejected": note},
             actor=actor,
             failure_reason=rejected_reason(user, note),
         )
