@@ -53,7 +53,7 @@ from contextops.errors import Conflict
 from contextops.relevance import TermIndex, query_terms
 
 from .excerpts import excerpt
-from .ranking import PRIORITY_SCORE, Candidate, Score, rank, score_row
+from .ranking import PRIORITY_SCORE, Candidate, Score, passages, rank, score_row
 
 MIN_BUDGET = 500
 LEVELS = ("none", "light", "moderate", "aggressive", "critical")
@@ -759,7 +759,9 @@ def pack(data: PackInput) -> PackResult:
         indexed = _kept(
             data,
             "terms",
-            lambda: TermIndex([c.text for c in candidates if c.section == "segments"]),
+            lambda: TermIndex(
+                [p for c in candidates if c.section == "segments" for p in passages(c.text)]
+            ),
         )
     ranking = rank(candidates, data.query, data.query_vector, indexed)
     order = ranking.order()

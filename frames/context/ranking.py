@@ -9,7 +9,8 @@ of parts, each kept so the pack can say why it chose what it chose:
   distance from the neutral 1.0 (clipped to ±1): a hot handle rises, a cooled one sinks.
 - ``recency``: the newest of its section first, as a share of its rank.
 - With a query, relevance: ``lexical`` (BM25 over the candidates, stemmed, with inverse
-  document frequency) as a share of the best candidate's BM25, and ``semantic`` (cosine
+  document frequency; a long text scored by its best passage, ``passages``) as a share
+  of the best candidate's BM25, and ``semantic`` (cosine
   of embeddings computed when the item was written) placed between the least and the
   most similar candidate, each weighted: 1.0 for the best, 0 for the least, and in
   between as far as the score is (a convex combination of normalized scores, which kept
@@ -33,6 +34,8 @@ from contextops.relevance import TermIndex, bm25_texts, query_terms, rank_share,
 from frames.models.context import SCORE_PARTS
 from frames.priorities import PRIORITY_SCORES as PRIORITY_SCORE
 
+from .excerpts import pieces
+
 RRF_K = 10
 LEXICAL_WEIGHT = 1.0
 SEMANTIC_WEIGHT = 1.0
@@ -51,6 +54,8 @@ DUPLICATE_SIMILARITY = {"facts": 0.85, "segments": 0.95}
 # Near-duplicates are looked for among this many best candidates (pairs grow as its square).
 DUPLICATE_WINDOW = 200
 PARTS = SCORE_PARTS[1:]  # every part, in the order a pack stores them after the total
+# A long text is scored by its best passage of about this many characters (whole lines).
+PASSAGE_CHARS = 600
 
 
 @dataclass(slots=True)
@@ -211,8 +216,7 @@ def rank(
     neighbour = np.zeros(count)
     if with_query and count:
         if terms:
-            scores = bm25_texts(terms, [c.text for c in candidates], indexed)
-            lexical = LEXICAL_WEIGHT * scaled(scores, lowest=0.0)
+            lexical = LEXICAL_WEIGHT * scaled(_lexical(terms, candidates, indexed), lowest=0.0)
         if query_vector is not None:
             semantic = SEMANTIC_WEIGHT * scaled(_semantic(candidates, query_vector))
         neighbour = _neighbours(candidates, lexical + semantic)
@@ -227,6 +231,26 @@ def rank(
     ranking = Ranking(parts.reshape(count, len(PARTS)))
     _mark_near_duplicates(candidates, ranking)
     return ranking
+
+
+def passages(text: str) -> list[str]:
+    """``text`` as the passages BM25 scores it by: whole, or, past twice PASSAGE_CHARS, in
+    passages of whole lines of about PASSAGE_CHARS (``frames.context.excerpts.pieces``)."""
+    if len(text) <= 2 * PASSAGE_CHARS:
+        return [text]
+    return [text[start:end] for start, end in pieces(text, PASSAGE_CHARS)]
+
+
+def _lexical(
+    terms: list[str], candidates: list[Candidate], indexed: "TermIndex | None"
+) -> np.ndarray:
+    """Each candidate's BM25: its best passage's, among every candidate's passages (a long
+    document is as relevant as the part of it the query names, not diluted by the rest).
+    ``indexed`` holds the passages of the first candidates (``passages`` of each text)."""
+    split = [passages(c.text) for c in candidates]
+    scores = bm25_texts(terms, [p for parts in split for p in parts], indexed)
+    starts = np.cumsum([0, *(len(parts) for parts in split[:-1])])
+    return np.maximum.reduceat(scores, starts) if len(scores) else scores
 
 
 def _mark_near_duplicates(candidates: list[Candidate], ranking: Ranking) -> None:

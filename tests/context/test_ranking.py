@@ -173,3 +173,30 @@ def test_bm25_over_texts_indexed_once_gives_the_scores_counted_each_time():
         assert indexed.tolist() == counted.tolist()
         alone = bm25(terms, [analyze(t) for t in texts])
         assert bm25_texts(terms, texts, TermIndex(texts)).tolist() == alone.tolist()
+
+
+def test_a_long_document_is_as_relevant_as_its_passage_the_query_names():
+    # Scored whole, the lines about other things dilute the one line that answers: a
+    # short note naming one of the words would outrank it.
+    rows = [f"Row {i}: the quarterly ledger lists freight and payroll." for i in range(60)]
+    rows[31] = "The Zanzibar office renews its lease with Okonkwo Properties in March."
+    candidates = [
+        handle(0, "\n".join(rows)),
+        handle(1, "Lease paperwork for the van is in the second drawer."),
+        handle(2, "Weekly sync moved"),
+    ]
+    result = rank(candidates, "When does the Zanzibar lease renew?")
+    assert result.order()[:2] == [0, 1]
+    assert result.scores[0].lexical == 1.0
+    assert ranking.passages(candidates[0].text) != [candidates[0].text]
+
+
+def test_passages_indexed_once_give_the_scores_counted_each_time():
+    rows = "\n".join(f"Row {i}: freight invoice {i % 7} is late." for i in range(200))
+    texts = [rows, "A late invoice.", rows.replace("late", "due")]
+    candidates = [handle(i, text) for i, text in enumerate(texts)]
+    index = TermIndex([p for text in texts[:2] for p in ranking.passages(text)])
+    for query in ("late freight invoice", "due", "nothing here"):
+        assert [s.lexical for s in rank(candidates, query, indexed=index).scores] == [
+            s.lexical for s in rank(candidates, query).scores
+        ]
