@@ -50,10 +50,10 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from contextops.errors import Conflict
-from contextops.relevance import TermIndex, query_terms
+from contextops.relevance import query_terms
 
 from .excerpts import excerpt
-from .ranking import PRIORITY_SCORE, Candidate, Score, passages, rank, score_row
+from .ranking import PRIORITY_SCORE, Candidate, PassageIndex, Score, rank, score_row
 
 MIN_BUDGET = 500
 LEVELS = ("none", "light", "moderate", "aggressive", "critical")
@@ -759,9 +759,7 @@ def pack(data: PackInput) -> PackResult:
         indexed = _kept(
             data,
             "terms",
-            lambda: TermIndex(
-                [p for c in candidates if c.section == "segments" for p in passages(c.text)]
-            ),
+            lambda: PassageIndex([c.text for c in candidates if c.section == "segments"]),
         )
     ranking = rank(candidates, data.query, data.query_vector, indexed)
     order = ranking.order()

@@ -202,11 +202,12 @@ def rank(
     candidates: list[Candidate],
     query: str = "",
     query_vector: np.ndarray | None = None,
-    indexed: "TermIndex | None" = None,
+    indexed: "PassageIndex | None" = None,
 ) -> Ranking:
     """Every candidate's score (see the module's docstring) for ``query``.
 
-    ``indexed``: the texts of the first ``indexed.count`` candidates, already indexed."""
+    ``indexed``: the texts of the first ``len(indexed.sizes)`` candidates, already split
+    into passages and indexed."""
     terms = query_terms(query) if query else []
     with_query = bool(terms) or query_vector is not None
     recency = _recency(candidates, RECENCY_WEIGHT_WITH_QUERY if with_query else RECENCY_WEIGHT)
@@ -241,15 +242,30 @@ def passages(text: str) -> list[str]:
     return [text[start:end] for start, end in pieces(text, PASSAGE_CHARS)]
 
 
+class PassageIndex:
+    """Texts split into ``passages`` and indexed by term once (``TermIndex``), for the
+    first candidates of every ranking of a frame: ``sizes``, how many passages each has."""
+
+    def __init__(self, texts: list[str]) -> None:
+        split = [passages(text) for text in texts]
+        self.sizes = [len(parts) for parts in split]
+        self.terms = TermIndex([part for parts in split for part in parts])
+
+
 def _lexical(
-    terms: list[str], candidates: list[Candidate], indexed: "TermIndex | None"
+    terms: list[str], candidates: list[Candidate], indexed: PassageIndex | None
 ) -> np.ndarray:
     """Each candidate's BM25: its best passage's, among every candidate's passages (a long
     document is as relevant as the part of it the query names, not diluted by the rest).
-    ``indexed`` holds the passages of the first candidates (``passages`` of each text)."""
-    split = [passages(c.text) for c in candidates]
-    scores = bm25_texts(terms, [p for parts in split for p in parts], indexed)
-    starts = np.cumsum([0, *(len(parts) for parts in split[:-1])])
+    ``indexed``: the first candidates' passages, already split and indexed."""
+    sizes = list(indexed.sizes) if indexed is not None else []
+    texts = [""] * (indexed.terms.count if indexed is not None else 0)
+    for candidate in candidates[len(sizes) :]:
+        parts = passages(candidate.text)
+        sizes.append(len(parts))
+        texts += parts
+    scores = bm25_texts(terms, texts, indexed.terms if indexed is not None else None)
+    starts = np.cumsum([0, *sizes[:-1]])
     return np.maximum.reduceat(scores, starts) if len(scores) else scores
 
 

@@ -195,7 +195,8 @@ def test_passages_indexed_once_give_the_scores_counted_each_time():
     rows = "\n".join(f"Row {i}: freight invoice {i % 7} is late." for i in range(200))
     texts = [rows, "A late invoice.", rows.replace("late", "due")]
     candidates = [handle(i, text) for i, text in enumerate(texts)]
-    index = TermIndex([p for text in texts[:2] for p in ranking.passages(text)])
+    index = ranking.PassageIndex(texts[:2])
+    assert index.sizes[1] == 1 and index.sizes[0] == len(ranking.passages(rows)) > 1
     for query in ("late freight invoice", "due", "nothing here"):
         assert [s.lexical for s in rank(candidates, query, indexed=index).scores] == [
             s.lexical for s in rank(candidates, query).scores
