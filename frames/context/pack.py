@@ -381,6 +381,10 @@ def _resources(cold: list[dict[str, Any]], pack_format: str) -> list[packing.Res
     return resources
 
 
+# A recorded excerpt keeps this many characters of what it showed, to say which passage.
+PASSAGE_SHOWN = 120
+
+
 def _included_entry(item: packing.PackedItem[Any]) -> dict[str, Any]:
     """An included item as the pack's record keeps it: enough to explain it later."""
     entry: dict[str, Any] = {
@@ -393,6 +397,8 @@ def _included_entry(item: packing.PackedItem[Any]) -> dict[str, Any]:
         "score": dict(zip(SCORE_PARTS, item.score, strict=True)) if item.score else None,
         "older_than": item.older_than,
     }
+    if item.form == "excerpt":  # which part: the opening of the passages shown
+        entry["passage"] = " ".join(item.text.removeprefix("… ").split())[:PASSAGE_SHOWN]
     return entry
 
 

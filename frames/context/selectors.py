@@ -102,7 +102,7 @@ _FORM_WHY = {
     "full": "whole",
     "light": "trimmed (light)",
     "summary": "its stored summary",
-    "excerpt": "an excerpt cut to fit: the passage that best matches the query",
+    "excerpt": "an excerpt cut to fit: the passages that best match the query",
     "truncated": "cut to fit",
     "name": "by name",
 }
@@ -195,6 +195,8 @@ def context_pack_rows(record: ContextPackRecord, limit: int = 500) -> list[dict[
             why = _WHY_IN.get(reason, reason or "in")
             if form != "full" or reason == "ranked":
                 why = f"{why}; {_FORM_WHY.get(form, form)}"
+            if entry.get("passage"):
+                why = f"{why}, from “{entry['passage']}…”"
         else:
             why = _WHY_OUT.get(reason, reason)
         if entry.get("older_than"):

@@ -148,3 +148,24 @@ def test_a_budget_typed_exactly_asks_for_that_budget_and_moves_the_slider(logged
     expect(slider).to_have_value("500")
     expect(preview.locator("output")).to_have_text("500")
     screenshot(page, "context-preview-exact-budget")
+
+
+def test_the_pack_page_says_a_handle_was_shown_as_an_excerpt_and_from_where(logged_in, agent):
+    page = logged_in
+    session = agent.session_create(identity=IDENTITY, title="A long contract")
+    frame = agent.frame_push(session, goal="Answer about the lease", budget=40_000)
+    rows = [f"Clause {i}: the tenant keeps the premises clean and in repair." for i in range(300)]
+    rows[212] = "Clause 212: the Zanzibar lease renews each March at the indexed rent."
+    contract = agent.handle_add(frame, kind="document", content="\n".join(rows))
+    pack = agent.context_pack(
+        session, frame=frame, budget_tokens=800, query="When does the Zanzibar lease renew?"
+    )
+    [shown] = [s for s in pack["segments"] if s["handle_id"] == contract["id"]]
+    assert shown["form"] == "excerpt" and "Clause 212: the Zanzibar lease" in shown["content"]
+    page.goto(f"/sessions/{session.id}/context-packs/{pack['id']}/")
+    # The row is named by the handle's opening; its Why says which part of it was shown.
+    row = page.locator("table.pack-ranking tbody tr").filter(has_text="Clause 0: the tenant")
+    expect(row.locator("td").nth(2)).to_have_text("in · excerpt")
+    why = row.locator("td").last.inner_text()
+    assert "an excerpt cut to fit" in why and "Zanzibar lease renews" in why, why
+    screenshot(page, "pack-excerpt")
