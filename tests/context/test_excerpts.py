@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextops.relevance import query_terms
-from frames.context import packing
+from frames.context import excerpts, packing
 from frames.context.excerpts import GAP, HEAD, TAIL, excerpt, pieces
 from frames.context.packing import PackInput, Segment, pack, scaled_tokens
 from tests.hypothesis_profiles import examples
@@ -132,6 +132,51 @@ def test_an_excerpt_takes_a_quarter_of_the_room_while_the_items_below_it_want_it
     assert room // 4 - 2 <= shown["h0"].tokens <= room // 4 + 100  # and what was left
     whole = [i for i in result.segments if i.form == "full"]
     assert len(whole) == (room - room // 4) // 100
+
+
+def test_an_excerpt_of_a_long_text_is_rendered_a_few_times_not_once_per_piece(monkeypatch):
+    """A 1 MB handle with the query's term on every line, cut to a large room: trying each
+    of its thousands of pieces must not render the excerpt again (it took seconds)."""
+    rendered = []
+
+    def counted(*args):
+        rendered.append(1)
+        return render(*args)
+
+    render = excerpts._render
+    monkeypatch.setattr(excerpts, "_render", counted)
+    text = "\n".join(
+        f"Line {i}: the zanzibar ledger lists freight payroll and vendor margins."
+        for i in range(14_000)
+    )
+    for terms in (query_terms("zanzibar ledger"), []):
+        rendered.clear()
+        cut = excerpt(text, 245_000, 128_000, terms)
+        assert scaled_tokens(245_000, text, cut) <= 128_000 and len(cut) > 500_000
+        assert len(rendered) <= 5
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    lines=st.lists(st.text(st.sampled_from("ab .\n\r\t\u3000é日"), max_size=60), max_size=40),
+    order=st.randoms(use_true_random=False),
+)
+def test_an_excerpts_length_is_kept_as_its_pieces_are_added(lines, order):
+    text = "\n".join(lines)
+    spans = pieces(text, 8)
+    if not spans:
+        return
+    shown = excerpts._Shown(text, spans)
+    indexes = list(range(len(spans)))
+    order.shuffle(indexes)
+    for index in indexes:
+        assert shown.length(index) == len(excerpts._render(text, spans, shown.chosen | {index}))
+        shown.add(index)
+        assert (
+            shown.edges()
+            == {i for c in shown.chosen for i in (c - 1, c + 1) if 0 <= i < len(spans)}
+            - shown.chosen
+        )
 
 
 def test_no_excerpt_of_a_short_item_a_paged_out_one_or_at_the_critical_level():
