@@ -181,7 +181,8 @@ def _spare(
     (the better-scoring next piece's opening, up to a space); ``spans`` is changed to cut
     that piece."""
     spare = room - len(_render(text, spans, chosen))
-    after = [i for i in range(len(spans)) if i - 1 in chosen and i not in chosen | {i + 1}]
+    # A piece between two runs cannot be cut: the runs it joins show it whole.
+    after = [i for i in range(len(spans)) if i - 1 in chosen and not {i, i + 1} & chosen]
     for index in sorted(after, key=lambda i: (-scores[i], -i))[:1]:
         start, end = spans[index]
         words = text[start : start + spare]

@@ -179,6 +179,21 @@ def test_an_excerpts_length_is_kept_as_its_pieces_are_added(lines, order):
         )
 
 
+def test_the_room_left_goes_to_the_words_after_a_run_not_to_a_gap_it_cannot_cut():
+    """The best-scoring piece after a run lies between two runs (a long line that names
+    the query): its opening cannot be shown without showing it whole, so the room left
+    goes to the words after the last run instead of staying empty."""
+    long_line = "The Zanzibar lease " + "runs on and on with words " * 12 + "end."
+    rows = [f"Row {i} lists freight and payroll words here." for i in range(60)]
+    text = "\n".join(["Zanzibar office.", long_line, "Zanzibar again.", *rows])
+    tokens = len(text) // 4
+    room = len(text) * 39 // tokens
+    cut = excerpt(text, tokens, 40, query_terms("zanzibar"))
+    assert cut.startswith("Zanzibar office. … Zanzibar again.\nRow 0 ")
+    assert room - len("payroll ") <= len(cut) <= room
+    assert all(part in text for part in _parts(cut))
+
+
 def test_no_excerpt_of_a_short_item_a_paged_out_one_or_at_the_critical_level():
     short = _segment(0, "word " * 200, 2 * packing.EXCERPT_MIN_TOKENS - 1)
     result = pack(_data([short, _segment(1, "word " * 600, 600)], 500))
