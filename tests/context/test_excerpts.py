@@ -194,6 +194,19 @@ def test_the_room_left_goes_to_the_words_after_a_run_not_to_a_gap_it_cannot_cut(
     assert all(part in text for part in _parts(cut))
 
 
+def test_no_excerpt_under_the_least_when_the_cold_handles_names_take_the_room():
+    """The room the cold handles' names keep leaves less than EXCERPT_MIN_TOKENS for the
+    excerpt: the handle is dropped, not shown as a few words of its opening."""
+    names = [packing.ResourceName(f"r{i}", f"src/module_{i}.py", 10) for i in range(49)]
+    result = pack(_data([_segment(0, _document(), 8000)], 500, resources=names))
+    assert result.segments == []
+    assert [(d.id, d.reason) for d in result.dropped] == [("h0", "over_budget")]
+    assert len(result.resources) == 49 and result.used <= 500
+    roomier = pack(_data([_segment(0, _document(), 8000)], 500, resources=names[:40]))
+    [shown] = roomier.segments
+    assert shown.form == "excerpt" and shown.tokens >= packing.EXCERPT_MIN_TOKENS
+
+
 def test_no_excerpt_of_a_short_item_a_paged_out_one_or_at_the_critical_level():
     short = _segment(0, "word " * 200, 2 * packing.EXCERPT_MIN_TOKENS - 1)
     result = pack(_data([short, _segment(1, "word " * 600, 600)], 500))
