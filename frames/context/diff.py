@@ -372,8 +372,9 @@ def _changed(
     b: PackSide,
     handles: dict[str, dict],
 ) -> ItemChange | None:
-    """The same item in another form or size, or None when it is shown alike."""
-    if old.get("form") == new.get("form") and old.get("tokens") == new.get("tokens"):
+    """The same item in another form or size, or None when it is shown alike (an
+    excerpt: of the same passage too, which another query may change at the same size)."""
+    if all(old.get(part) == new.get(part) for part in ("form", "tokens", "passage")):
         return None
     handle = handles.get(key[1], {}) if key[0] == "segments" else {}
     if "excerpt" in (old.get("form"), new.get("form")):

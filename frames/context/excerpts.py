@@ -78,27 +78,100 @@ def excerpt(text: str, tokens: int, limit: int, query: Sequence[str]) -> str:
     piece_chars = max(MIN_PIECE_CHARS, math.floor(len(text) / tokens * PIECE_TOKENS))
     spans = pieces(text, piece_chars)
     scores = bm25(query, [analyze(text[start:end]) for start, end in spans])
-    chosen: set[int] = set()
+    shown = _Shown(text, spans)
     # The pieces that hold query terms, best first, each where it still fits...
     for index in sorted(range(len(spans)), key=lambda i: (-scores[i], i)):
         if scores[index] <= 0:
             break
-        if len(_render(text, spans, chosen | {index})) <= room:
-            chosen.add(index)
-    if not chosen:  # ...else the opening.
+        if shown.length(index) <= room:
+            shown.add(index)
+    if not shown.chosen:  # ...else the opening.
         first = _render(text, spans, {0})
         if len(first) > room:
             return _marked(text, 0, room - len(TAIL)) if room > len(TAIL) else ""
-        chosen.add(0)
+        shown.add(0)
     # Then the neighbours, the better-scoring first (the later one on a tie: read on).
     while True:
-        edges = {i for c in chosen for i in (c - 1, c + 1) if 0 <= i < len(spans)} - chosen
-        for index in sorted(edges, key=lambda i: (-scores[i], -i)):
-            if len(_render(text, spans, chosen | {index})) <= room:
-                chosen.add(index)
+        for index in sorted(shown.edges(), key=lambda i: (-scores[i], -i)):
+            if shown.length(index) <= room:
+                shown.add(index)
                 break
         else:
-            return _render(text, spans, _spare(text, spans, chosen, scores, room))
+            return _render(text, spans, _spare(text, spans, shown.chosen, scores, room))
+
+
+class _Shown:
+    """The pieces an excerpt has chosen, as runs of neighbours, and the length
+    ``_render`` gives them, kept as pieces are added: a piece is tried in constant time,
+    not by rendering the excerpt again (a long text has thousands of pieces, and an
+    excerpt of a large room thousands of them)."""
+
+    def __init__(self, text: str, spans: list[tuple[int, int]]) -> None:
+        self.spans, self.size = spans, len(text)
+        self.chosen: set[int] = set()
+        self.start_of: dict[int, int] = {}  # a run's last piece -> its first
+        self.end_of: dict[int, int] = {}  # a run's first piece -> its last
+        self.body = 0  # the runs' stripped lengths, summed
+        self.low, self.high = len(spans), -1  # the first and last pieces chosen
+        # Each piece's first and last non-space character (end excluded); for a run, its
+        # first and last pieces that are not blank.
+        self.first, self.last = [0] * len(spans), [0] * len(spans)
+        self.next_shown, self.prev_shown = [len(spans)] * len(spans), [-1] * len(spans)
+        for index, (start, end) in enumerate(spans):
+            piece = text[start:end]
+            stripped = piece.strip()
+            if stripped:
+                self.first[index] = start + len(piece) - len(piece.lstrip())
+                self.last[index] = self.first[index] + len(stripped)
+                self.prev_shown[index] = index
+            elif index:
+                self.prev_shown[index] = self.prev_shown[index - 1]
+        for index in range(len(spans) - 1, -1, -1):
+            if self.prev_shown[index] == index:
+                self.next_shown[index] = index
+            elif index + 1 < len(spans):
+                self.next_shown[index] = self.next_shown[index + 1]
+
+    def _stripped(self, a: int, b: int) -> int:
+        """The length of pieces ``a`` to ``b`` joined and stripped."""
+        first = self.next_shown[a]
+        return 0 if first > b else self.last[self.prev_shown[b]] - self.first[first]
+
+    def _merged(self, index: int) -> tuple[int, int, int]:
+        """The run ``index`` would make (first, last piece) and the body length it would
+        give the excerpt."""
+        a = self.start_of[index - 1] if index - 1 in self.chosen else index
+        b = self.end_of[index + 1] if index + 1 in self.chosen else index
+        body = self.body + self._stripped(a, b)
+        if a < index:
+            body -= self._stripped(a, index - 1)
+        if b > index:
+            body -= self._stripped(index + 1, b)
+        return a, b, body
+
+    def length(self, index: int) -> int:
+        """``len(_render(text, spans, chosen | {index}))``."""
+        a, b, body = self._merged(index)
+        runs = len(self.end_of) + 1 - (a < index) - (b > index)
+        low, high = min(index, self.low), max(index, self.high)
+        head = len(HEAD) if self.spans[low][0] > 0 else 0
+        tail = len(TAIL) if self.spans[high][1] < self.size else 0
+        return head + body + len(GAP) * (runs - 1) + tail
+
+    def add(self, index: int) -> None:
+        a, b, self.body = self._merged(index)
+        if a < index:
+            del self.start_of[index - 1]
+        if b > index:
+            del self.end_of[index + 1]
+        self.end_of[a], self.start_of[b] = b, a
+        self.low, self.high = min(index, self.low), max(index, self.high)
+        self.chosen.add(index)
+
+    def edges(self) -> set[int]:
+        """The pieces next to a run."""
+        before = {a - 1 for a in self.end_of if a > 0}
+        return before | {b + 1 for b in self.start_of if b + 1 < len(self.spans)}
 
 
 def _spare(
@@ -108,7 +181,8 @@ def _spare(
     (the better-scoring next piece's opening, up to a space); ``spans`` is changed to cut
     that piece."""
     spare = room - len(_render(text, spans, chosen))
-    after = [i for i in range(len(spans)) if i - 1 in chosen and i not in chosen | {i + 1}]
+    # A piece between two runs cannot be cut: the runs it joins show it whole.
+    after = [i for i in range(len(spans)) if i - 1 in chosen and not {i, i + 1} & chosen]
     for index in sorted(after, key=lambda i: (-scores[i], -i))[:1]:
         start, end = spans[index]
         words = text[start : start + spare]

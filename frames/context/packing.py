@@ -784,7 +784,9 @@ def pack(data: PackInput) -> PackResult:
         form = next(f for f, t in zip(forms[index], counts, strict=True) if t <= remaining)
         if form == "excerpt":  # what the pack leaves at the end widens it
             limit = min(remaining - named, excerpt_cap)
-            item = _excerpt_item(sources[index], limit, terms) if limit > 0 else None
+            item = (
+                _excerpt_item(sources[index], limit, terms) if limit >= EXCERPT_MIN_TOKENS else None
+            )
             if item is None:
                 return False
         else:

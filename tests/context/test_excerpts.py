@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextops.relevance import query_terms
-from frames.context import packing
+from frames.context import excerpts, packing
 from frames.context.excerpts import GAP, HEAD, TAIL, excerpt, pieces
 from frames.context.packing import PackInput, Segment, pack, scaled_tokens
 from tests.hypothesis_profiles import examples
@@ -132,6 +132,79 @@ def test_an_excerpt_takes_a_quarter_of_the_room_while_the_items_below_it_want_it
     assert room // 4 - 2 <= shown["h0"].tokens <= room // 4 + 100  # and what was left
     whole = [i for i in result.segments if i.form == "full"]
     assert len(whole) == (room - room // 4) // 100
+
+
+def test_an_excerpt_of_a_long_text_is_rendered_a_few_times_not_once_per_piece(monkeypatch):
+    """A 1 MB handle with the query's term on every line, cut to a large room: trying each
+    of its thousands of pieces must not render the excerpt again (it took seconds)."""
+    rendered = []
+
+    def counted(*args):
+        rendered.append(1)
+        return render(*args)
+
+    render = excerpts._render
+    monkeypatch.setattr(excerpts, "_render", counted)
+    text = "\n".join(
+        f"Line {i}: the zanzibar ledger lists freight payroll and vendor margins."
+        for i in range(14_000)
+    )
+    for terms in (query_terms("zanzibar ledger"), []):
+        rendered.clear()
+        cut = excerpt(text, 245_000, 128_000, terms)
+        assert scaled_tokens(245_000, text, cut) <= 128_000 and len(cut) > 500_000
+        assert len(rendered) <= 5
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    lines=st.lists(st.text(st.sampled_from("ab .\n\r\t\u3000é日"), max_size=60), max_size=40),
+    order=st.randoms(use_true_random=False),
+)
+def test_an_excerpts_length_is_kept_as_its_pieces_are_added(lines, order):
+    text = "\n".join(lines)
+    spans = pieces(text, 8)
+    if not spans:
+        return
+    shown = excerpts._Shown(text, spans)
+    indexes = list(range(len(spans)))
+    order.shuffle(indexes)
+    for index in indexes:
+        assert shown.length(index) == len(excerpts._render(text, spans, shown.chosen | {index}))
+        shown.add(index)
+        assert (
+            shown.edges()
+            == {i for c in shown.chosen for i in (c - 1, c + 1) if 0 <= i < len(spans)}
+            - shown.chosen
+        )
+
+
+def test_the_room_left_goes_to_the_words_after_a_run_not_to_a_gap_it_cannot_cut():
+    """The best-scoring piece after a run lies between two runs (a long line that names
+    the query): its opening cannot be shown without showing it whole, so the room left
+    goes to the words after the last run instead of staying empty."""
+    long_line = "The Zanzibar lease " + "runs on and on with words " * 12 + "end."
+    rows = [f"Row {i} lists freight and payroll words here." for i in range(60)]
+    text = "\n".join(["Zanzibar office.", long_line, "Zanzibar again.", *rows])
+    tokens = len(text) // 4
+    room = len(text) * 39 // tokens
+    cut = excerpt(text, tokens, 40, query_terms("zanzibar"))
+    assert cut.startswith("Zanzibar office. … Zanzibar again.\nRow 0 ")
+    assert room - len("payroll ") <= len(cut) <= room
+    assert all(part in text for part in _parts(cut))
+
+
+def test_no_excerpt_under_the_least_when_the_cold_handles_names_take_the_room():
+    """The room the cold handles' names keep leaves less than EXCERPT_MIN_TOKENS for the
+    excerpt: the handle is dropped, not shown as a few words of its opening."""
+    names = [packing.ResourceName(f"r{i}", f"src/module_{i}.py", 10) for i in range(49)]
+    result = pack(_data([_segment(0, _document(), 8000)], 500, resources=names))
+    assert result.segments == []
+    assert [(d.id, d.reason) for d in result.dropped] == [("h0", "over_budget")]
+    assert len(result.resources) == 49 and result.used <= 500
+    roomier = pack(_data([_segment(0, _document(), 8000)], 500, resources=names[:40]))
+    [shown] = roomier.segments
+    assert shown.form == "excerpt" and shown.tokens >= packing.EXCERPT_MIN_TOKENS
 
 
 def test_no_excerpt_of_a_short_item_a_paged_out_one_or_at_the_critical_level():

@@ -191,3 +191,28 @@ def test_it_names_a_handle_shown_as_an_excerpt_for_room_or_for_another_query(
     assert moved["reason"] == "query" and "When does Okonkwo audit?" in moved["detail"]
     back = _by_id(_diff(api, okonkwo, whole)["changed"])[str(doc.id)]
     assert back["reason"] == "over_budget" and back["after"]["form"] == "full"
+
+
+def test_an_excerpt_of_the_same_size_showing_another_passage_is_a_change(
+    api, session, frame, make_handle
+):
+    """Two queries cut one handle to excerpts of the same size, each the passage its
+    query names: the same form and tokens, but not the same text, which the diff says."""
+    rows = [f"Row {i:03}: the ledger lists freight and payroll." for i in range(300)]
+    rows[100], rows[200] = "Zanzibar renews in March.", "Okonkwo audits in August."
+    doc = make_handle(frame, "\n".join(rows), tokens=3000)
+    zanzibar = _pack(api, session, budget_tokens=1000, query="When does Zanzibar renew?")
+    okonkwo = _pack(api, session, budget_tokens=1000, query="When does Okonkwo audit?")
+    shown = {
+        pack_id: next(
+            i
+            for i in ContextPackRecord.objects.get(pk=pack_id).included
+            if i["section"] == "segments"
+        )
+        for pack_id in (zanzibar, okonkwo)
+    }
+    assert shown[zanzibar]["tokens"] == shown[okonkwo]["tokens"]
+    assert shown[zanzibar]["passage"] != shown[okonkwo]["passage"]
+    moved = _by_id(_diff(api, zanzibar, okonkwo)["changed"])[str(doc.id)]
+    assert moved["reason"] == "query" and "When does Okonkwo audit?" in moved["detail"]
+    assert (moved["before"]["form"], moved["after"]["form"]) == ("excerpt", "excerpt")
