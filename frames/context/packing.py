@@ -526,7 +526,10 @@ def _candidate_forms(segment: Segment, floor: int, newest_order: int) -> tuple[s
     else:
         shorter = ("light", "summary") if has_summary else ("light",)
         forms = ("full", *shorter) if floor == 0 else shorter
-    if "light" in forms and segment.tokens >= 2 * EXCERPT_MIN_TOKENS:
+    # Only text worth cutting: not a short one, nor one whose content is far shorter than
+    # its count says (a reference standing for a file: a character a token at the least).
+    worth_cutting = segment.tokens >= 2 * EXCERPT_MIN_TOKENS
+    if "light" in forms and worth_cutting and len(segment.content) >= segment.tokens:
         forms += ("excerpt",)
     return forms
 
@@ -692,8 +695,8 @@ def _excerpt_item(segment: Segment, limit: int, terms: list[str]) -> PackedItem[
 
 
 def _widen_excerpts(chosen: list[PackedItem[Any]], remaining: int, terms: list[str]) -> None:
-    """The room the pack left, given to its excerpts in rank order (each grown around
-    the same passage as far as the room allows)."""
+    """The room the pack left, given to its excerpts in rank order (each chosen again,
+    by the same rule, for its larger room)."""
     for item in chosen:
         if remaining <= 0:
             break

@@ -262,3 +262,11 @@ def test_an_agent_asking_about_a_large_file_read_gets_the_lines_it_asked_about(a
     assert [(i["id"], i["form"]) for i in record["included"] if i["section"] == "segments"] == [
         (handle["id"], "excerpt")
     ]
+
+
+def test_no_excerpt_of_a_reference_standing_for_a_larger_file():
+    # The handle's content is the file's path; its count is the file's. Cut by characters,
+    # it would show a few letters and be charged hundreds of tokens for them.
+    reference = _segment(0, "file:/repo/src/app.py", 5000)
+    result = pack(_data([reference], 4000, "app"))
+    assert result.segments == [] and result.dropped[0].reason == "over_budget"
