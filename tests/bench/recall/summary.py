@@ -40,7 +40,7 @@ MODE_TITLES = {
     "facts": "Observations as facts (no handles); baselines given the tokens the pack spent on facts",
     "both": "Turns as handles and observations as facts in one session (evidence found through either)",
     "documents": (
-        "Each session as one `document` handle (460 to 1,600 tokens); a turn counts as found "
+        "Each session as one `document` handle (about 300 to 1,600 tokens); a turn counts as found "
         "when its whole line is in the context"
     ),
 }
