@@ -7,7 +7,8 @@
   to find what the fixed examples do not; a failure prints the blob that replays it.
 
 A test that must keep its number of examples small (one example writes a thousand rows)
-asks ``examples(n)``: n under ``ci``, ``FUZZ_FACTOR * n`` under ``fuzz``.
+asks ``examples(n)``: n under ``ci``, ``FUZZ_FACTOR * n`` under ``fuzz``; or
+``examples(n, fuzz=m)`` when CI's few examples should not cut what ``make fuzz`` explores.
 """
 
 import os
@@ -29,6 +30,9 @@ PROFILE = os.environ.get("HYPOTHESIS_PROFILE", CI)
 settings.load_profile(PROFILE)
 
 
-def examples(ci: int) -> int:
-    """How many examples a test of ``ci`` examples in CI tries under the loaded profile."""
-    return ci * FUZZ_FACTOR if PROFILE == FUZZ else ci
+def examples(ci: int, *, fuzz: int | None = None) -> int:
+    """How many examples a test of ``ci`` examples in CI tries under the loaded profile:
+    under ``fuzz``, ``fuzz`` when given, else ``FUZZ_FACTOR`` times ``ci``."""
+    if PROFILE != FUZZ:
+        return ci
+    return fuzz if fuzz is not None else ci * FUZZ_FACTOR

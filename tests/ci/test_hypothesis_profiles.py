@@ -29,12 +29,17 @@ def test_ci_runs_are_derandomized_without_a_deadline():
     assert settings().derandomize is settings.get_profile(hypothesis_profiles.PROFILE).derandomize
     if hypothesis_profiles.PROFILE == hypothesis_profiles.CI:
         assert hypothesis_profiles.examples(10) == 10
+        assert hypothesis_profiles.examples(4, fuzz=100) == 4
 
 
-def test_the_fuzz_profile_explores_more_at_random():
+def test_the_fuzz_profile_explores_more_at_random(monkeypatch):
     fuzz = settings.get_profile(hypothesis_profiles.FUZZ)
     assert fuzz.derandomize is False
     assert fuzz.max_examples > settings.get_profile(hypothesis_profiles.CI).max_examples
+    # A test's own count: FUZZ_FACTOR times CI's, or what it asks for under fuzz.
+    monkeypatch.setattr(hypothesis_profiles, "PROFILE", hypothesis_profiles.FUZZ)
+    assert hypothesis_profiles.examples(10) == 10 * hypothesis_profiles.FUZZ_FACTOR
+    assert hypothesis_profiles.examples(4, fuzz=100) == 100
 
 
 def test_make_fuzz_explores_every_property_test_with_the_fuzz_profile():
