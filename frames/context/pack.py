@@ -38,6 +38,7 @@ from frames.services.sessions import session_bootstrapped
 from . import packing
 from .annotations import notes_by_handle
 from .as_of import AsOf, as_of_read
+from .excerpts import HEAD
 from .resources import COLD, INDEXED, OFFLINE, resource_name
 
 # The facts a pack considers, best ranked first: a first read of one per 20 tokens of
@@ -398,7 +399,7 @@ def _included_entry(item: packing.PackedItem[Any]) -> dict[str, Any]:
         "older_than": item.older_than,
     }
     if item.form == "excerpt":  # which part: the opening of the passages shown
-        entry["passage"] = " ".join(item.text.removeprefix("… ").split())[:PASSAGE_SHOWN]
+        entry["passage"] = " ".join(item.text.removeprefix(HEAD).split())[:PASSAGE_SHOWN]
     return entry
 
 

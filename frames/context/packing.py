@@ -19,7 +19,8 @@ breadcrumbs, trimmed text), from ``estimate_tokens``; nothing here tokenizes.
    text abbreviated head … tail), else its stored ``summary``, else (a handle of at
    least twice EXCERPT_MIN_TOKENS) an ``excerpt``: the passage that best matches the
    query, at most EXCERPT_SHARE of the ranked room, widened at the end by what the pack
-   leaves; one that fits in no form is dropped (``over_budget``) and the next is tried. Facts take at most ``FACTS_SHARE``
+   leaves; one that fits in no form is dropped (``over_budget``) and the next is
+   tried. Facts take at most ``FACTS_SHARE``
    of the room left after the required items while others (a lower-ranked item of
    another section that still fits) wait for it; once none does, the facts held back
    are offered what is left, before the facts ranked below them, so no room is kept for
