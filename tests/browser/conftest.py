@@ -68,8 +68,24 @@ def browser() -> Iterator:
         browser.close()
 
 
+# What each page polls every 3 or 10 s; here every second, so a change an agent makes
+# shows within a second instead of up to ten. What a poll brings is the same.
+POLLS = {
+    "frames.views": ["LIST_POLL_SECONDS", "TREE_POLL_SECONDS", "FRAME_POLL_SECONDS"],
+    "frames.context.views": ["PACKS_POLL_SECONDS", "HANDLES_POLL_SECONDS"],
+    "frames.suspensions.views": ["INBOX_POLL_SECONDS"],
+}
+
+
 @pytest.fixture
-def page(browser, live_server, celery_worker) -> Iterator:
+def quick_polls(monkeypatch) -> None:
+    for module, names in POLLS.items():
+        for name in names:
+            monkeypatch.setattr(f"{module}.{name}", 1)
+
+
+@pytest.fixture
+def page(browser, live_server, celery_worker, quick_polls) -> Iterator:
     context = browser.new_context(base_url=live_server.url, viewport={"width": 1366, "height": 900})
     page = context.new_page()
     page.set_default_timeout(15_000)
