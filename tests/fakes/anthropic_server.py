@@ -192,6 +192,8 @@ class AnthropicFakeServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            # The body leaves with the headers, not 40 ms later (Nagle's delay).
+            disable_nagle_algorithm = True
             protocol_version = "HTTP/1.1"
 
             def log_message(self, format, *args):  # keep test output quiet

@@ -26,6 +26,9 @@ class Receiver:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
+            # The body leaves with the headers, not 40 ms later (Nagle's delay).
+            disable_nagle_algorithm = True
+
             def log_message(self, format, *args):  # quiet
                 pass
 
