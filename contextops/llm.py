@@ -1,4 +1,6 @@
-"""Summaries of conversations: the only module that imports ``anthropic``.
+"""Summaries of conversations: the only module that imports ``anthropic``, and only when an
+``AnthropicSummarizer`` is made (the SDK takes about 2 s to import, which every web
+process, worker and command would pay otherwise).
 
 One interface, ``Summarizer.summarize(turns) -> SummaryOutcome``, two providers:
 
@@ -27,7 +29,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import anthropic
 from django.conf import settings
 
 logger = logging.getLogger(__name__)
@@ -116,6 +117,9 @@ def is_retryable(exc: Exception) -> bool:
     """Whether the same request may succeed later: a rate limit, an overload (529), a server
     error, a lost connection or a timeout, or an answer we could not read. A refusal of the
     request itself (bad request, authentication, permission, not found, too large) is not."""
+    # Loaded already when the error came from a summarizer (which imports it).
+    import anthropic
+
     if isinstance(exc, anthropic.APIConnectionError):  # timeouts included
         return True
     if isinstance(exc, anthropic.APIStatusError):
@@ -160,8 +164,12 @@ class AnthropicSummarizer:
         self.max_tokens = min(max_tokens, MAX_OUTPUT_TOKENS)
         self.retry_delays = tuple(retry_delays)
         self.sleep = sleep
+        # Imported here, by the one process that summarizes with it (see the module's note).
+        import anthropic
+
+        self.errors = (anthropic.APIError, ValueError, TypeError, AttributeError)
         # Our own three attempts are the retry policy; the SDK's would multiply them.
-        self.client = anthropic.Anthropic(
+        self.client: anthropic.Anthropic = anthropic.Anthropic(
             api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
         )
 
@@ -209,7 +217,7 @@ class AnthropicSummarizer:
                 self.sleep(wait_at_least - delay)
             try:
                 text, usage = self._call(transcript)
-            except (anthropic.APIError, ValueError, TypeError, AttributeError) as exc:
+            except self.errors as exc:
                 last_error = f"{type(exc).__name__}: {exc}"[:1000]
                 retryable = is_retryable(exc)
                 logger.warning(

@@ -1,5 +1,7 @@
 """The summarizers: the real anthropic SDK against a local Messages API server, and the offline one."""
 
+import os
+
 import anthropic
 import pytest
 
@@ -173,3 +175,23 @@ def test_the_default_is_extractive_without_an_api_key(settings):
     chosen = summarizer_default()
     assert chosen.name == "anthropic" and chosen.model == settings.CONTEXTOPS_SUMMARY_MODEL
     assert chosen.prompt == SUMMARY_PROMPT
+
+
+def test_the_web_app_and_the_worker_start_without_importing_the_sdk():
+    """anthropic takes about 2 s to import: a process loads it when it makes a summarizer
+    that calls it, not when it starts."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, django; django.setup(); import contextops.urls, contextops.celery, "
+        "frames.tasks; print('anthropic' in sys.modules)"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "contextops.settings", "DEBUG": "1"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert loaded.stdout.split() == ["False"], loaded.stderr[-2000:]
