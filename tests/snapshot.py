@@ -121,10 +121,10 @@ def committed_once(
     django_db_blocker: Any, build: Callable[[], T]
 ) -> Iterator[tuple[T, TablesSnapshot]]:
     """For a module-scoped fixture (``with committed_once(...) as (built, snapshot)``):
-    ``build()`` once on emptied tables (as every
-    transactional test but a process's first finds them), committed, and a snapshot of
-    every table taken. After the module's last test the snapshot's tables are dropped and
-    every table is emptied, as the last test's flush would have left them."""
+    ``build()`` once on emptied tables (as every transactional test but a process's first
+    finds them), committed, and a snapshot of every table taken. After the module's last
+    test the snapshot's tables are dropped and every table is emptied, as the last test's
+    flush would have left them."""
     snapshot = TablesSnapshot()
     with django_db_blocker.unblock():
         try:
@@ -163,7 +163,8 @@ def restored_for_each_test(django_db_blocker: Any, restore: Callable[[], None]) 
     leaves the rows to the next test's restore instead of flushing them. Everything else
     of Django's is kept: the mail outbox emptied, connections closed after the test. Every
     test of the module so runs on committed rows, the ones it does not request
-    ``transactional_db`` for too."""
+    ``transactional_db`` for too. The ``django_db`` mark's options are not read: a test
+    that needs ``reset_sequences`` or ``serialized_rollback`` belongs in another module."""
 
     class WorldTestCase(django.test.TransactionTestCase):
         @classmethod
