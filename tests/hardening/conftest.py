@@ -3,10 +3,13 @@
 import copy
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from django.db import transaction
+from django.utils import timezone
 
+from contextops.models import ApiKey
 from contextops.notifications.services import destination_create
 from contextops.tenancy import api_key_create
 from frames.graphs.models import GraphThread
@@ -16,6 +19,7 @@ from frames.services.sessions import session_create
 from frames.services.stack import frame_push
 from frames.services.usage import usage_record
 from tests.conftest import ApiClient
+from tests.snapshot import TablesSnapshot, committed_once, restored_for_each_test
 
 
 @pytest.fixture
@@ -256,6 +260,63 @@ def acme_once(django_db_setup, django_db_blocker) -> Iterator[AcmeOnce]:
         with django_db_blocker.unblock():
             transaction.set_rollback(True)
             atomic.__exit__(None, None, None)
+
+
+def acme_key_and_world() -> tuple[ApiClient, dict]:
+    """Acme's key and world, with jobs recorded (not sent) while they are built."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("frames.context.paging.job_send", lambda task, *args: True)
+        patch.setattr("frames.conversation.compaction.job_send", lambda task, *a: True)
+        key, raw = api_key_create(
+            org_name="Acme", agent_name="researcher", authority="employee", department=""
+        )
+        api = ApiClient(key=raw, organization=key.agent.organization, agent=key.agent)
+        return api, acme_build(api)
+
+
+class AcmeCommitted(AcmeOnce):
+    """Acme's world committed once for a module (``acme_committed``), its tables put back
+    before each test."""
+
+    def __init__(self, api, world: dict, snapshot: TablesSnapshot) -> None:
+        super().__init__(api, world)
+        self.snapshot = snapshot
+
+    def restore(self) -> None:
+        """Every table as the world left it. The keys' last use is dated now, as a world
+        just built has it: a key last used over a minute ago has its use stamped by the
+        next request (contextops/auth.py), a commit of its own that a test counting
+        commits (test_commit_answers.py) would take for the request's."""
+        self.snapshot.restore(
+            then=lambda: ApiKey.objects.exclude(last_used_at=None).update(
+                last_used_at=timezone.now()
+            )
+        )
+
+    @contextmanager
+    def restored_for_test(self, django_db_blocker) -> Iterator[None]:
+        with restored_for_each_test(django_db_blocker, self.restore):
+            yield
+
+
+@pytest.fixture(scope="module")
+def acme_committed(django_db_setup, django_db_blocker) -> Iterator[AcmeCommitted]:
+    """Acme's key and world for a module of transactional tests, built and committed once.
+
+    ``acme`` builds the world through about thirty API calls for every test, and the test
+    ends with Django's flush of every table: in a module of a hundred tests on a live
+    server (test_fuzz.py) that is most of its time. Here the world is built once, on
+    emptied tables, and a snapshot of every table taken (tests/snapshot.py); before each
+    test the tables are put back to it in one transaction, so a test starts from exactly
+    the rows, ids and secrets it did, committed, whatever the test before it wrote or
+    deleted. After the module's last test every table is emptied, as a transactional
+    test leaves them. A module opts in by defining ``_django_db_helper`` (the fixture
+    behind pytest-django's ``db``, ``transactional_db``, ``live_server`` and ``django_db``
+    mark) from ``restored_for_test``, and ``api`` and ``acme`` from ``api_for_test`` and
+    ``world_for_test`` (test_fuzz.py, test_commit_answers.py). What a test makes of its own
+    (a user, another key) is gone at the next test's restore."""
+    with committed_once(django_db_blocker, acme_key_and_world) as ((api, world), snapshot):
+        yield AcmeCommitted(api, world, snapshot)
 
 
 @pytest.fixture(scope="session")

@@ -36,6 +36,25 @@ from tests.hardening.world import (
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("jobs_sent")]
 
 
+# Acme's world is built and committed once for the module (``acme_committed`` in
+# conftest.py) and every table is put back to it before each test, instead of the world
+# built through the API for each test and every table flushed after it.
+@pytest.fixture
+def _django_db_helper(acme_committed, django_db_blocker):
+    with acme_committed.restored_for_test(django_db_blocker):
+        yield
+
+
+@pytest.fixture
+def api(acme_committed, db):
+    return acme_committed.api_for_test()
+
+
+@pytest.fixture
+def acme(acme_committed, db) -> dict:
+    return acme_committed.world_for_test()
+
+
 def _changes_rows(sql: str, cursor) -> bool:
     # An INSERT's row count is unknown until its RETURNING rows are read (SQLite).
     statement = sql.lstrip().upper()

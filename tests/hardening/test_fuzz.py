@@ -64,6 +64,25 @@ def fuzz_settings(**extra) -> settings:
     )
 
 
+# Acme's world is built and committed once for the module (``acme_committed`` in
+# conftest.py) and every table is put back to it before each test: the fuzzed calls of one
+# test (a session deleted, a key revoked) never reach the next one.
+@pytest.fixture
+def _django_db_helper(acme_committed, django_db_blocker):
+    with acme_committed.restored_for_test(django_db_blocker):
+        yield
+
+
+@pytest.fixture
+def api(acme_committed, db):
+    return acme_committed.api_for_test()
+
+
+@pytest.fixture
+def acme(acme_committed, db) -> dict:
+    return acme_committed.world_for_test()
+
+
 @pytest.fixture
 def real_ids(acme) -> dict[str, str]:
     """Ids of objects the fuzzing agent owns, for every path parameter the API has: Acme's
