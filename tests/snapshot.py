@@ -103,8 +103,8 @@ class TablesSnapshot:
 
 
 def tables_emptied(using: str = DEFAULT_DB_ALIAS) -> None:
-    """Every table emptied as a transactional test leaves them (Django's ``flush``, with
-    its post_migrate signal), so the next test of this process finds what it expects."""
+    """Every table emptied as a transactional test leaves them (Django's ``flush``, as
+    tests/conftest.py has it), so the next test of this process finds what it expects."""
     call_command(
         "flush",
         verbosity=0,

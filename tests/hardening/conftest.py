@@ -319,6 +319,28 @@ def acme_committed(django_db_setup, django_db_blocker) -> Iterator[AcmeCommitted
         yield AcmeCommitted(api, world, snapshot)
 
 
+def acme_committed_fixtures() -> tuple:
+    """What puts a module of transactional tests on ``acme_committed``: its
+    ``_django_db_helper`` (every table put back before each test, none flushed after it),
+    ``api`` and ``acme``. A module opts in with
+    ``_django_db_helper, api, acme = acme_committed_fixtures()``."""
+
+    @pytest.fixture
+    def _django_db_helper(acme_committed, django_db_blocker):
+        with acme_committed.restored_for_test(django_db_blocker):
+            yield
+
+    @pytest.fixture
+    def api(acme_committed, db):
+        return acme_committed.api_for_test()
+
+    @pytest.fixture
+    def acme(acme_committed, db) -> dict:
+        return acme_committed.world_for_test()
+
+    return _django_db_helper, api, acme
+
+
 @pytest.fixture(scope="session")
 def production_web(tmp_path_factory):
     """A production gunicorn of the tests' own (tests/hardening/production.py)."""

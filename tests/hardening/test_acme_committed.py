@@ -11,24 +11,12 @@ import pytest
 from contextops.models import ApiKey, Organization
 from facts.models import Fact
 from frames.models import Session
+from tests.hardening.conftest import acme_committed_fixtures
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("acme-committed")]
 
 
-@pytest.fixture
-def _django_db_helper(acme_committed, django_db_blocker):
-    with acme_committed.restored_for_test(django_db_blocker):
-        yield
-
-
-@pytest.fixture
-def api(acme_committed, db):
-    return acme_committed.api_for_test()
-
-
-@pytest.fixture
-def acme(acme_committed, db) -> dict:
-    return acme_committed.world_for_test()
+_django_db_helper, api, acme = acme_committed_fixtures()
 
 
 def _world(acme) -> dict:

@@ -23,6 +23,7 @@ from frames.context.paging import handle_page_out_complete
 from frames.conversation.compaction import compaction_execute
 from frames.suspensions.selectors import suspension_get
 from frames.suspensions.services import suspension_approve
+from tests.hardening.conftest import acme_committed_fixtures
 from tests.hardening.world import (
     ACTIONS,
     REQUESTS,
@@ -39,20 +40,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 # Acme's world is built and committed once for the module (``acme_committed`` in
 # conftest.py) and every table is put back to it before each test, instead of the world
 # built through the API for each test and every table flushed after it.
-@pytest.fixture
-def _django_db_helper(acme_committed, django_db_blocker):
-    with acme_committed.restored_for_test(django_db_blocker):
-        yield
-
-
-@pytest.fixture
-def api(acme_committed, db):
-    return acme_committed.api_for_test()
-
-
-@pytest.fixture
-def acme(acme_committed, db) -> dict:
-    return acme_committed.world_for_test()
+_django_db_helper, api, acme = acme_committed_fixtures()
 
 
 def _changes_rows(sql: str, cursor) -> bool:

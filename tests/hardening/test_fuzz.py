@@ -30,6 +30,7 @@ from frames.services.handles import handle_add
 from frames.services.sessions import session_create
 from frames.services.stack import frame_push
 from tests.fuzz_seed import ENV
+from tests.hardening.conftest import acme_committed_fixtures
 
 EXAMPLES = int(os.environ.get("CONTEXTOPS_FUZZ_EXAMPLES", "10"))
 SCENARIOS = int(os.environ.get("CONTEXTOPS_FUZZ_SCENARIOS", "30"))
@@ -67,20 +68,7 @@ def fuzz_settings(**extra) -> settings:
 # Acme's world is built and committed once for the module (``acme_committed`` in
 # conftest.py) and every table is put back to it before each test: the fuzzed calls of one
 # test (a session deleted, a key revoked) never reach the next one.
-@pytest.fixture
-def _django_db_helper(acme_committed, django_db_blocker):
-    with acme_committed.restored_for_test(django_db_blocker):
-        yield
-
-
-@pytest.fixture
-def api(acme_committed, db):
-    return acme_committed.api_for_test()
-
-
-@pytest.fixture
-def acme(acme_committed, db) -> dict:
-    return acme_committed.world_for_test()
+_django_db_helper, api, acme = acme_committed_fixtures()
 
 
 @pytest.fixture
