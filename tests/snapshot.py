@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import django.test
 from django.core.management import call_command
+from django.core.signals import request_finished, request_started
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 T = TypeVar("T")
@@ -143,16 +144,43 @@ def committed_once(
             tables_emptied()
 
 
-def _live_server_requests_finished(timeout: float = 5.0) -> None:
-    """Wait for the live server's requests in flight. The server sends its answer, then
-    ends the request (``request_finished``: Django checks its database connection). The
-    client, and so the test, may be done before that: the database is then closed to the
-    server by pytest-django, and it logs an error. A flush after the test used to leave
-    it the time; a restore is quicker. Each request runs on a thread of its own
-    (``socketserver.ThreadingMixIn.process_request_thread``)."""
-    for thread in threading.enumerate():
-        if thread.name.endswith("(process_request_thread)"):
-            thread.join(timeout)
+class _RequestsInFlight:
+    """The threads in the middle of a request of this process (between Django's
+    ``request_started`` and ``request_finished``): the live server runs each connection on
+    a thread of its own, which then waits for the connection's next request."""
+
+    def __init__(self) -> None:
+        self.threads: set[threading.Thread] = set()
+        self.changed = threading.Condition()
+        request_started.connect(self.started, dispatch_uid="tests.snapshot.started")
+        request_finished.connect(self.finished, dispatch_uid="tests.snapshot.finished")
+
+    def started(self, **kwargs: Any) -> None:
+        with self.changed:
+            self.threads.add(threading.current_thread())
+
+    def finished(self, **kwargs: Any) -> None:
+        with self.changed:
+            self.threads.discard(threading.current_thread())
+            self.changed.notify_all()
+
+    def none(self) -> bool:
+        return not any(thread.is_alive() for thread in self.threads)
+
+    def wait(self, timeout: float = 5.0) -> None:
+        """Until no other thread is in a request. The live server sends its answer, then
+        ends the request (``request_finished``: Django checks its database connection).
+        The client, and so the test, may be done before that: the database is then closed
+        to the server by pytest-django, and it logs an error. A flush after the test used
+        to leave it the time; a restore is quicker. Waiting for the connections' threads
+        to end instead would wait for every keep-alive connection still open."""
+        me = threading.current_thread()
+        with self.changed:
+            self.threads.discard(me)
+            self.changed.wait_for(self.none, timeout)
+
+
+_requests = _RequestsInFlight()
 
 
 @contextmanager
@@ -182,7 +210,7 @@ def restored_for_each_test(django_db_blocker: Any, restore: Callable[[], None]) 
         try:
             yield
         finally:
-            _live_server_requests_finished()
+            _requests.wait()
             test_case._post_teardown()
             WorldTestCase.tearDownClass()
             WorldTestCase.doClassCleanups()
