@@ -243,14 +243,7 @@ def acme_once(django_db_setup, django_db_blocker) -> Iterator[AcmeOnce]:
     with django_db_blocker.unblock():
         atomic.__enter__()
         try:
-            with pytest.MonkeyPatch.context() as patch:
-                patch.setattr("frames.context.paging.job_send", lambda task, *args: True)
-                patch.setattr("frames.conversation.compaction.job_send", lambda task, *a: True)
-                key, raw = api_key_create(
-                    org_name="Acme", agent_name="researcher", authority="employee", department=""
-                )
-                api = ApiClient(key=raw, organization=key.agent.organization, agent=key.agent)
-                world = acme_build(api)
+            api, world = acme_key_and_world()
         except BaseException:
             atomic.__exit__(*sys.exc_info())
             raise
